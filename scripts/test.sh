@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Runs every test of joularcode-bpf, after installing what they need (scripts/setup.sh).
+# The end-to-end tests load BPF programs into the kernel, so this runs as root.
+set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
+cd "$JOULAR_ROOT"
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "test: the end-to-end tests load BPF programs and need root: sudo $0" >&2
+    exit 1
+fi
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+echo "== cargo test"
+cargo test --workspace --no-fail-fast -- --test-threads=1 2>&1

@@ -1,0 +1,5 @@
+//! The `joularcode-bpf` command.
+
+fn main() {
+    println!("joularcode-bpf {}", env!("CARGO_PKG_VERSION"));
+}
