@@ -1,3 +1,6 @@
 //! joularcode-core: what turns CPU power and stack samples into energy per Java branch, exactly as
 //! Joular Code for Java does it. Pure Rust with no Linux-only code, so that both the eBPF profiler
 //! and the JVMTI agent's fallback mode link it on every OS.
+
+pub mod log;
+pub mod names;

@@ -126,7 +126,10 @@ impl Jvm {
         let mut line = String::new();
         loop {
             line.clear();
-            let n = self.stdout.read_line(&mut line).expect("read the JVM's stdout");
+            let n = self
+                .stdout
+                .read_line(&mut line)
+                .expect("read the JVM's stdout");
             assert!(n > 0, "the JVM ended before printing {prefix}");
             if line.starts_with(prefix) {
                 return line.trim_end().to_string();
