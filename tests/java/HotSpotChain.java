@@ -1,0 +1,45 @@
+/**
+ * A thread that sits blocked in a known 9-deep chain: main -> run -> l1 .. l6 -> leaf, where leaf
+ * sleeps. Run it under -Xint so that every frame of the chain is interpreted.
+ */
+public class HotSpotChain {
+    public static void main(String[] args) throws Exception {
+        new HotSpotChain().run();
+    }
+
+    void run() throws Exception {
+        l1();
+    }
+
+    void l1() throws Exception {
+        l2();
+    }
+
+    void l2() throws Exception {
+        l3();
+    }
+
+    void l3() throws Exception {
+        l4();
+    }
+
+    void l4() throws Exception {
+        l5();
+    }
+
+    void l5() throws Exception {
+        l6();
+    }
+
+    void l6() throws Exception {
+        leaf();
+    }
+
+    void leaf() throws Exception {
+        System.out.println("READY");
+        System.out.flush();
+        while (true) {
+            Thread.sleep(60_000);
+        }
+    }
+}

@@ -1,0 +1,95 @@
+//! Finding `libjvm.so` in a process and the addresses of its symbols there: the ELF file is read
+//! through `/proc/PID/root/<path>` (or `/proc/PID/map_files/...`), so it works for JVMs in
+//! containers and for deleted libraries.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::PathBuf;
+
+use object::read::ReadCache;
+use object::{Object, ObjectSegment, ObjectSymbol};
+
+use super::maps::Mapping;
+use super::HotSpotError;
+
+/// The file name that identifies the HotSpot library in `/proc/PID/maps`.
+const LIBJVM: &str = "/libjvm.so";
+
+/// libjvm as loaded in one process.
+#[derive(Debug)]
+pub struct Libjvm {
+    /// The path as the target process sees it.
+    pub path: String,
+    /// Added to an ELF virtual address to get the address in the process.
+    pub bias: u64,
+    symbols: HashMap<String, u64>,
+}
+
+impl Libjvm {
+    /// Finds libjvm among `maps` and resolves `wanted` symbols from its `.dynsym` and `.symtab`.
+    /// Symbols that are absent are simply not in the result.
+    pub fn find(pid: u32, maps: &[Mapping], wanted: &[&str]) -> Result<Libjvm, HotSpotError> {
+        let first = maps
+            .iter()
+            .find(|m| m.path.ends_with(LIBJVM) && m.offset == 0)
+            .ok_or(HotSpotError::NotAJvm { pid })?;
+        let candidates = [
+            PathBuf::from(format!("/proc/{pid}/root{}", first.path)),
+            first.map_file(pid),
+        ];
+        let file = candidates
+            .iter()
+            .find_map(|path| File::open(path).ok())
+            .ok_or_else(|| HotSpotError::Elf {
+                path: first.path.clone(),
+                reason: format!(
+                    "cannot open it as {} or {}: run as root (CAP_SYS_PTRACE, CAP_SYS_ADMIN)",
+                    candidates[0].display(),
+                    candidates[1].display()
+                ),
+            })?;
+        let elf_error = |reason: String| HotSpotError::Elf {
+            path: first.path.clone(),
+            reason,
+        };
+        let cache = ReadCache::new(file);
+        let elf = object::File::parse(&cache).map_err(|e| elf_error(e.to_string()))?;
+        let first_vaddr = elf
+            .segments()
+            .filter(|s| s.file_range().0 == 0)
+            .map(|s| s.address() & !0xfff)
+            .min()
+            .ok_or_else(|| elf_error("no loadable segment at file offset 0".into()))?;
+        let bias = first.start.wrapping_sub(first_vaddr);
+        let mut symbols = HashMap::new();
+        for symbol in elf.dynamic_symbols().chain(elf.symbols()) {
+            if let Ok(name) = symbol.name() {
+                if symbol.address() != 0 && wanted.contains(&name) {
+                    symbols
+                        .entry(name.to_string())
+                        .or_insert(symbol.address().wrapping_add(bias));
+                }
+            }
+        }
+        Ok(Libjvm {
+            path: first.path.clone(),
+            bias,
+            symbols,
+        })
+    }
+
+    /// The address of `name` in the process, if libjvm has it.
+    pub fn symbol(&self, name: &str) -> Option<u64> {
+        self.symbols.get(name).copied()
+    }
+
+    /// The address of `name`, or an error naming the symbol.
+    pub fn require(&self, name: &str) -> Result<u64, HotSpotError> {
+        self.symbol(name).ok_or_else(|| HotSpotError::Elf {
+            path: self.path.clone(),
+            reason: format!(
+                "symbol {name} not found: not a HotSpot JVM with serviceability support"
+            ),
+        })
+    }
+}

@@ -1,0 +1,293 @@
+//! HotSpot's self-description tables (`gHotSpotVMStructs`, `gHotSpotVMTypes`,
+//! `gHotSpotVMIntConstants`, `gHotSpotVMLongConstants`), read from the target's memory and treated
+//! as untrusted: bounded strides and entry counts, bounded names, offsets checked against sizes.
+
+use std::collections::HashMap;
+
+use super::libjvm::Libjvm;
+use super::memory::ProcessMemory;
+use super::HotSpotError;
+
+/// The symbols of libjvm this module reads.
+pub const SYMBOLS: &[&str] = &[
+    "gHotSpotVMStructs",
+    "gHotSpotVMStructEntryArrayStride",
+    "gHotSpotVMStructEntryTypeNameOffset",
+    "gHotSpotVMStructEntryFieldNameOffset",
+    "gHotSpotVMStructEntryIsStaticOffset",
+    "gHotSpotVMStructEntryOffsetOffset",
+    "gHotSpotVMStructEntryAddressOffset",
+    "gHotSpotVMTypes",
+    "gHotSpotVMTypeEntryArrayStride",
+    "gHotSpotVMTypeEntryTypeNameOffset",
+    "gHotSpotVMTypeEntrySizeOffset",
+    "gHotSpotVMIntConstants",
+    "gHotSpotVMIntConstantEntryArrayStride",
+    "gHotSpotVMIntConstantEntryNameOffset",
+    "gHotSpotVMIntConstantEntryValueOffset",
+    "gHotSpotVMLongConstants",
+    "gHotSpotVMLongConstantEntryArrayStride",
+    "gHotSpotVMLongConstantEntryNameOffset",
+    "gHotSpotVMLongConstantEntryValueOffset",
+];
+
+/// Upper bound of an entry's size in any of the tables.
+const MAX_STRIDE: u64 = 256;
+/// Upper bound of the number of entries of a table (JDK 25 has a few thousand).
+const MAX_ENTRIES: u64 = 131_072;
+/// Upper bound of a type or field name.
+const MAX_NAME: usize = 256;
+/// Upper bound of a type's size that this reader accepts.
+const MAX_TYPE_SIZE: u64 = 64 * 1024;
+/// Entries read at once.
+const BATCH: u64 = 64;
+
+/// Where a field lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    /// An instance field at this offset from the object's start.
+    Offset(u64),
+    /// A static field at this address in the process.
+    Static(u64),
+}
+
+/// The parsed tables of one JVM.
+#[derive(Debug, Default)]
+pub struct VmStructs {
+    fields: HashMap<(String, String), Field>,
+    types: HashMap<String, u64>,
+    int_constants: HashMap<String, i64>,
+    long_constants: HashMap<String, i64>,
+}
+
+/// How to read one table: where its base pointer lives and where each entry's parts are.
+struct Layout {
+    base: u64,
+    stride: u64,
+    offsets: Vec<u64>,
+}
+
+impl Layout {
+    /// Reads the table description from libjvm's `<table>` pointer, `<prefix>ArrayStride` and
+    /// `<prefix><part>Offset` variables.
+    fn read(
+        mem: &ProcessMemory,
+        libjvm: &Libjvm,
+        table: &str,
+        prefix: &str,
+        parts: &[&str],
+    ) -> Result<Layout, HotSpotError> {
+        let read_var = |name: &str| -> Result<u64, HotSpotError> {
+            let addr = libjvm.require(name)?;
+            mem.read_u64(addr).ok_or(HotSpotError::Unreadable {
+                what: "a VMStructs variable",
+                addr,
+            })
+        };
+        let base = read_var(table)?;
+        if base == 0 {
+            return Err(HotSpotError::NotReady(format!("{table} is not set yet")));
+        }
+        let stride = read_var(&format!("{prefix}ArrayStride"))?;
+        if !(8..=MAX_STRIDE).contains(&stride) {
+            return Err(HotSpotError::BadTable(format!(
+                "{prefix}ArrayStride is {stride}, not in 8..={MAX_STRIDE}"
+            )));
+        }
+        let mut offsets = Vec::new();
+        for part in parts {
+            let offset = read_var(&format!("{prefix}{part}Offset"))?;
+            if offset + 8 > stride {
+                return Err(HotSpotError::BadTable(format!(
+                    "{prefix}{part}Offset is {offset}, past the stride {stride}"
+                )));
+            }
+            offsets.push(offset);
+        }
+        Ok(Layout {
+            base,
+            stride,
+            offsets,
+        })
+    }
+
+    /// Calls `f` with each entry's words at the part offsets, until an entry whose first part
+    /// (always the name pointer) is NULL.
+    fn for_each(
+        &self,
+        mem: &ProcessMemory,
+        mut f: impl FnMut(&[u64]) -> Result<(), HotSpotError>,
+    ) -> Result<(), HotSpotError> {
+        let mut index = 0;
+        while index < MAX_ENTRIES {
+            let addr = self.base + index * self.stride;
+            let chunk = mem
+                .read_bytes(addr, (BATCH * self.stride) as usize)
+                .or_else(|| mem.read_bytes(addr, self.stride as usize))
+                .ok_or(HotSpotError::Unreadable {
+                    what: "a VMStructs table entry",
+                    addr,
+                })?;
+            for entry in chunk.chunks_exact(self.stride as usize) {
+                let words: Vec<u64> = self
+                    .offsets
+                    .iter()
+                    .map(|&o| {
+                        let o = o as usize;
+                        u64::from_ne_bytes(entry[o..o + 8].try_into().expect("8 bytes"))
+                    })
+                    .collect();
+                if words[0] == 0 {
+                    return Ok(());
+                }
+                f(&words)?;
+                index += 1;
+            }
+        }
+        Err(HotSpotError::BadTable(format!(
+            "a table at {:#x} has more than {MAX_ENTRIES} entries",
+            self.base
+        )))
+    }
+}
+
+impl VmStructs {
+    /// Reads the four tables of the JVM whose libjvm is `libjvm`.
+    pub fn read(mem: &ProcessMemory, libjvm: &Libjvm) -> Result<VmStructs, HotSpotError> {
+        let mut tables = VmStructs::default();
+        let name = |addr: u64| -> Result<String, HotSpotError> {
+            mem.read_c_string(addr, MAX_NAME)
+                .ok_or(HotSpotError::Unreadable {
+                    what: "a VMStructs name",
+                    addr,
+                })
+        };
+
+        let structs = Layout::read(
+            mem,
+            libjvm,
+            "gHotSpotVMStructs",
+            "gHotSpotVMStructEntry",
+            &["TypeName", "FieldName", "IsStatic", "Offset", "Address"],
+        )?;
+        structs.for_each(mem, |w| {
+            if w[1] == 0 {
+                return Ok(());
+            }
+            // isStatic is an int32: only its low half counts.
+            let field = if w[2] as u32 != 0 {
+                Field::Static(w[4])
+            } else {
+                Field::Offset(w[3])
+            };
+            tables.fields.insert((name(w[0])?, name(w[1])?), field);
+            Ok(())
+        })?;
+
+        let types = Layout::read(
+            mem,
+            libjvm,
+            "gHotSpotVMTypes",
+            "gHotSpotVMTypeEntry",
+            &["TypeName", "Size"],
+        )?;
+        types.for_each(mem, |w| {
+            tables.types.insert(name(w[0])?, w[1]);
+            Ok(())
+        })?;
+
+        for (table, prefix, is_int) in [
+            ("gHotSpotVMIntConstants", "gHotSpotVMIntConstantEntry", true),
+            (
+                "gHotSpotVMLongConstants",
+                "gHotSpotVMLongConstantEntry",
+                false,
+            ),
+        ] {
+            let layout = Layout::read(mem, libjvm, table, prefix, &["Name", "Value"])?;
+            layout.for_each(mem, |w| {
+                let key = name(w[0])?;
+                if is_int {
+                    tables
+                        .int_constants
+                        .insert(key, i64::from(w[1] as u32 as i32));
+                } else {
+                    tables.long_constants.insert(key, w[1] as i64);
+                }
+                Ok(())
+            })?;
+        }
+        if tables.fields.is_empty() || tables.types.is_empty() {
+            return Err(HotSpotError::NotReady(
+                "the VMStructs tables are empty".into(),
+            ));
+        }
+        Ok(tables)
+    }
+
+    /// The size of type `ty`, if the tables list it with a plausible size (1..=64 KiB).
+    pub fn size_of(&self, ty: &str) -> Option<u64> {
+        self.types
+            .get(ty)
+            .copied()
+            .filter(|&s| (1..=MAX_TYPE_SIZE).contains(&s))
+    }
+
+    /// The size of type `ty`, or an error naming it.
+    pub fn require_size(&self, ty: &str) -> Result<u64, HotSpotError> {
+        self.size_of(ty).ok_or_else(|| HotSpotError::MissingField {
+            name: format!("sizeof({ty})"),
+        })
+    }
+
+    /// The raw entry of `ty::field`.
+    pub fn field(&self, ty: &str, field: &str) -> Option<Field> {
+        self.fields
+            .get(&(ty.to_string(), field.to_string()))
+            .copied()
+    }
+
+    /// The offset of instance field `field` in the first of `types` that has it; the offset plus
+    /// `width` must lie within that type's size when the size is known.
+    pub fn offset(&self, types: &[&str], field: &str, width: u64) -> Result<u64, HotSpotError> {
+        for ty in types {
+            if let Some(Field::Offset(offset)) = self.field(ty, field) {
+                let limit = self.size_of(ty).unwrap_or(MAX_TYPE_SIZE);
+                if offset.checked_add(width).is_none_or(|end| end > limit) {
+                    return Err(HotSpotError::BadTable(format!(
+                        "{ty}::{field} at offset {offset} lies outside the type ({limit} bytes)"
+                    )));
+                }
+                return Ok(offset);
+            }
+        }
+        Err(HotSpotError::MissingField {
+            name: format!("{}::{field}", types.join("|")),
+        })
+    }
+
+    /// The address of static field `ty::field`.
+    pub fn static_address(&self, ty: &str, field: &str) -> Result<u64, HotSpotError> {
+        match self.field(ty, field) {
+            Some(Field::Static(addr)) if addr != 0 => Ok(addr),
+            _ => Err(HotSpotError::MissingField {
+                name: format!("static {ty}::{field}"),
+            }),
+        }
+    }
+
+    /// An integer constant (`gHotSpotVMIntConstants`, then `gHotSpotVMLongConstants`).
+    pub fn constant(&self, name: &str) -> Option<i64> {
+        self.int_constants
+            .get(name)
+            .or_else(|| self.long_constants.get(name))
+            .copied()
+    }
+
+    /// Every `(type, field)` pair, for diagnostics.
+    pub fn field_names(&self) -> impl Iterator<Item = (&str, &str, Field)> {
+        self.fields
+            .iter()
+            .map(|((t, f), v)| (t.as_str(), f.as_str(), *v))
+    }
+}
