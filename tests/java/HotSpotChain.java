@@ -1,10 +1,24 @@
 /**
- * A thread that sits blocked in a known 9-deep chain: main -> run -> l1 .. l6 -> leaf, where leaf
- * sleeps. Run it under -Xint so that every frame of the chain is interpreted.
+ * The main thread sits blocked in a known 9-deep chain: main -> run -> l1 .. l6 -> leaf, where
+ * leaf sleeps. A second thread, "lambda", sleeps in a lambda (a hidden class since JDK 15). Run it
+ * under -Xint so that every frame is interpreted.
  */
 public class HotSpotChain {
     public static void main(String[] args) throws Exception {
+        Thread lambda = new Thread(() -> sleepForever(), "lambda");
+        lambda.setDaemon(true);
+        lambda.start();
         new HotSpotChain().run();
+    }
+
+    static void sleepForever() {
+        try {
+            while (true) {
+                Thread.sleep(60_000);
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
     }
 
     void run() throws Exception {

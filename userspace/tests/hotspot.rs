@@ -110,6 +110,23 @@ fn interpreted_chain_is_named_from_the_thread_anchor() {
             "JDK {}: {main:?}",
             jdk.major
         );
+        // The "lambda" thread: HotSpotChain.sleepForever <- lambda$main$0 <- the hidden class.
+        let lambda = walks
+            .iter()
+            .find(|walk| walk.contains(&java("HotSpotChain", "sleepForever")))
+            .unwrap_or_else(|| panic!("JDK {}: no lambda thread: {walks:#?}", jdk.major));
+        let at = lambda
+            .iter()
+            .position(|m| m.name.starts_with("lambda$main$"))
+            .expect("the lambda's body");
+        let hidden = &lambda[at + 1];
+        assert_eq!(hidden.name, "run", "JDK {}: {lambda:?}", jdk.major);
+        assert!(
+            hidden.class.starts_with("HotSpotChain$$Lambda") && hidden.class.contains("/0x"),
+            "JDK {}: {hidden:?}",
+            jdk.major
+        );
+        assert!(!hidden.class.contains('+'));
         let tids: Vec<_> = threads.iter().filter_map(|t| t.tid).collect();
         assert!(
             tids.iter().all(

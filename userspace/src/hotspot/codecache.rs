@@ -383,3 +383,61 @@ fn read_interpreter(mem: &ProcessMemory, vm: &VmStructs) -> Result<(u64, u64), H
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A heap whose segment map is `segmap`, in this process's memory.
+    fn heap(segmap: &[u8]) -> HeapState {
+        HeapState {
+            low: 0x1000,
+            segments: segmap.len() as u64,
+            segmap: segmap.as_ptr() as u64,
+            log2_segment: 6,
+        }
+    }
+
+    #[test]
+    fn hops_back_to_the_block_start() {
+        // Blocks at 0 (3 segments), 3 (1 segment), 4 (free), 5 (long, hops of up to 3).
+        let segmap = [0, 1, 2, 0, FREE_SEGMENT, 0, 1, 2, 3, 1, 2, 3];
+        let mem = ProcessMemory::new(std::process::id());
+        let heap = heap(&segmap);
+        let starts: Vec<Option<u64>> = (0..segmap.len() as u64)
+            .map(|s| block_start(&mem, &heap, s))
+            .collect();
+        assert_eq!(
+            starts,
+            [0, 0, 0, 3]
+                .map(Some)
+                .into_iter()
+                .chain([None])
+                .chain([5; 7].map(Some))
+                .collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn a_hop_past_the_map_start_is_refused() {
+        let segmap = [5, 1];
+        let mem = ProcessMemory::new(std::process::id());
+        assert_eq!(block_start(&mem, &heap(&segmap), 1), None);
+    }
+
+    proptest! {
+        #[test]
+        fn any_segment_map_gives_a_start_at_or_before_the_segment(
+            segmap in proptest::collection::vec(any::<u8>(), 1..6000),
+            pick in any::<prop::sample::Index>(),
+        ) {
+            let mem = ProcessMemory::new(std::process::id());
+            let segment = pick.index(segmap.len()) as u64;
+            if let Some(start) = block_start(&mem, &heap(&segmap), segment) {
+                prop_assert!(start <= segment);
+                prop_assert_eq!(segmap[start as usize], 0);
+            }
+        }
+    }
+}

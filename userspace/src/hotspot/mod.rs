@@ -95,6 +95,7 @@ impl HotSpot {
         let mem = ProcessMemory::new(pid);
         let vm = VmStructs::read(&mem, &libjvm)?;
         let version = read_version(&mem, &vm)?;
+        walk::check_interpreter_layout(&vm)?;
         let methods = MethodReader::new(
             &vm,
             libjvm.require(METHOD_VTABLE_SYMBOL)?,

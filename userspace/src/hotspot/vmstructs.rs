@@ -283,11 +283,4 @@ impl VmStructs {
             .or_else(|| self.long_constants.get(name))
             .copied()
     }
-
-    /// Every `(type, field)` pair, for diagnostics.
-    pub fn field_names(&self) -> impl Iterator<Item = (&str, &str, Field)> {
-        self.fields
-            .iter()
-            .map(|((t, f), v)| (t.as_str(), f.as_str(), *v))
-    }
 }

@@ -7,6 +7,8 @@
 use super::codecache::CodeCache;
 use super::memory::ProcessMemory;
 use super::threads::FrameAnchor;
+use super::vmstructs::VmStructs;
+use super::HotSpotError;
 
 /// Bytes per stack slot on x86_64.
 const WORD: u64 = 8;
@@ -16,6 +18,25 @@ pub const INTERPRETER_METHOD_SLOT: u64 = 3;
 pub const INTERPRETER_BCP_SLOT: u64 = 8;
 /// The largest frame accepted between two saved frame pointers.
 const MAX_FRAME_BYTES: u64 = 1 << 20;
+
+/// Checks that the JVM's interpreter frames have the x86_64 layout the slots above assume, from
+/// the two slot offsets VMStructs publishes (sender sp at fp-1, last sp at fp-2 words).
+pub fn check_interpreter_layout(vm: &VmStructs) -> Result<(), HotSpotError> {
+    for (name, expected) in [
+        ("frame::interpreter_frame_sender_sp_offset", -1),
+        ("frame::interpreter_frame_last_sp_offset", -2),
+    ] {
+        match vm.constant(name) {
+            Some(value) if value == expected => {}
+            found => {
+                return Err(HotSpotError::BadTable(format!(
+                    "{name} is {found:?}, not {expected}: not an x86_64 interpreter frame layout"
+                )))
+            }
+        }
+    }
+    Ok(())
+}
 
 /// What a frame runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
