@@ -1,5 +1,5 @@
 //! Finding `libjvm.so` in a process and the addresses of its symbols there: the ELF file is read
-//! through `/proc/PID/root/<path>` (or `/proc/PID/map_files/...`), so it works for JVMs in
+//! through `/proc/PID/map_files/...` (or `/proc/PID/root/<path>`), so it works for JVMs in
 //! containers and for deleted libraries.
 
 use std::collections::HashMap;
@@ -12,6 +12,9 @@ use super::HotSpotError;
 
 /// The file name that identifies the HotSpot library in `/proc/PID/maps`.
 const LIBJVM: &str = "/libjvm.so";
+/// What /proc/PID/maps appends to the path of a file deleted since it was mapped (a JDK updated
+/// under a running JVM): such a library is still readable through /proc/PID/map_files.
+const DELETED: &str = " (deleted)";
 
 /// libjvm as loaded in one process. The file is read whole (about 20 MB) and dropped once its
 /// symbols are resolved: parsing it in memory is many times faster than through small reads.
@@ -30,11 +33,13 @@ impl Libjvm {
     pub fn find(pid: u32, maps: &[Mapping], wanted: &[&str]) -> Result<Libjvm, HotSpotError> {
         let first = maps
             .iter()
-            .find(|m| m.path.ends_with(LIBJVM) && m.offset == 0)
+            .find(|m| m.path.trim_end_matches(DELETED).ends_with(LIBJVM) && m.offset == 0)
             .ok_or(HotSpotError::NotAJvm { pid })?;
+        // map_files is the very file mapped (needs CAP_SYS_ADMIN); the path through the
+        // target's root is the fallback, which could be a newer file if the JDK was updated.
         let candidates = [
-            PathBuf::from(format!("/proc/{pid}/root{}", first.path)),
             first.map_file(pid),
+            PathBuf::from(format!("/proc/{pid}/root{}", first.path)),
         ];
         let data = candidates
             .iter()
