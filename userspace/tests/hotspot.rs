@@ -22,6 +22,18 @@ fn open(jvm: &Jvm) -> HotSpot {
     HotSpot::open(jvm.pid()).unwrap_or_else(|e| panic!("open JVM {}: {e}", jvm.pid()))
 }
 
+/// Calls `f` until it gives a value; fails after a minute (the JIT works in the background).
+fn poll<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(value) = f() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "never true: {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 fn java(class: &str, name: &str) -> JavaMethod {
     JavaMethod {
         class: class.into(),
@@ -84,13 +96,13 @@ fn interpreted_chain_is_named_from_the_thread_anchor() {
             .iter()
             .map(|thread| {
                 hs.walk_from_anchor(thread.anchor, 256)
-                    .into_iter()
+                    .iter()
                     .filter_map(|frame| match frame.kind {
                         FrameKind::Interpreted { method, .. } => Some(
                             hs.method(method)
                                 .unwrap_or_else(|| panic!("Method* {method:#x} unnamed")),
                         ),
-                        FrameKind::CodeCache => None,
+                        FrameKind::Code { .. } => None,
                     })
                     .collect()
             })
@@ -146,19 +158,16 @@ fn compiled_methods_are_named_by_their_nmethods() {
         let jvm = Jvm::start(&jdk, &["-XX:-TieredCompilation"], "HotSpotHot", &[]);
         let hs = open(&jvm);
         let wanted = [java("HotSpotHot", "compute"), java("HotSpotHot", "mix")];
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let compiled = loop {
-            let all = hs.compiled_methods();
-            if wanted.iter().all(|w| all.iter().any(|c| c.method == *w)) {
-                break all;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "JDK {}: not compiled: {all:#?}",
-                jdk.major
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        };
+        let compiled = poll(
+            &format!("JDK {}: compute and mix compiled", jdk.major),
+            || {
+                let all = hs.compiled_methods();
+                wanted
+                    .iter()
+                    .all(|w| all.iter().any(|c| c.method == *w))
+                    .then_some(all)
+            },
+        );
         let mut ids: Vec<u32> = compiled.iter().map(|c| c.compile_id).collect();
         ids.sort_unstable();
         ids.dedup();
@@ -191,6 +200,74 @@ fn compiled_methods_are_named_by_their_nmethods() {
 }
 
 #[test]
+fn compiled_frames_are_walked_by_frame_size_without_frame_pointers() {
+    let _serial = serial();
+    let chain: Vec<JavaMethod> = ["inner", "middle", "outer", "main"]
+        .into_iter()
+        .map(|name| java("HotSpotCompiled", name))
+        .collect();
+    for jdk in all_jdks() {
+        let jvm = Jvm::start(
+            &jdk,
+            &[
+                "-XX:-TieredCompilation",
+                "-Xbatch",
+                "-XX:CompileCommand=quiet",
+                "-XX:CompileCommand=dontinline,HotSpotCompiled::*",
+            ],
+            "HotSpotCompiled",
+            &[],
+        );
+        let hs = open(&jvm);
+        assert_eq!(hs.flag_bool("PreserveFramePointer"), Some(false));
+        let frames = poll(&format!("JDK {}: a thread in inner", jdk.major), || {
+            hs.java_threads().into_iter().find_map(|thread| {
+                let frames = hs.walk_from_anchor(thread.anchor, 256);
+                frames
+                    .iter()
+                    .any(|f| hs.frame_method(f).as_ref() == Some(&chain[0]))
+                    .then_some(frames)
+            })
+        });
+        let named: Vec<(Option<JavaMethod>, &FrameKind)> = frames
+            .iter()
+            .map(|f| (hs.frame_method(f), &f.kind))
+            .collect();
+        let inner = named
+            .iter()
+            .position(|(m, _)| m.as_ref() == Some(&chain[0]))
+            .expect("inner");
+        for (k, wanted) in chain.iter().enumerate() {
+            let (method, kind) = &named[inner + k];
+            assert_eq!(
+                method.as_ref(),
+                Some(wanted),
+                "JDK {}: {named:#?}",
+                jdk.major
+            );
+            match kind {
+                FrameKind::Code { blob } => {
+                    let compiled = hs.compiled_method_at(blob.code_begin).expect("nmethod");
+                    // main runs its loop in OSR-compiled (C2) or interpreted code.
+                    assert!(
+                        compiled.comp_level == 4 || k == 3,
+                        "JDK {}: {compiled:?}",
+                        jdk.major
+                    );
+                }
+                FrameKind::Interpreted { .. } => {
+                    assert_eq!(
+                        k, 3,
+                        "JDK {}: {wanted:?} interpreted: {named:#?}",
+                        jdk.major
+                    )
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn garbage_gives_none_or_errors_never_a_panic() {
     let _serial = serial();
     let jdk = joularcode_tests::jdk(25);
@@ -203,7 +280,7 @@ fn garbage_gives_none_or_errors_never_a_panic() {
         .flat_map(|t| hs.walk_from_anchor(t.anchor, 64))
         .find_map(|f| match f.kind {
             FrameKind::Interpreted { method, .. } => Some(method),
-            FrameKind::CodeCache => None,
+            FrameKind::Code { .. } => None,
         })
         .expect("an interpreted frame");
     assert!(hs.method(method).is_some());

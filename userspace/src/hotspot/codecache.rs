@@ -60,6 +60,8 @@ pub struct CodeBlob {
     pub code_end: u64,
     /// One past the blob's last byte (header, code and data).
     pub end: u64,
+    /// The size of its stack frame in words, once the frame is complete (0: no fixed frame).
+    pub frame_size: u32,
 }
 
 impl CodeBlob {
@@ -105,6 +107,7 @@ pub struct CodeCache {
     blob_size: u64,
     blob_name: u64,
     blob_length: u64,
+    blob_frame_size: u64,
     code_begin: Boundary,
     code_end: Boundary,
     nmethod_size: u64,
@@ -134,6 +137,7 @@ impl CodeCache {
             blob_size: vm.require_size("CodeBlob")?,
             blob_name: vm.offset(&["CodeBlob"], "_name", 8)?,
             blob_length: vm.offset(&["CodeBlob"], "_size", 4)?,
+            blob_frame_size: vm.offset(&["CodeBlob"], "_frame_size", 4)?,
             code_begin: Boundary::find(vm, "_code_begin", "_code_offset")?,
             code_end: Boundary::find(vm, "_code_end", "_data_offset")?,
             nmethod_size: vm.require_size("nmethod")?,
@@ -273,6 +277,8 @@ impl CodeCache {
         if code_begin < blob || code_begin > code_end || code_end > end {
             return None;
         }
+        let frame_size =
+            u32::try_from(i32::from_ne_bytes(array_at(&header, self.blob_frame_size)?)).ok()?;
         let name = mem.read_c_string(word(&header, self.blob_name)?, MAX_BLOB_NAME)?;
         Some(CodeBlob {
             address: blob,
@@ -280,6 +286,7 @@ impl CodeCache {
             code_begin,
             code_end,
             end,
+            frame_size,
         })
     }
 

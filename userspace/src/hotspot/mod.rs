@@ -18,7 +18,7 @@ use thiserror::Error;
 pub use codecache::CodeBlob;
 pub use method::JavaMethod;
 pub use threads::{FrameAnchor, JavaThread};
-pub use walk::{Frame, FrameKind};
+pub use walk::{Frame, FrameKind, FrameState};
 
 use codecache::CodeCache;
 use flags::Flags;
@@ -210,10 +210,25 @@ impl HotSpot {
         self.threads.threads(&self.mem)
     }
 
-    /// The frames of a thread that has left Java code, from its anchor along the frame pointers,
-    /// newest first, at most `max_frames`.
+    /// The Java frames of a thread that has left Java code, from its anchor, newest first, at
+    /// most `max_frames`; empty while the thread runs Java code.
     pub fn walk_from_anchor(&self, anchor: FrameAnchor, max_frames: usize) -> Vec<Frame> {
         walk::walk_from_anchor(&self.mem, &self.code, anchor, max_frames)
+    }
+
+    /// The frames from `start` (a pc, sp and fp at a call site), newest first, at most
+    /// `max_frames`.
+    pub fn walk(&self, start: FrameState, max_frames: usize) -> Vec<Frame> {
+        walk::walk(&self.mem, &self.code, start, max_frames)
+    }
+
+    /// The Java method a frame runs: an interpreted frame's Method*, or a compiled frame's outer
+    /// method; `None` for stubs and unreadable methods.
+    pub fn frame_method(&self, frame: &Frame) -> Option<JavaMethod> {
+        match &frame.kind {
+            FrameKind::Interpreted { method, .. } => self.method(*method),
+            FrameKind::Code { blob } => self.compiled_frame(blob.clone()).map(|c| c.method),
+        }
     }
 }
 

@@ -1,10 +1,11 @@
-//! Walking a thread's Java frames along the saved frame-pointer chain, from a known frame (the
-//! thread's `JavaFrameAnchor`, or a sampled pc/fp). Interpreted frames always keep a frame
-//! pointer and hold their Method* and bcp at fixed slots; compiled frames keep one only under
-//! -XX:+PreserveFramePointer. This is the reference walk that a HotSpot-aware walker (CodeBlob
-//! frame sizes) will extend.
+//! Walking a thread's Java frames the way HotSpot does, from a known frame such as the thread's
+//! `JavaFrameAnchor`: an interpreted frame keeps its Method*, bcp and sender's sp at fixed slots
+//! below its frame pointer; a compiled frame (or a stub with a fixed frame) is stepped over with
+//! `CodeBlob::_frame_size`, so no -XX:+PreserveFramePointer is needed; a blob without a fixed
+//! frame (the call stub) is left through its saved frame pointer. Every pc reached from an
+//! anchor is a call site, so no prologue or epilogue guessing is needed here.
 
-use super::codecache::CodeCache;
+use super::codecache::{CodeBlob, CodeCache};
 use super::memory::ProcessMemory;
 use super::threads::FrameAnchor;
 use super::vmstructs::VmStructs;
@@ -16,7 +17,9 @@ const WORD: u64 = 8;
 pub const INTERPRETER_METHOD_SLOT: u64 = 3;
 /// The interpreter frame's bcp slot, in words below fp (x86_64, JDK 9+).
 pub const INTERPRETER_BCP_SLOT: u64 = 8;
-/// The largest frame accepted between two saved frame pointers.
+/// The interpreter frame's sender sp slot, in words below fp (checked against VMStructs).
+const INTERPRETER_SENDER_SP_SLOT: u64 = 1;
+/// The largest step accepted from one frame to its caller.
 const MAX_FRAME_BYTES: u64 = 1 << 20;
 
 /// Checks that the JVM's interpreter frames have the x86_64 layout the slots above assume, from
@@ -38,8 +41,19 @@ pub fn check_interpreter_layout(vm: &VmStructs) -> Result<(), HotSpotError> {
     Ok(())
 }
 
-/// What a frame runs.
+/// Where a frame is: a pc in it, its stack pointer and its frame pointer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameState {
+    /// A pc in the frame: the current one for the first frame, a return address for the others.
+    pub pc: u64,
+    /// The frame's (unextended) stack pointer.
+    pub sp: u64,
+    /// The frame pointer (for compiled frames without PreserveFramePointer, whatever rbp held).
+    pub fp: u64,
+}
+
+/// What a frame runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FrameKind {
     /// An interpreted Java method.
     Interpreted {
@@ -48,55 +62,87 @@ pub enum FrameKind {
         /// Its bytecode pointer (for a caller frame: the invoke being executed).
         bcp: u64,
     },
-    /// Code in the code cache other than the interpreter: compiled Java code or a stub.
-    CodeCache,
+    /// Other code of the code cache: compiled Java code (`blob.is_nmethod()`) or a stub.
+    Code {
+        /// The blob that holds the pc.
+        blob: CodeBlob,
+    },
 }
 
 /// One frame of a walk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Frame {
-    /// A pc in the frame: the current one for the first frame, a return address for the others.
-    pub pc: u64,
-    /// The frame pointer.
-    pub fp: u64,
+    /// Where the frame is.
+    pub state: FrameState,
     /// What it runs.
     pub kind: FrameKind,
 }
 
-/// Walks from the frame described by `pc` and `fp`, newest first, while the pcs are in the code
-/// cache and the frame pointers go up the stack; at most `max_frames` frames.
-pub fn walk_frame_pointers(
+/// Walks from `start`, newest first, while the pcs are in the code cache and each caller's stack
+/// pointer lies above its callee's; at most `max_frames` frames.
+pub fn walk(
     mem: &ProcessMemory,
     code: &CodeCache,
-    mut pc: u64,
-    mut fp: u64,
+    start: FrameState,
     max_frames: usize,
 ) -> Vec<Frame> {
     let mut frames = Vec::new();
-    while frames.len() < max_frames && fp != 0 && fp % WORD == 0 && code.contains(pc) {
-        let kind = if code.is_interpreter(pc) {
-            let slot = |words: u64| fp.checked_sub(words * WORD).and_then(|a| mem.read_u64(a));
-            match (slot(INTERPRETER_METHOD_SLOT), slot(INTERPRETER_BCP_SLOT)) {
-                (Some(method), Some(bcp)) => FrameKind::Interpreted { method, bcp },
-                _ => break,
-            }
-        } else {
-            FrameKind::CodeCache
-        };
-        frames.push(Frame { pc, fp, kind });
-        let (Some(next_fp), Some(next_pc)) = (mem.read_u64(fp), mem.read_u64(fp + WORD)) else {
+    let mut state = start;
+    while frames.len() < max_frames && state.sp % WORD == 0 && code.contains(state.pc) {
+        let Some((kind, caller)) = step(mem, code, state) else {
             break;
         };
-        if next_fp <= fp || next_fp - fp > MAX_FRAME_BYTES {
+        frames.push(Frame { state, kind });
+        if caller.sp <= state.sp || caller.sp - state.sp > MAX_FRAME_BYTES {
             break;
         }
-        (pc, fp) = (next_pc, next_fp);
+        state = caller;
     }
     frames
 }
 
+/// What the frame at `state` runs, and where its caller is.
+fn step(
+    mem: &ProcessMemory,
+    code: &CodeCache,
+    state: FrameState,
+) -> Option<(FrameKind, FrameState)> {
+    let fp = state.fp;
+    let slot = |words: u64| fp.checked_sub(words * WORD).and_then(|a| mem.read_u64(a));
+    let by_frame_pointer = |sp: u64| -> Option<FrameState> {
+        if fp == 0 || fp % WORD != 0 || fp < state.sp {
+            return None;
+        }
+        Some(FrameState {
+            pc: mem.read_u64(fp + WORD)?,
+            sp,
+            fp: mem.read_u64(fp)?,
+        })
+    };
+    if code.is_interpreter(state.pc) {
+        let kind = FrameKind::Interpreted {
+            method: slot(INTERPRETER_METHOD_SLOT)?,
+            bcp: slot(INTERPRETER_BCP_SLOT)?,
+        };
+        return Some((kind, by_frame_pointer(slot(INTERPRETER_SENDER_SP_SLOT)?)?));
+    }
+    let blob = code.blob_at(mem, state.pc)?;
+    let caller = match u64::from(blob.frame_size) * WORD {
+        0 => by_frame_pointer(fp.checked_add(2 * WORD)?)?,
+        size => {
+            let sender_sp = state.sp.checked_add(size)?;
+            FrameState {
+                pc: mem.read_u64(sender_sp - WORD)?,
+                sp: sender_sp,
+                fp: mem.read_u64(sender_sp - 2 * WORD)?,
+            }
+        }
+    };
+    Some((FrameKind::Code { blob }, caller))
+}
+
 /// Walks a thread's Java stack from its anchor; empty while the thread runs Java code (its
-/// anchor is clear) or when the anchor has no frame pointer (it left from compiled code).
+/// anchor is clear).
 pub fn walk_from_anchor(
     mem: &ProcessMemory,
     code: &CodeCache,
@@ -113,5 +159,10 @@ pub fn walk_from_anchor(
         },
         pc => pc,
     };
-    walk_frame_pointers(mem, code, pc, anchor.fp, max_frames)
+    let start = FrameState {
+        pc,
+        sp: anchor.sp,
+        fp: anchor.fp,
+    };
+    walk(mem, code, start, max_frames)
 }
