@@ -226,10 +226,10 @@ impl CodeCache {
         let start = block_start(mem, &heap, segment)?;
         let block = heap.low + (start << heap.log2_segment);
         let (length, used) = self.block_header(mem, block)?;
-        if !used || pc >= block + (length << heap.log2_segment) {
+        if !used || pc >= block.checked_add(length << heap.log2_segment)? {
             return None;
         }
-        let blob = self.blob(mem, block + self.block_size)?;
+        let blob = self.blob(mem, block.checked_add(self.block_size)?)?;
         (blob.address..blob.end).contains(&pc).then_some(blob)
     }
 
@@ -250,7 +250,11 @@ impl CodeCache {
                     break;
                 }
                 if used {
-                    blobs.extend(self.blob(mem, block + self.block_size));
+                    blobs.extend(
+                        block
+                            .checked_add(self.block_size)
+                            .and_then(|blob| self.blob(mem, blob)),
+                    );
                 }
                 segment += length;
             }
@@ -340,8 +344,9 @@ fn read_heap_pointers(mem: &ProcessMemory, vm: &VmStructs) -> Result<Vec<u64>, H
             "CodeCache::_heaps is not set yet".into(),
         ));
     }
-    let len_at = array + vm.offset(&["GrowableArrayBase", "GenericGrowableArray"], "_len", 4)?;
-    let data_at = array + vm.offset(&["GrowableArray<int>"], "_data", 8)?;
+    let len_at =
+        array.wrapping_add(vm.offset(&["GrowableArrayBase", "GenericGrowableArray"], "_len", 4)?);
+    let data_at = array.wrapping_add(vm.offset(&["GrowableArray<int>"], "_data", 8)?);
     let len = mem.read_u32(len_at).ok_or(unreadable(len_at))?;
     let data = mem.read_u64(data_at).ok_or(unreadable(data_at))?;
     if len == 0 || data == 0 {
@@ -384,7 +389,12 @@ fn read_interpreter(mem: &ProcessMemory, vm: &VmStructs) -> Result<(u64, u64), H
     let limit =
         array_at(&bytes, vm.offset(&["StubQueue"], "_buffer_limit", 4)?).map(i32::from_ne_bytes);
     match (buffer, limit) {
-        (Some(begin), Some(limit)) if begin != 0 && limit > 0 => Ok((begin, begin + limit as u64)),
+        (Some(begin), Some(limit)) if begin != 0 && limit > 0 => begin
+            .checked_add(limit as u64)
+            .map(|end| (begin, end))
+            .ok_or_else(|| {
+                HotSpotError::BadTable(format!("the interpreter at {begin:#x} wraps around"))
+            }),
         _ => Err(HotSpotError::NotReady(
             "the interpreter's code buffer is empty".into(),
         )),

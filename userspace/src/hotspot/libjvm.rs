@@ -81,6 +81,16 @@ impl Libjvm {
         })
     }
 
+    /// A libjvm whose symbols are at the given addresses: for tests on fake tables.
+    #[cfg(test)]
+    pub(crate) fn with_symbols(symbols: HashMap<String, u64>) -> Libjvm {
+        Libjvm {
+            path: "/fake/libjvm.so".into(),
+            bias: 0,
+            symbols,
+        }
+    }
+
     /// The address of `name` in the process, if libjvm has it.
     pub fn symbol(&self, name: &str) -> Option<u64> {
         self.symbols.get(name).copied()

@@ -59,7 +59,7 @@ impl MethodReader {
     ) -> Result<MethodReader, HotSpotError> {
         Ok(MethodReader {
             method_size: vm.require_size("Method")?,
-            method_vtable: method_vtable + VTABLE_ADDRESS_POINT,
+            method_vtable: method_vtable.wrapping_add(VTABLE_ADDRESS_POINT),
             shared_range,
             const_method: vm.offset(&["Method"], "_constMethod", 8)?,
             const_method_size: vm.require_size("ConstMethod")?,
@@ -123,8 +123,9 @@ impl MethodReader {
         if name_index == 0 || name_index >= length || holder == 0 || holder % 8 != 0 {
             return None;
         }
-        let name_symbol = mem.read_u64(pool + self.pool_size + 8 * name_index)? & !1;
-        let class_symbol = mem.read_u64(holder + self.klass_name)?;
+        let name_entry = pool.checked_add(self.pool_size + 8 * name_index)?;
+        let name_symbol = mem.read_u64(name_entry)? & !1;
+        let class_symbol = mem.read_u64(holder.checked_add(self.klass_name)?)?;
         Some(JavaMethod {
             class: binary_class_name(&self.symbol(mem, class_symbol)?),
             name: self.symbol(mem, name_symbol)?,
@@ -136,11 +137,127 @@ impl MethodReader {
         if symbol == 0 || symbol % 2 != 0 {
             return None;
         }
-        let length = mem.read_u16(symbol + self.symbol_length)?;
+        let length = mem.read_u16(symbol.checked_add(self.symbol_length)?)?;
         if length == 0 {
             return None;
         }
-        let body = mem.read_bytes(symbol + self.symbol_body, usize::from(length))?;
+        let body = mem.read_bytes(symbol.checked_add(self.symbol_body)?, usize::from(length))?;
         Some(String::from_utf8_lossy(&body).into_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const VTABLE: u64 = 0x7000_0000;
+
+    /// A reader with JDK 17's offsets: Method 88 bytes (_constMethod at 8), ConstMethod 48 bytes
+    /// (_constants at 8, _name_index at 34), ConstantPool 72 bytes (_pool_holder at 24, _length
+    /// at 60), Klass::_name at 24, Symbol _length at 4 and _body at 6.
+    fn reader() -> MethodReader {
+        MethodReader {
+            method_size: 88,
+            method_vtable: VTABLE + VTABLE_ADDRESS_POINT,
+            shared_range: None,
+            const_method: 8,
+            const_method_size: 48,
+            constants: 8,
+            name_index: 34,
+            pool_holder: 24,
+            pool_length: 60,
+            pool_size: 72,
+            klass_name: 24,
+            symbol_length: 4,
+            symbol_body: 6,
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// A Symbol in this process's memory.
+    fn symbol(text: &str) -> Vec<u8> {
+        let mut bytes = vec![0; 4];
+        bytes.extend((text.len() as u16).to_ne_bytes());
+        bytes.extend(text.as_bytes());
+        bytes
+    }
+
+    fn put(words: &mut [u64], byte_offset: usize, value: u64) {
+        words[byte_offset / 8] = value;
+    }
+
+    /// A Method, its ConstMethod, ConstantPool, Klass and Symbols, laid out in this process.
+    struct FakeMethod {
+        method: Box<[u64; 11]>,
+        _const_method: Box<[u64; 6]>,
+        _pool: Box<[u64; 16]>,
+        _klass: Box<[u64; 8]>,
+        _symbols: [Vec<u8>; 2],
+    }
+
+    impl FakeMethod {
+        /// A Method whose vtable word is `vtable` and whose name is pool entry `name_index`
+        /// of a 5-entry pool.
+        fn new(vtable: u64, name_index: u64) -> FakeMethod {
+            let class = symbol("demo/Burn$$Lambda+0x0000000800c5898");
+            let name = symbol("run");
+            let mut klass = Box::new([0u64; 8]);
+            put(&mut klass[..], 24, class.as_ptr() as u64);
+            let mut pool = Box::new([0u64; 16]);
+            put(&mut pool[..], 24, klass.as_ptr() as u64);
+            pool[60 / 8] = 5 << 32; // _length = 5, at byte 60 (upper half of word 7)
+            pool[72 / 8 + 3] = name.as_ptr() as u64 | 1; // entry 3, low bit set as HotSpot may
+            let mut const_method = Box::new([0u64; 6]);
+            put(&mut const_method[..], 8, pool.as_ptr() as u64);
+            const_method[4] = name_index << 16; // _name_index at byte 34
+            let mut method = Box::new([0u64; 11]);
+            method[0] = vtable;
+            put(&mut method[..], 8, const_method.as_ptr() as u64);
+            FakeMethod {
+                method,
+                _const_method: const_method,
+                _pool: pool,
+                _klass: klass,
+                _symbols: [class, name],
+            }
+        }
+
+        fn address(&self) -> u64 {
+            self.method.as_ptr() as u64
+        }
+    }
+
+    #[test]
+    fn names_a_well_formed_method_and_refuses_a_wrong_vtable() {
+        let mem = ProcessMemory::new(std::process::id());
+        let expected = JavaMethod {
+            class: "demo.Burn$$Lambda/0x0000000800c5898".into(),
+            name: "run".into(),
+        };
+        let good = FakeMethod::new(VTABLE + VTABLE_ADDRESS_POINT, 3);
+        assert_eq!(reader().name(&mem, good.address()), Some(expected));
+        let wrong_vtable = FakeMethod::new(VTABLE, 3);
+        assert_eq!(reader().name(&mem, wrong_vtable.address()), None);
+        let index_past_the_pool = FakeMethod::new(VTABLE + VTABLE_ADDRESS_POINT, 5);
+        assert_eq!(reader().name(&mem, index_past_the_pool.address()), None);
+    }
+
+    proptest! {
+        #[test]
+        fn garbage_behind_a_valid_vtable_never_panics(
+            arena in proptest::collection::vec(any::<u64>(), 64),
+            links in proptest::collection::vec((0usize..64, 0usize..64, any::<bool>()), 0..32),
+        ) {
+            let mut arena = arena;
+            let base = arena.as_ptr() as u64;
+            // Some words point back into the arena (maybe misaligned), the rest stay random.
+            for (from, to, misalign) in links {
+                arena[from] = base + 8 * to as u64 + u64::from(misalign);
+            }
+            arena[0] = VTABLE + VTABLE_ADDRESS_POINT;
+            let mem = ProcessMemory::new(std::process::id());
+            let _ = reader().name(&mem, arena.as_ptr() as u64);
+        }
     }
 }

@@ -84,9 +84,9 @@ impl ThreadReader {
     fn thread_pointers(&self, mem: &ProcessMemory) -> Option<Vec<u64>> {
         let list = mem.read_u64(self.list_var).filter(|&l| l != 0)?;
         let length = mem
-            .read_u32(list + self.list_length)
+            .read_u32(list.checked_add(self.list_length)?)
             .filter(|&n| n <= MAX_THREADS)?;
-        let array = mem.read_u64(list + self.list_threads)?;
+        let array = mem.read_u64(list.checked_add(self.list_threads)?)?;
         let bytes = mem.read_bytes(array, 8 * length as usize)?;
         Some(
             bytes

@@ -97,7 +97,7 @@ impl Layout {
         let mut offsets = Vec::new();
         for part in parts {
             let offset = read_var(&format!("{prefix}{part}Offset"))?;
-            if offset + 8 > stride {
+            if offset.checked_add(8).is_none_or(|end| end > stride) {
                 return Err(HotSpotError::BadTable(format!(
                     "{prefix}{part}Offset is {offset}, past the stride {stride}"
                 )));
@@ -120,7 +120,9 @@ impl Layout {
     ) -> Result<(), HotSpotError> {
         let mut index = 0;
         while index < MAX_ENTRIES {
-            let addr = self.base + index * self.stride;
+            let addr = self.base.checked_add(index * self.stride).ok_or_else(|| {
+                HotSpotError::BadTable(format!("a table at {:#x} wraps around", self.base))
+            })?;
             let chunk = mem
                 .read_bytes(addr, (BATCH * self.stride) as usize)
                 .or_else(|| mem.read_bytes(addr, self.stride as usize))
@@ -282,5 +284,143 @@ impl VmStructs {
             .get(name)
             .or_else(|| self.long_constants.get(name))
             .copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CStr;
+
+    /// Fake tables in this process's memory, laid out as HotSpot lays them out.
+    struct Fake {
+        structs: Vec<[u64; 6]>,
+        types: Vec<[u64; 5]>,
+        constants: Vec<[u64; 2]>,
+        /// The variables libjvm exports, by symbol name.
+        vars: Vec<(String, Box<u64>)>,
+    }
+
+    fn c(text: &'static CStr) -> u64 {
+        text.as_ptr() as u64
+    }
+
+    impl Fake {
+        fn new() -> Fake {
+            let structs = vec![
+                [c(c"Method"), c(c"_constMethod"), 0, 0, 8, 0],
+                [c(c"CodeCache"), c(c"_heaps"), 0, 1, 0, 0x1234],
+                [0; 6],
+            ];
+            let types = vec![[c(c"Method"), 0, 0, 0, 88], [0; 5]];
+            let constants = vec![[c(c"frame::pc_return_offset"), 0], [0; 2]];
+            let mut fake = Fake {
+                structs,
+                types,
+                constants,
+                vars: Vec::new(),
+            };
+            let structs = fake.structs.as_ptr() as u64;
+            let types = fake.types.as_ptr() as u64;
+            let constants = fake.constants.as_ptr() as u64;
+            for (name, value) in [
+                ("gHotSpotVMStructs", structs),
+                ("gHotSpotVMStructEntryArrayStride", 48),
+                ("gHotSpotVMStructEntryTypeNameOffset", 0),
+                ("gHotSpotVMStructEntryFieldNameOffset", 8),
+                ("gHotSpotVMStructEntryIsStaticOffset", 24),
+                ("gHotSpotVMStructEntryOffsetOffset", 32),
+                ("gHotSpotVMStructEntryAddressOffset", 40),
+                ("gHotSpotVMTypes", types),
+                ("gHotSpotVMTypeEntryArrayStride", 40),
+                ("gHotSpotVMTypeEntryTypeNameOffset", 0),
+                ("gHotSpotVMTypeEntrySizeOffset", 32),
+            ] {
+                fake.set(name, value);
+            }
+            for kind in ["Int", "Long"] {
+                fake.set(&format!("gHotSpotVM{kind}Constants"), constants);
+                fake.set(&format!("gHotSpotVM{kind}ConstantEntryArrayStride"), 16);
+                fake.set(&format!("gHotSpotVM{kind}ConstantEntryNameOffset"), 0);
+                fake.set(&format!("gHotSpotVM{kind}ConstantEntryValueOffset"), 8);
+            }
+            fake
+        }
+
+        fn set(&mut self, name: &str, value: u64) {
+            self.vars.retain(|(n, _)| n != name);
+            self.vars.push((name.to_string(), Box::new(value)));
+        }
+
+        fn read(&self) -> Result<VmStructs, HotSpotError> {
+            let symbols = self
+                .vars
+                .iter()
+                .map(|(name, value)| (name.clone(), &**value as *const u64 as u64))
+                .collect();
+            let mem = ProcessMemory::new(std::process::id());
+            VmStructs::read(&mem, &Libjvm::with_symbols(symbols))
+        }
+    }
+
+    #[test]
+    fn reads_fields_types_and_constants() {
+        let vm = Fake::new().read().expect("fake tables");
+        assert_eq!(
+            vm.offset(&["Klass", "Method"], "_constMethod", 8).ok(),
+            Some(8)
+        );
+        assert_eq!(vm.static_address("CodeCache", "_heaps").ok(), Some(0x1234));
+        assert_eq!(vm.size_of("Method"), Some(88));
+        assert_eq!(vm.constant("frame::pc_return_offset"), Some(0));
+        assert!(matches!(
+            vm.offset(&["Method"], "_nope", 8),
+            Err(HotSpotError::MissingField { .. })
+        ));
+    }
+
+    #[test]
+    fn an_offset_outside_its_type_is_refused() {
+        let mut fake = Fake::new();
+        fake.structs[0][4] = 88;
+        let vm = fake.read().expect("fake tables");
+        assert!(matches!(
+            vm.offset(&["Method"], "_constMethod", 8),
+            Err(HotSpotError::BadTable(_))
+        ));
+    }
+
+    #[test]
+    fn a_null_table_is_not_ready() {
+        let mut fake = Fake::new();
+        fake.set("gHotSpotVMStructs", 0);
+        assert!(matches!(fake.read(), Err(HotSpotError::NotReady(_))));
+    }
+
+    #[test]
+    fn implausible_strides_and_offsets_are_refused() {
+        for (name, value) in [
+            ("gHotSpotVMStructEntryArrayStride", 4096),
+            ("gHotSpotVMStructEntryArrayStride", 0),
+            ("gHotSpotVMStructEntryOffsetOffset", 44),
+            ("gHotSpotVMTypeEntrySizeOffset", u64::MAX),
+        ] {
+            let mut fake = Fake::new();
+            fake.set(name, value);
+            assert!(
+                matches!(fake.read(), Err(HotSpotError::BadTable(_))),
+                "{name} = {value}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_unterminated_table_ends_in_an_error() {
+        let mut fake = Fake::new();
+        // A table of entries whose name pointers point at unreadable memory.
+        fake.structs = vec![[8, 8, 0, 0, 0, 0]; 4];
+        let base = fake.structs.as_ptr() as u64;
+        fake.set("gHotSpotVMStructs", base);
+        assert!(fake.read().is_err());
     }
 }

@@ -114,7 +114,7 @@ fn step(
             return None;
         }
         Some(FrameState {
-            pc: mem.read_u64(fp + WORD)?,
+            pc: mem.read_u64(fp.checked_add(WORD)?)?,
             sp,
             fp: mem.read_u64(fp)?,
         })
