@@ -1,0 +1,460 @@
+//! The code cache: its CodeHeaps, the segment maps that lead from a pc to the start of its
+//! CodeBlob, the blobs' names and code ranges, and for an nmethod its Method* and compile id.
+//! Also the interpreter's code range. Layouts differ across JDKs: JDK 17 and 21 hold code
+//! pointers in CodeBlob and the Method* in CompiledMethod; JDK 23+ hold offsets from the blob and
+//! the Method* in nmethod.
+
+use super::memory::{array_at, word, ProcessMemory};
+use super::vmstructs::VmStructs;
+use super::HotSpotError;
+
+/// More heaps than HotSpot ever makes (it has at most 3, 4 with a hot code heap).
+const MAX_HEAPS: u32 = 16;
+/// Segment map hops before giving up; each hop goes back up to 254 segments.
+const MAX_HOPS: usize = 1024;
+/// Segment map bytes read at once.
+const SEGMAP_CHUNK: u64 = 4096;
+/// The segment map byte of a free segment.
+const FREE_SEGMENT: u8 = 0xFF;
+/// Longest blob name read.
+const MAX_BLOB_NAME: usize = 256;
+
+/// Where a CodeBlob keeps one of its code boundaries.
+#[derive(Debug, Clone, Copy)]
+enum Boundary {
+    /// An absolute pointer at this offset (JDK <= 22).
+    Pointer(u64),
+    /// An int32 offset from the blob's start, at this offset (JDK 23+).
+    Relative(u64),
+}
+
+impl Boundary {
+    fn find(vm: &VmStructs, pointer: &str, relative: &str) -> Result<Boundary, HotSpotError> {
+        match vm.offset(&["CodeBlob"], pointer, 8) {
+            Ok(offset) => Ok(Boundary::Pointer(offset)),
+            Err(_) => Ok(Boundary::Relative(vm.offset(&["CodeBlob"], relative, 4)?)),
+        }
+    }
+
+    fn read(self, blob: u64, header: &[u8]) -> Option<u64> {
+        match self {
+            Boundary::Pointer(offset) => word(header, offset),
+            Boundary::Relative(offset) => {
+                let relative = i32::from_ne_bytes(array_at(header, offset)?);
+                blob.checked_add(u64::try_from(relative).ok()?)
+            }
+        }
+    }
+}
+
+/// One code blob: an nmethod, the interpreter, a stub or an adapter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CodeBlob {
+    /// The CodeBlob* itself.
+    pub address: u64,
+    /// Its name: `nmethod`, `native nmethod`, `Interpreter`, `StubRoutines (1)`, ...
+    pub name: String,
+    /// First byte of its instructions.
+    pub code_begin: u64,
+    /// One past the last byte of its instructions.
+    pub code_end: u64,
+    /// One past the blob's last byte (header, code and data).
+    pub end: u64,
+    /// The size of its stack frame in words, once the frame is complete (0: no fixed frame).
+    pub frame_size: u32,
+}
+
+impl CodeBlob {
+    /// Whether the blob is compiled Java code (an nmethod, or a native method's wrapper).
+    pub fn is_nmethod(&self) -> bool {
+        self.name == "nmethod" || self.name == "native nmethod"
+    }
+}
+
+/// The nmethod-specific part of a blob.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NMethodInfo {
+    /// The Method* it compiles (the outer method, when others are inlined into it).
+    pub method: u64,
+    /// The compile id (positive; unique while the JVM runs).
+    pub compile_id: u32,
+    /// The tier: 1-3 C1, 4 C2 (0 for native wrappers).
+    pub comp_level: u8,
+}
+
+/// A heap's committed part, read afresh for each lookup since it grows.
+struct HeapState {
+    low: u64,
+    segments: u64,
+    segmap: u64,
+    log2_segment: u32,
+}
+
+/// The code cache of one JVM.
+#[derive(Debug)]
+pub struct CodeCache {
+    heaps: Vec<u64>,
+    reserved: Vec<(u64, u64)>,
+    heap_size: u64,
+    heap_memory: u64,
+    heap_segmap: u64,
+    heap_log2_segment: u64,
+    space_low: u64,
+    space_high: u64,
+    block_size: u64,
+    block_length: u64,
+    block_used: u64,
+    blob_size: u64,
+    blob_name: u64,
+    blob_length: u64,
+    blob_frame_size: u64,
+    code_begin: Boundary,
+    code_end: Boundary,
+    nmethod_size: u64,
+    nmethod_method: u64,
+    compile_id: u64,
+    comp_level: u64,
+    interpreter: (u64, u64),
+}
+
+impl CodeCache {
+    /// Reads the heaps and the interpreter range; `NotReady` while the JVM still sets them up.
+    pub fn read(mem: &ProcessMemory, vm: &VmStructs) -> Result<CodeCache, HotSpotError> {
+        let nmethod = ["nmethod", "CompiledMethod"];
+        let header = vm.offset(&["HeapBlock"], "_header", 1)?;
+        let mut cache = CodeCache {
+            heaps: Vec::new(),
+            reserved: Vec::new(),
+            heap_size: vm.require_size("CodeHeap")?,
+            heap_memory: vm.offset(&["CodeHeap"], "_memory", 1)?,
+            heap_segmap: vm.offset(&["CodeHeap"], "_segmap", 1)?,
+            heap_log2_segment: vm.offset(&["CodeHeap"], "_log2_segment_size", 4)?,
+            space_low: vm.offset(&["VirtualSpace"], "_low", 8)?,
+            space_high: vm.offset(&["VirtualSpace"], "_high", 8)?,
+            block_size: vm.require_size("HeapBlock")?,
+            block_length: header + vm.offset(&["HeapBlock::Header"], "_length", 4)?,
+            block_used: header + vm.offset(&["HeapBlock::Header"], "_used", 1)?,
+            blob_size: vm.require_size("CodeBlob")?,
+            blob_name: vm.offset(&["CodeBlob"], "_name", 8)?,
+            blob_length: vm.offset(&["CodeBlob"], "_size", 4)?,
+            blob_frame_size: vm.offset(&["CodeBlob"], "_frame_size", 4)?,
+            code_begin: Boundary::find(vm, "_code_begin", "_code_offset")?,
+            code_end: Boundary::find(vm, "_code_end", "_data_offset")?,
+            nmethod_size: vm.require_size("nmethod")?,
+            nmethod_method: vm.offset(&nmethod, "_method", 8)?,
+            compile_id: vm.offset(&nmethod, "_compile_id", 4)?,
+            comp_level: vm.offset(&nmethod, "_comp_level", 1)?,
+            interpreter: read_interpreter(mem, vm)?,
+        };
+        let boundary_low = vm.offset(&["VirtualSpace"], "_low_boundary", 8)?;
+        let boundary_high = vm.offset(&["VirtualSpace"], "_high_boundary", 8)?;
+        for heap in read_heap_pointers(mem, vm)? {
+            let bytes =
+                mem.read_bytes(heap, cache.heap_size as usize)
+                    .ok_or(HotSpotError::Unreadable {
+                        what: "a CodeHeap",
+                        addr: heap,
+                    })?;
+            let space = |field| word(&bytes, cache.heap_memory + field);
+            match (space(boundary_low), space(boundary_high)) {
+                (Some(low), Some(high)) if low != 0 && low < high => {
+                    cache.heaps.push(heap);
+                    cache.reserved.push((low, high));
+                }
+                _ => {
+                    return Err(HotSpotError::NotReady(
+                        "a CodeHeap has no memory yet".into(),
+                    ))
+                }
+            }
+        }
+        Ok(cache)
+    }
+
+    /// The interpreter's code range, `[begin, end)`.
+    pub fn interpreter(&self) -> (u64, u64) {
+        self.interpreter
+    }
+
+    /// Whether `pc` lies in the interpreter's code.
+    pub fn is_interpreter(&self, pc: u64) -> bool {
+        (self.interpreter.0..self.interpreter.1).contains(&pc)
+    }
+
+    /// Whether `pc` lies in one of the code heaps (reserved range).
+    pub fn contains(&self, pc: u64) -> bool {
+        self.reserved
+            .iter()
+            .any(|&(low, high)| (low..high).contains(&pc))
+    }
+
+    /// The reserved ranges `[low, high)` of the code heaps.
+    pub fn heap_ranges(&self) -> &[(u64, u64)] {
+        &self.reserved
+    }
+
+    fn heap_state(&self, mem: &ProcessMemory, heap: u64) -> Option<HeapState> {
+        let bytes = mem.read_bytes(heap, self.heap_size as usize)?;
+        let low = word(&bytes, self.heap_memory + self.space_low)?;
+        let high = word(&bytes, self.heap_memory + self.space_high)?;
+        let segmap = word(&bytes, self.heap_segmap + self.space_low)?;
+        let segmap_high = word(&bytes, self.heap_segmap + self.space_high)?;
+        let log2_segment = u32::from_ne_bytes(array_at(&bytes, self.heap_log2_segment)?);
+        if !(4..=16).contains(&log2_segment) || high < low || segmap_high < segmap {
+            return None;
+        }
+        let segments = ((high - low) >> log2_segment).min(segmap_high - segmap);
+        Some(HeapState {
+            low,
+            segments,
+            segmap,
+            log2_segment,
+        })
+    }
+
+    /// The blob that holds `pc`, found through its heap's segment map.
+    pub fn blob_at(&self, mem: &ProcessMemory, pc: u64) -> Option<CodeBlob> {
+        let index = self
+            .reserved
+            .iter()
+            .position(|&(l, h)| (l..h).contains(&pc))?;
+        let heap = self.heap_state(mem, self.heaps[index])?;
+        let segment = pc.checked_sub(heap.low)? >> heap.log2_segment;
+        if segment >= heap.segments {
+            return None;
+        }
+        let start = block_start(mem, &heap, segment)?;
+        let block = heap.low + (start << heap.log2_segment);
+        let (length, used) = self.block_header(mem, block)?;
+        if !used || pc >= block.checked_add(length << heap.log2_segment)? {
+            return None;
+        }
+        let blob = self.blob(mem, block.checked_add(self.block_size)?)?;
+        (blob.address..blob.end).contains(&pc).then_some(blob)
+    }
+
+    /// Every used blob of every heap, in address order within each heap.
+    pub fn blobs(&self, mem: &ProcessMemory) -> Vec<CodeBlob> {
+        let mut blobs = Vec::new();
+        for &heap in &self.heaps {
+            let Some(state) = self.heap_state(mem, heap) else {
+                continue;
+            };
+            let mut segment = 0;
+            while segment < state.segments {
+                let block = state.low + (segment << state.log2_segment);
+                let Some((length, used)) = self.block_header(mem, block) else {
+                    break;
+                };
+                if length == 0 {
+                    break;
+                }
+                if used {
+                    blobs.extend(
+                        block
+                            .checked_add(self.block_size)
+                            .and_then(|blob| self.blob(mem, blob)),
+                    );
+                }
+                segment += length;
+            }
+        }
+        blobs
+    }
+
+    /// A block's length in segments, and whether it is used.
+    fn block_header(&self, mem: &ProcessMemory, block: u64) -> Option<(u64, bool)> {
+        let bytes = mem.read_bytes(block, self.block_size as usize)?;
+        let length = u32::from_ne_bytes(array_at(&bytes, self.block_length)?);
+        let used = *bytes.get(self.block_used as usize)? != 0;
+        Some((u64::from(length), used))
+    }
+
+    /// The blob whose header starts at `blob`, if its fields are plausible.
+    fn blob(&self, mem: &ProcessMemory, blob: u64) -> Option<CodeBlob> {
+        let header = mem.read_bytes(blob, self.blob_size as usize)?;
+        let length =
+            u64::try_from(i32::from_ne_bytes(array_at(&header, self.blob_length)?)).ok()?;
+        let code_begin = self.code_begin.read(blob, &header)?;
+        let code_end = self.code_end.read(blob, &header)?;
+        let end = blob.checked_add(length)?;
+        if code_begin < blob || code_begin > code_end || code_end > end {
+            return None;
+        }
+        let frame_size =
+            u32::try_from(i32::from_ne_bytes(array_at(&header, self.blob_frame_size)?)).ok()?;
+        let name = mem.read_c_string(word(&header, self.blob_name)?, MAX_BLOB_NAME)?;
+        Some(CodeBlob {
+            address: blob,
+            name,
+            code_begin,
+            code_end,
+            end,
+            frame_size,
+        })
+    }
+
+    /// The Method*, compile id and tier of an nmethod blob.
+    pub fn nmethod(&self, mem: &ProcessMemory, blob: &CodeBlob) -> Option<NMethodInfo> {
+        if !blob.is_nmethod() {
+            return None;
+        }
+        let bytes = mem.read_bytes(blob.address, self.nmethod_size as usize)?;
+        let compile_id = i32::from_ne_bytes(array_at(&bytes, self.compile_id)?);
+        Some(NMethodInfo {
+            method: word(&bytes, self.nmethod_method)?,
+            compile_id: u32::try_from(compile_id).ok()?,
+            comp_level: *bytes.get(self.comp_level as usize)?,
+        })
+    }
+}
+
+/// Follows the segment map back from `segment` to the first segment of its block.
+fn block_start(mem: &ProcessMemory, heap: &HeapState, segment: u64) -> Option<u64> {
+    let mut current = segment;
+    let mut chunk_start = current + 1;
+    let mut chunk = Vec::new();
+    for _ in 0..MAX_HOPS {
+        if current < chunk_start {
+            chunk_start = current.saturating_sub(SEGMAP_CHUNK - 1);
+            chunk = mem.read_bytes(
+                heap.segmap + chunk_start,
+                (current - chunk_start + 1) as usize,
+            )?;
+        }
+        match chunk[(current - chunk_start) as usize] {
+            0 => return Some(current),
+            FREE_SEGMENT => return None,
+            hop => current = current.checked_sub(u64::from(hop))?,
+        }
+    }
+    None
+}
+
+/// `CodeCache::_heaps`: a GrowableArray of CodeHeap*.
+fn read_heap_pointers(mem: &ProcessMemory, vm: &VmStructs) -> Result<Vec<u64>, HotSpotError> {
+    let unreadable = |addr| HotSpotError::Unreadable {
+        what: "CodeCache::_heaps",
+        addr,
+    };
+    let heaps_var = vm.static_address("CodeCache", "_heaps")?;
+    let array = mem.read_u64(heaps_var).ok_or(unreadable(heaps_var))?;
+    if array == 0 {
+        return Err(HotSpotError::NotReady(
+            "CodeCache::_heaps is not set yet".into(),
+        ));
+    }
+    let len_at =
+        array.wrapping_add(vm.offset(&["GrowableArrayBase", "GenericGrowableArray"], "_len", 4)?);
+    let data_at = array.wrapping_add(vm.offset(&["GrowableArray<int>"], "_data", 8)?);
+    let len = mem.read_u32(len_at).ok_or(unreadable(len_at))?;
+    let data = mem.read_u64(data_at).ok_or(unreadable(data_at))?;
+    if len == 0 || data == 0 {
+        return Err(HotSpotError::NotReady(
+            "the code cache has no heap yet".into(),
+        ));
+    }
+    if len > MAX_HEAPS {
+        return Err(HotSpotError::BadTable(format!(
+            "CodeCache::_heaps has {len} heaps, more than {MAX_HEAPS}"
+        )));
+    }
+    let bytes = mem
+        .read_bytes(data, 8 * len as usize)
+        .ok_or(unreadable(data))?;
+    Ok(bytes
+        .chunks_exact(8)
+        .map(|c| u64::from_ne_bytes(c.try_into().expect("8 bytes")))
+        .collect())
+}
+
+/// `AbstractInterpreter::_code`, a StubQueue: `[_stub_buffer, _stub_buffer + _buffer_limit)`.
+fn read_interpreter(mem: &ProcessMemory, vm: &VmStructs) -> Result<(u64, u64), HotSpotError> {
+    let code_var = vm.static_address("AbstractInterpreter", "_code")?;
+    let unreadable = |addr| HotSpotError::Unreadable {
+        what: "the interpreter's StubQueue",
+        addr,
+    };
+    let queue = mem.read_u64(code_var).ok_or(unreadable(code_var))?;
+    if queue == 0 {
+        return Err(HotSpotError::NotReady(
+            "the interpreter is not generated yet".into(),
+        ));
+    }
+    let size = vm.require_size("StubQueue")?;
+    let bytes = mem
+        .read_bytes(queue, size as usize)
+        .ok_or(unreadable(queue))?;
+    let buffer = word(&bytes, vm.offset(&["StubQueue"], "_stub_buffer", 8)?);
+    let limit =
+        array_at(&bytes, vm.offset(&["StubQueue"], "_buffer_limit", 4)?).map(i32::from_ne_bytes);
+    match (buffer, limit) {
+        (Some(begin), Some(limit)) if begin != 0 && limit > 0 => begin
+            .checked_add(limit as u64)
+            .map(|end| (begin, end))
+            .ok_or_else(|| {
+                HotSpotError::BadTable(format!("the interpreter at {begin:#x} wraps around"))
+            }),
+        _ => Err(HotSpotError::NotReady(
+            "the interpreter's code buffer is empty".into(),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A heap whose segment map is `segmap`, in this process's memory.
+    fn heap(segmap: &[u8]) -> HeapState {
+        HeapState {
+            low: 0x1000,
+            segments: segmap.len() as u64,
+            segmap: segmap.as_ptr() as u64,
+            log2_segment: 6,
+        }
+    }
+
+    #[test]
+    fn hops_back_to_the_block_start() {
+        // Blocks at 0 (3 segments), 3 (1 segment), 4 (free), 5 (long, hops of up to 3).
+        let segmap = [0, 1, 2, 0, FREE_SEGMENT, 0, 1, 2, 3, 1, 2, 3];
+        let mem = ProcessMemory::new(std::process::id());
+        let heap = heap(&segmap);
+        let starts: Vec<Option<u64>> = (0..segmap.len() as u64)
+            .map(|s| block_start(&mem, &heap, s))
+            .collect();
+        assert_eq!(
+            starts,
+            [0, 0, 0, 3]
+                .map(Some)
+                .into_iter()
+                .chain([None])
+                .chain([5; 7].map(Some))
+                .collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn a_hop_past_the_map_start_is_refused() {
+        let segmap = [5, 1];
+        let mem = ProcessMemory::new(std::process::id());
+        assert_eq!(block_start(&mem, &heap(&segmap), 1), None);
+    }
+
+    proptest! {
+        #[test]
+        fn any_segment_map_gives_a_start_at_or_before_the_segment(
+            segmap in proptest::collection::vec(any::<u8>(), 1..6000),
+            pick in any::<prop::sample::Index>(),
+        ) {
+            let mem = ProcessMemory::new(std::process::id());
+            let segment = pick.index(segmap.len()) as u64;
+            if let Some(start) = block_start(&mem, &heap(&segmap), segment) {
+                prop_assert!(start <= segment);
+                prop_assert_eq!(segmap[start as usize], 0);
+            }
+        }
+    }
+}

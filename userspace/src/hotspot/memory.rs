@@ -1,0 +1,161 @@
+//! Reading another process's memory: `process_vm_readv`, with `/proc/PID/mem` as the fallback when
+//! the system call is not allowed. Every read has a bounded length; an unreadable address gives
+//! `None`, never a panic.
+
+use std::fs::File;
+use std::io::IoSliceMut;
+use std::os::unix::fs::FileExt;
+
+use nix::errno::Errno;
+use nix::sys::uio::{process_vm_readv, RemoteIoVec};
+use nix::unistd::Pid;
+
+/// The longest single read: names, tables and headers are all far smaller.
+pub const MAX_READ: usize = 1 << 20;
+
+/// The memory of one process.
+#[derive(Debug)]
+pub struct ProcessMemory {
+    pid: i32,
+    mem_file: Option<File>,
+}
+
+impl ProcessMemory {
+    /// The memory of process `pid`. Opens `/proc/PID/mem` as a fallback; `process_vm_readv` is
+    /// tried first on every read.
+    pub fn new(pid: u32) -> ProcessMemory {
+        let mem_file = File::open(format!("/proc/{pid}/mem")).ok();
+        ProcessMemory {
+            pid: pid as i32,
+            mem_file,
+        }
+    }
+
+    /// Fills `buf` from `addr`; false when any byte of the range cannot be read, or the range is
+    /// longer than [`MAX_READ`] or wraps around.
+    pub fn read_into(&self, addr: u64, buf: &mut [u8]) -> bool {
+        if buf.len() > MAX_READ || addr == 0 || addr.checked_add(buf.len() as u64).is_none() {
+            return false;
+        }
+        if buf.is_empty() {
+            return true;
+        }
+        let remote = [RemoteIoVec {
+            base: addr as usize,
+            len: buf.len(),
+        }];
+        let len = buf.len();
+        match process_vm_readv(
+            Pid::from_raw(self.pid),
+            &mut [IoSliceMut::new(buf)],
+            &remote,
+        ) {
+            Ok(n) => n == len,
+            Err(Errno::EPERM | Errno::ENOSYS) => self.read_mem_file(addr, buf),
+            Err(_) => false,
+        }
+    }
+
+    fn read_mem_file(&self, addr: u64, buf: &mut [u8]) -> bool {
+        match &self.mem_file {
+            Some(file) => file.read_exact_at(buf, addr).is_ok(),
+            None => false,
+        }
+    }
+
+    /// `len` bytes at `addr` (at most [`MAX_READ`]).
+    pub fn read_bytes(&self, addr: u64, len: usize) -> Option<Vec<u8>> {
+        let mut buf = vec![0; len.min(MAX_READ + 1)];
+        self.read_into(addr, &mut buf).then_some(buf)
+    }
+
+    /// The native-endian u64 at `addr`.
+    pub fn read_u64(&self, addr: u64) -> Option<u64> {
+        let mut buf = [0; 8];
+        self.read_into(addr, &mut buf)
+            .then(|| u64::from_ne_bytes(buf))
+    }
+
+    /// The native-endian u32 at `addr`.
+    pub fn read_u32(&self, addr: u64) -> Option<u32> {
+        let mut buf = [0; 4];
+        self.read_into(addr, &mut buf)
+            .then(|| u32::from_ne_bytes(buf))
+    }
+
+    /// The native-endian u16 at `addr`.
+    pub fn read_u16(&self, addr: u64) -> Option<u16> {
+        let mut buf = [0; 2];
+        self.read_into(addr, &mut buf)
+            .then(|| u16::from_ne_bytes(buf))
+    }
+
+    /// The byte at `addr`.
+    pub fn read_u8(&self, addr: u64) -> Option<u8> {
+        let mut buf = [0; 1];
+        self.read_into(addr, &mut buf).then_some(buf[0])
+    }
+
+    /// The NUL-terminated string at `addr`, of at most `max_len` bytes (without the NUL), read in
+    /// small chunks so that a string near the end of a mapping is still read. `None` if it is
+    /// longer, unreadable, or not UTF-8.
+    pub fn read_c_string(&self, addr: u64, max_len: usize) -> Option<String> {
+        const CHUNK: usize = 64;
+        let mut out = Vec::new();
+        while out.len() <= max_len {
+            let at = addr.checked_add(out.len() as u64)?;
+            // Do not cross a page boundary in one read: the next page may be unmapped.
+            let to_page_end = (4096 - (at % 4096)) as usize;
+            let mut buf = vec![0; CHUNK.min(to_page_end)];
+            if !self.read_into(at, &mut buf) {
+                return None;
+            }
+            if let Some(nul) = buf.iter().position(|&b| b == 0) {
+                out.extend_from_slice(&buf[..nul]);
+                return (out.len() <= max_len)
+                    .then(|| String::from_utf8(out).ok())
+                    .flatten();
+            }
+            out.extend_from_slice(&buf);
+        }
+        None
+    }
+}
+
+/// The `N` bytes at `offset` in `bytes`, if they are all inside it.
+pub fn array_at<const N: usize>(bytes: &[u8], offset: u64) -> Option<[u8; N]> {
+    let start = usize::try_from(offset).ok()?;
+    bytes.get(start..start.checked_add(N)?)?.try_into().ok()
+}
+
+/// The native-endian u64 at `offset` in `bytes`.
+pub fn word(bytes: &[u8], offset: u64) -> Option<u64> {
+    array_at(bytes, offset).map(u64::from_ne_bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_its_own_memory() {
+        let value: u64 = 0x1122_3344_5566_7788;
+        let text = b"hello\0";
+        let mem = ProcessMemory::new(std::process::id());
+        assert_eq!(mem.read_u64(&value as *const u64 as u64), Some(value));
+        assert_eq!(
+            mem.read_c_string(text.as_ptr() as u64, 16).as_deref(),
+            Some("hello")
+        );
+        assert_eq!(mem.read_c_string(text.as_ptr() as u64, 4), None);
+    }
+
+    #[test]
+    fn bad_addresses_give_none() {
+        let mem = ProcessMemory::new(std::process::id());
+        assert_eq!(mem.read_u64(0), None);
+        assert_eq!(mem.read_u64(8), None);
+        assert_eq!(mem.read_u64(u64::MAX - 3), None);
+        assert_eq!(mem.read_bytes(0x1000, MAX_READ + 1), None);
+    }
+}

@@ -1,0 +1,329 @@
+//! Reading a HotSpot JVM from outside: its VMStructs tables, method names, interpreter and code
+//! cache ranges, compiled methods, Java threads and flags. Everything read from the target is
+//! untrusted: every length is bounded, and a value that cannot be read gives `None`, never a
+//! panic. See docs/hotspot.md.
+
+pub mod codecache;
+pub mod flags;
+pub mod libjvm;
+pub mod maps;
+pub mod memory;
+pub mod method;
+pub mod threads;
+pub mod vmstructs;
+pub mod walk;
+
+use thiserror::Error;
+
+pub use codecache::CodeBlob;
+pub use method::JavaMethod;
+pub use threads::{FrameAnchor, JavaThread};
+pub use walk::{Frame, FrameKind, FrameState};
+
+use codecache::CodeCache;
+use flags::Flags;
+use libjvm::Libjvm;
+use memory::ProcessMemory;
+use method::{MethodReader, METHOD_VTABLE_SYMBOL};
+use threads::ThreadReader;
+use vmstructs::VmStructs;
+
+/// Longest version string read.
+const MAX_RELEASE: usize = 256;
+
+/// The version of a JVM, from `Abstract_VM_Version`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JdkVersion {
+    /// The feature release: 17, 21, 25, ...
+    pub major: u32,
+    /// The interim release (0 in practice).
+    pub minor: u32,
+    /// The update release, e.g. 15 in 17.0.15.
+    pub security: u32,
+    /// The build number.
+    pub build: u32,
+    /// The VM release string, e.g. `17.0.15+6-Debian-1deb12u1` (empty if unreadable).
+    pub release: String,
+}
+
+/// A compiled frame named by its nmethod's outer method: the fallback when no symbolizer agent
+/// gives inlining detail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompiledFrame {
+    /// The compiled (outer) method.
+    pub method: JavaMethod,
+    /// Its Method*.
+    pub method_ptr: u64,
+    /// The nmethod's compile id.
+    pub compile_id: u32,
+    /// The tier: 1-3 C1, 4 C2, 0 for a native method's wrapper.
+    pub comp_level: u8,
+    /// The nmethod (CodeBlob*).
+    pub nmethod: u64,
+    /// First byte of its instructions.
+    pub code_begin: u64,
+    /// One past the last byte of its instructions.
+    pub code_end: u64,
+}
+
+/// One HotSpot JVM process, read from outside.
+#[derive(Debug)]
+pub struct HotSpot {
+    pid: u32,
+    mem: ProcessMemory,
+    vm: VmStructs,
+    version: JdkVersion,
+    methods: MethodReader,
+    code: CodeCache,
+    threads: ThreadReader,
+    flags: Flags,
+}
+
+impl HotSpot {
+    /// Finds libjvm in process `pid` and reads its tables, version, code cache and flags.
+    /// `HotSpotError::NotReady` means the JVM is still starting: try again a little later.
+    pub fn open(pid: u32) -> Result<HotSpot, HotSpotError> {
+        let maps_path = format!("/proc/{pid}/maps");
+        let maps = std::fs::read_to_string(&maps_path).map_err(|e| HotSpotError::Process {
+            pid,
+            reason: format!("cannot read {maps_path}: {e}"),
+        })?;
+        let maps = maps::parse_maps(&maps);
+        let mut wanted = vmstructs::SYMBOLS.to_vec();
+        wanted.push(METHOD_VTABLE_SYMBOL);
+        let libjvm = Libjvm::find(pid, &maps, &wanted)?;
+        let mem = ProcessMemory::new(pid);
+        let vm = VmStructs::read(&mem, &libjvm)?;
+        let version = read_version(&mem, &vm)?;
+        walk::check_interpreter_layout(&vm)?;
+        let methods = MethodReader::new(
+            &vm,
+            libjvm.require(METHOD_VTABLE_SYMBOL)?,
+            shared_range(&mem, &vm),
+        )?;
+        let code = CodeCache::read(&mem, &vm)?;
+        let threads = ThreadReader::new(&vm)?;
+        let flags = Flags::read(&mem, &vm)?;
+        Ok(HotSpot {
+            pid,
+            mem,
+            vm,
+            version,
+            methods,
+            code,
+            threads,
+            flags,
+        })
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The JVM's version.
+    pub fn version(&self) -> &JdkVersion {
+        &self.version
+    }
+
+    /// The parsed VMStructs tables.
+    pub fn vmstructs(&self) -> &VmStructs {
+        &self.vm
+    }
+
+    /// The target's memory.
+    pub fn memory(&self) -> &ProcessMemory {
+        &self.mem
+    }
+
+    /// The code cache (heap ranges, blobs).
+    pub fn code_cache(&self) -> &CodeCache {
+        &self.code
+    }
+
+    /// Whether `pc` lies in the template interpreter's code.
+    pub fn is_interpreter(&self, pc: u64) -> bool {
+        self.code.is_interpreter(pc)
+    }
+
+    /// Whether `pc` lies in one of the code heaps (JIT code, interpreter, stubs, adapters).
+    pub fn in_code_cache(&self, pc: u64) -> bool {
+        self.code.contains(pc)
+    }
+
+    /// The class and name of the method at Method* `method`, or `None` if `method` is not a
+    /// readable Method (the caller shows `[unknown]`).
+    pub fn method(&self, method: u64) -> Option<JavaMethod> {
+        self.methods.name(&self.mem, method)
+    }
+
+    /// The code blob holding `pc`.
+    pub fn blob_at(&self, pc: u64) -> Option<CodeBlob> {
+        self.code.blob_at(&self.mem, pc)
+    }
+
+    /// The name of the code blob holding `pc`: `nmethod`, `Interpreter`, `StubRoutines (1)`, ...
+    pub fn blob_name(&self, pc: u64) -> Option<String> {
+        self.blob_at(pc).map(|blob| blob.name)
+    }
+
+    /// The compiled method whose code holds `pc`, named by its outer method.
+    pub fn compiled_method_at(&self, pc: u64) -> Option<CompiledFrame> {
+        self.compiled_frame(self.blob_at(pc)?)
+    }
+
+    /// Every compiled method in the code cache now.
+    pub fn compiled_methods(&self) -> Vec<CompiledFrame> {
+        self.code
+            .blobs(&self.mem)
+            .into_iter()
+            .filter_map(|blob| self.compiled_frame(blob))
+            .collect()
+    }
+
+    fn compiled_frame(&self, blob: CodeBlob) -> Option<CompiledFrame> {
+        let info = self.code.nmethod(&self.mem, &blob)?;
+        Some(CompiledFrame {
+            method: self.method(info.method)?,
+            method_ptr: info.method,
+            compile_id: info.compile_id,
+            comp_level: info.comp_level,
+            nmethod: blob.address,
+            code_begin: blob.code_begin,
+            code_end: blob.code_end,
+        })
+    }
+
+    /// The value of boolean JVM flag `name` (`PreserveFramePointer`, `DisableAttachMechanism`,
+    /// ...); `None` if this JVM has no such boolean flag.
+    pub fn flag_bool(&self, name: &str) -> Option<bool> {
+        self.flags.bool(&self.mem, name)
+    }
+
+    /// Whether this JVM has a flag called `name`, of any type.
+    pub fn has_flag(&self, name: &str) -> bool {
+        self.flags.has(name)
+    }
+
+    /// The Java threads alive now, with their OS thread ids and frame anchors.
+    pub fn java_threads(&self) -> Vec<JavaThread> {
+        self.threads.threads(&self.mem)
+    }
+
+    /// The Java frames of a thread that has left Java code, from its anchor, newest first, at
+    /// most `max_frames`; empty while the thread runs Java code.
+    pub fn walk_from_anchor(&self, anchor: FrameAnchor, max_frames: usize) -> Vec<Frame> {
+        walk::walk_from_anchor(&self.mem, &self.code, anchor, max_frames)
+    }
+
+    /// The frames from `start` (a pc, sp and fp at a call site), newest first, at most
+    /// `max_frames`.
+    pub fn walk(&self, start: FrameState, max_frames: usize) -> Vec<Frame> {
+        walk::walk(&self.mem, &self.code, start, max_frames)
+    }
+
+    /// The Java method a frame runs: an interpreted frame's Method*, or a compiled frame's outer
+    /// method; `None` for stubs and unreadable methods.
+    pub fn frame_method(&self, frame: &Frame) -> Option<JavaMethod> {
+        match &frame.kind {
+            FrameKind::Interpreted { method, .. } => self.method(*method),
+            FrameKind::Code { blob } => self.compiled_frame(blob.clone()).map(|c| c.method),
+        }
+    }
+}
+
+/// The version fields of `Abstract_VM_Version`.
+fn read_version(mem: &ProcessMemory, vm: &VmStructs) -> Result<JdkVersion, HotSpotError> {
+    let int = |field: &str| -> Result<u32, HotSpotError> {
+        let addr = vm.static_address("Abstract_VM_Version", field)?;
+        mem.read_u32(addr).ok_or(HotSpotError::Unreadable {
+            what: "the JVM version",
+            addr,
+        })
+    };
+    let major = int("_vm_major_version")?;
+    if major == 0 {
+        return Err(HotSpotError::NotReady(
+            "the VM version is not set yet".into(),
+        ));
+    }
+    if !(8..=1000).contains(&major) {
+        return Err(HotSpotError::BadTable(format!(
+            "Abstract_VM_Version::_vm_major_version is {major}"
+        )));
+    }
+    let release = vm
+        .static_address("Abstract_VM_Version", "_s_vm_release")
+        .ok()
+        .and_then(|addr| mem.read_u64(addr))
+        .and_then(|ptr| mem.read_c_string(ptr, MAX_RELEASE))
+        .unwrap_or_default();
+    Ok(JdkVersion {
+        major,
+        minor: int("_vm_minor_version")?,
+        security: int("_vm_security_version")?,
+        build: int("_vm_build_number")?,
+        release,
+    })
+}
+
+/// The CDS archive's range `[MetaspaceObj::_shared_metaspace_base, _top)`, if there is one.
+fn shared_range(mem: &ProcessMemory, vm: &VmStructs) -> Option<(u64, u64)> {
+    let read = |field| {
+        vm.static_address("MetaspaceObj", field)
+            .ok()
+            .and_then(|addr| mem.read_u64(addr))
+    };
+    let (base, top) = (
+        read("_shared_metaspace_base")?,
+        read("_shared_metaspace_top")?,
+    );
+    (base != 0 && base < top).then_some((base, top))
+}
+
+/// Why a JVM could not be read.
+#[derive(Debug, Error)]
+pub enum HotSpotError {
+    /// The process does not exist (any more) or cannot be inspected.
+    #[error("process {pid}: {reason}")]
+    Process {
+        /// The process id.
+        pid: u32,
+        /// What failed.
+        reason: String,
+    },
+    /// The process has no libjvm.so mapped.
+    #[error("process {pid} is not a HotSpot JVM: no libjvm.so in /proc/{pid}/maps")]
+    NotAJvm {
+        /// The process id.
+        pid: u32,
+    },
+    /// libjvm.so could not be read or lacks a symbol.
+    #[error("{path}: {reason}")]
+    Elf {
+        /// The library's path in the target.
+        path: String,
+        /// What failed.
+        reason: String,
+    },
+    /// The JVM is still starting: its tables or code heaps are not filled yet.
+    #[error("the JVM is not initialised yet ({0}): try again in a moment")]
+    NotReady(String),
+    /// A VMStructs table holds an implausible value.
+    #[error("implausible VMStructs table: {0}")]
+    BadTable(String),
+    /// A field or type this reader needs is absent from VMStructs.
+    #[error("VMStructs has no {name}: unsupported JDK version")]
+    MissingField {
+        /// `Type::field` or `sizeof(Type)`.
+        name: String,
+    },
+    /// Target memory could not be read.
+    #[error("cannot read {what} at {addr:#x} in the target process")]
+    Unreadable {
+        /// What was being read.
+        what: &'static str,
+        /// The address.
+        addr: u64,
+    },
+}

@@ -1,0 +1,348 @@
+//! The HotSpot reader against real JVMs on JDK 17, 21 and 25. Needs root (or CAP_SYS_PTRACE) to
+//! read the JVMs' memory. The tests run JVMs, so they are serialised.
+
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use joularcode_bpf::hotspot::{FrameKind, HotSpot, HotSpotError, JavaMethod};
+use joularcode_tests::{all_jdks, workload_classes, Jvm};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn open(jvm: &Jvm) -> HotSpot {
+    HotSpot::open(jvm.pid()).unwrap_or_else(|e| panic!("open JVM {}: {e}", jvm.pid()))
+}
+
+/// Calls `f` until it gives a value; fails after a minute (the JIT works in the background).
+fn poll<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(value) = f() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "never true: {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn java(class: &str, name: &str) -> JavaMethod {
+    JavaMethod {
+        class: class.into(),
+        name: name.into(),
+    }
+}
+
+#[test]
+fn version_and_flags_on_every_jdk() {
+    let _serial = serial();
+    for jdk in all_jdks() {
+        let with = Jvm::start(
+            &jdk,
+            &["-XX:+PreserveFramePointer", "-XX:+DisableAttachMechanism"],
+            "HotSpotChain",
+            &[],
+        );
+        let without = Jvm::start(&jdk, &[], "HotSpotChain", &[]);
+        let (hs_with, hs_without) = (open(&with), open(&without));
+        for hs in [&hs_with, &hs_without] {
+            let version = hs.version();
+            assert_eq!(version.major, jdk.major, "{version:?}");
+            assert!(
+                version.release.starts_with(&jdk.major.to_string()),
+                "{version:?}"
+            );
+            assert_eq!(hs.flag_bool("DebugNonSafepoints"), Some(false));
+            assert_eq!(hs.flag_bool("UseCompressedOops"), Some(true));
+            assert_eq!(hs.flag_bool("MaxHeapSize"), None, "not a boolean");
+            assert!(hs.has_flag("MaxHeapSize"));
+            assert_eq!(hs.flag_bool("NoSuchFlagAtAll"), None);
+            let dynamic_agents = hs.flag_bool("EnableDynamicAgentLoading");
+            // JDK 21 added the flag (default true); some 17 updates have it backported.
+            if jdk.major >= 21 {
+                assert_eq!(dynamic_agents, Some(true), "JDK {}", jdk.major);
+            } else {
+                assert_ne!(dynamic_agents, Some(false), "JDK {}", jdk.major);
+            }
+        }
+        assert_eq!(hs_with.flag_bool("PreserveFramePointer"), Some(true));
+        assert_eq!(hs_with.flag_bool("DisableAttachMechanism"), Some(true));
+        assert_eq!(hs_without.flag_bool("PreserveFramePointer"), Some(false));
+        assert_eq!(hs_without.flag_bool("DisableAttachMechanism"), Some(false));
+    }
+}
+
+#[test]
+fn interpreted_chain_is_named_from_the_thread_anchor() {
+    let _serial = serial();
+    let chain: Vec<JavaMethod> = ["leaf", "l6", "l5", "l4", "l3", "l2", "l1", "run", "main"]
+        .into_iter()
+        .map(|name| java("HotSpotChain", name))
+        .collect();
+    for jdk in all_jdks() {
+        let jvm = Jvm::start(&jdk, &["-Xint"], "HotSpotChain", &[]);
+        let hs = open(&jvm);
+        let threads = hs.java_threads();
+        assert!(threads.len() >= 2, "JDK {}: {threads:?}", jdk.major);
+        let walks: Vec<Vec<JavaMethod>> = threads
+            .iter()
+            .map(|thread| {
+                hs.walk_from_anchor(thread.anchor, 256)
+                    .iter()
+                    .filter_map(|frame| match frame.kind {
+                        FrameKind::Interpreted { method, .. } => Some(
+                            hs.method(method)
+                                .unwrap_or_else(|| panic!("Method* {method:#x} unnamed")),
+                        ),
+                        FrameKind::Code { .. } => None,
+                    })
+                    .collect()
+            })
+            .collect();
+        let main = walks
+            .iter()
+            .find(|walk| walk.contains(&chain[0]))
+            .unwrap_or_else(|| panic!("JDK {}: no thread in leaf: {walks:#?}", jdk.major));
+        let leaf = main.iter().position(|m| *m == chain[0]).expect("leaf");
+        assert_eq!(main[leaf..], chain[..], "JDK {}", jdk.major);
+        // Above the leaf: Thread.sleep's own frames, all in java.lang.
+        assert!(leaf >= 1, "JDK {}: {main:?}", jdk.major);
+        assert!(
+            main[..leaf]
+                .iter()
+                .all(|m| m.class == "java.lang.Thread" && m.name.starts_with("sleep")),
+            "JDK {}: {main:?}",
+            jdk.major
+        );
+        // The "lambda" thread: HotSpotChain.sleepForever <- lambda$main$0 <- the hidden class.
+        let lambda = walks
+            .iter()
+            .find(|walk| walk.contains(&java("HotSpotChain", "sleepForever")))
+            .unwrap_or_else(|| panic!("JDK {}: no lambda thread: {walks:#?}", jdk.major));
+        let at = lambda
+            .iter()
+            .position(|m| m.name.starts_with("lambda$main$"))
+            .expect("the lambda's body");
+        let hidden = &lambda[at + 1];
+        assert_eq!(hidden.name, "run", "JDK {}: {lambda:?}", jdk.major);
+        assert!(
+            hidden.class.starts_with("HotSpotChain$$Lambda") && hidden.class.contains("/0x"),
+            "JDK {}: {hidden:?}",
+            jdk.major
+        );
+        assert!(!hidden.class.contains('+'));
+        let tids: Vec<_> = threads.iter().filter_map(|t| t.tid).collect();
+        assert!(
+            tids.iter().all(
+                |tid| std::path::Path::new(&format!("/proc/{}/task/{tid}", jvm.pid())).exists()
+            ),
+            "JDK {}: {tids:?}",
+            jdk.major
+        );
+        assert_eq!(tids.len(), threads.len());
+    }
+}
+
+#[test]
+fn compiled_methods_are_named_by_their_nmethods() {
+    let _serial = serial();
+    for jdk in all_jdks() {
+        let jvm = Jvm::start(&jdk, &["-XX:-TieredCompilation"], "HotSpotHot", &[]);
+        let hs = open(&jvm);
+        let wanted = [java("HotSpotHot", "compute"), java("HotSpotHot", "mix")];
+        let compiled = poll(
+            &format!("JDK {}: compute and mix compiled", jdk.major),
+            || {
+                let all = hs.compiled_methods();
+                wanted
+                    .iter()
+                    .all(|w| all.iter().any(|c| c.method == *w))
+                    .then_some(all)
+            },
+        );
+        let mut ids: Vec<u32> = compiled.iter().map(|c| c.compile_id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), compiled.len(), "compile ids are unique");
+        assert!(ids.iter().all(|&id| id > 0));
+        for w in &wanted {
+            let frame = compiled.iter().find(|c| c.method == *w).expect("compiled");
+            assert_eq!(frame.comp_level, 4, "C2 only: {frame:?}");
+            assert!(frame.code_begin < frame.code_end);
+            assert!(hs.in_code_cache(frame.code_begin));
+            assert!(!hs.is_interpreter(frame.code_begin));
+            for pc in [
+                frame.code_begin,
+                frame.code_begin + (frame.code_end - frame.code_begin) / 2,
+                frame.code_end - 1,
+            ] {
+                assert_eq!(
+                    hs.compiled_method_at(pc).as_ref(),
+                    Some(frame),
+                    "pc {pc:#x}"
+                );
+                assert_eq!(hs.blob_name(pc).as_deref(), Some("nmethod"));
+            }
+        }
+        let (begin, end) = hs.code_cache().interpreter();
+        assert!(hs.is_interpreter(begin) && hs.is_interpreter(end - 1) && !hs.is_interpreter(end));
+        assert_eq!(hs.blob_name(begin + 16).as_deref(), Some("Interpreter"));
+        assert_eq!(hs.compiled_method_at(begin + 16), None);
+    }
+}
+
+#[test]
+fn compiled_frames_are_walked_by_frame_size_without_frame_pointers() {
+    let _serial = serial();
+    let chain: Vec<JavaMethod> = ["inner", "middle", "outer", "main"]
+        .into_iter()
+        .map(|name| java("HotSpotCompiled", name))
+        .collect();
+    for jdk in all_jdks() {
+        let jvm = Jvm::start(
+            &jdk,
+            &[
+                "-XX:-TieredCompilation",
+                "-Xbatch",
+                "-XX:CompileCommand=quiet",
+                "-XX:CompileCommand=dontinline,HotSpotCompiled::*",
+            ],
+            "HotSpotCompiled",
+            &[],
+        );
+        let hs = open(&jvm);
+        assert_eq!(hs.flag_bool("PreserveFramePointer"), Some(false));
+        let frames = poll(&format!("JDK {}: a thread in inner", jdk.major), || {
+            hs.java_threads().into_iter().find_map(|thread| {
+                let frames = hs.walk_from_anchor(thread.anchor, 256);
+                frames
+                    .iter()
+                    .any(|f| hs.frame_method(f).as_ref() == Some(&chain[0]))
+                    .then_some(frames)
+            })
+        });
+        let named: Vec<(Option<JavaMethod>, &FrameKind)> = frames
+            .iter()
+            .map(|f| (hs.frame_method(f), &f.kind))
+            .collect();
+        let inner = named
+            .iter()
+            .position(|(m, _)| m.as_ref() == Some(&chain[0]))
+            .expect("inner");
+        for (k, wanted) in chain.iter().enumerate() {
+            let (method, kind) = &named[inner + k];
+            assert_eq!(
+                method.as_ref(),
+                Some(wanted),
+                "JDK {}: {named:#?}",
+                jdk.major
+            );
+            match kind {
+                FrameKind::Code { blob } => {
+                    let compiled = hs.compiled_method_at(blob.code_begin).expect("nmethod");
+                    // main runs its loop in OSR-compiled (C2) or interpreted code.
+                    assert!(
+                        compiled.comp_level == 4 || k == 3,
+                        "JDK {}: {compiled:?}",
+                        jdk.major
+                    );
+                }
+                FrameKind::Interpreted { .. } => {
+                    assert_eq!(
+                        k, 3,
+                        "JDK {}: {wanted:?} interpreted: {named:#?}",
+                        jdk.major
+                    )
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn garbage_gives_none_or_errors_never_a_panic() {
+    let _serial = serial();
+    let jdk = joularcode_tests::jdk(25);
+    let jvm = Jvm::start(&jdk, &["-Xint"], "HotSpotChain", &[]);
+    let hs = open(&jvm);
+    let (interp_begin, _) = hs.code_cache().interpreter();
+    let method = hs
+        .java_threads()
+        .iter()
+        .flat_map(|t| hs.walk_from_anchor(t.anchor, 64))
+        .find_map(|f| match f.kind {
+            FrameKind::Interpreted { method, .. } => Some(method),
+            FrameKind::Code { .. } => None,
+        })
+        .expect("an interpreted frame");
+    assert!(hs.method(method).is_some());
+    // Inside a Method, but not at its start: never a Method.
+    for delta in 1..80 {
+        assert_eq!(hs.method(method + delta), None, "Method* + {delta}");
+    }
+    for bad in [0, 1, 8, u64::MAX, u64::MAX - 7, interp_begin, method - 8] {
+        assert_eq!(hs.method(bad), None, "{bad:#x}");
+        assert_eq!(hs.compiled_method_at(bad), None, "{bad:#x}");
+    }
+    let (low, high) = hs.code_cache().heap_ranges()[0];
+    let mut runner = TestRunner::new(Config::with_cases(2000));
+    runner
+        .run(&(any::<u64>(), low..high), |(pointer, pc)| {
+            let _ = hs.method(pointer);
+            prop_assert!(hs.blob_at(pointer).is_none() || hs.in_code_cache(pointer));
+            if let Some(blob) = hs.blob_at(pc) {
+                prop_assert!(blob.address <= pc && pc < blob.end, "{blob:?} {pc:#x}");
+            }
+            let _ = hs.compiled_method_at(pc);
+            Ok(())
+        })
+        .expect("random pointers");
+
+    let own = HotSpot::open(std::process::id()).expect_err("the test is not a JVM");
+    assert!(matches!(own, HotSpotError::NotAJvm { .. }), "{own}");
+    let mut child = Command::new("true").spawn().expect("run true");
+    let pid = child.id();
+    child.wait().expect("true ends");
+    let gone = HotSpot::open(pid).expect_err("an exited process");
+    assert!(matches!(gone, HotSpotError::Process { .. }), "{gone}");
+}
+
+#[test]
+fn a_starting_jvm_says_try_again_until_it_is_ready() {
+    let _serial = serial();
+    let jdk = joularcode_tests::jdk(17);
+    let mut child = Command::new(jdk.java())
+        .arg("-cp")
+        .arg(workload_classes())
+        .args(["HotSpotChain"])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start java");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut errors = Vec::new();
+    let opened = loop {
+        match HotSpot::open(child.id()) {
+            Ok(hs) => break hs,
+            Err(e) => {
+                assert!(
+                    matches!(e, HotSpotError::NotReady(_) | HotSpotError::NotAJvm { .. }),
+                    "unexpected while starting: {e}"
+                );
+                errors.push(e.to_string());
+            }
+        }
+        assert!(Instant::now() < deadline, "never ready: {errors:?}");
+    };
+    assert_eq!(opened.version().major, 17);
+    assert!(opened.in_code_cache(opened.code_cache().interpreter().0));
+    let _ = child.kill();
+    let _ = child.wait();
+}
