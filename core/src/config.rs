@@ -187,7 +187,7 @@ impl Default for Config {
 }
 
 /// `String.trim()` of Java: drops every character up to U+0020 at both ends.
-fn java_trim(value: &str) -> &str {
+pub(crate) fn java_trim(value: &str) -> &str {
     value.trim_matches(|c: char| c <= ' ')
 }
 

@@ -23,7 +23,10 @@ fn config_test_defaults() {
     assert_eq!(config.vm_power_file, None);
     assert_eq!(config.vm_format(), Ok(VmFormat::PowerJoular));
     assert_eq!(config.sample_rate_ms, 10);
-    assert_eq!(config.results_path, PathBuf::from("joular-code-java-results"));
+    assert_eq!(
+        config.results_path,
+        PathBuf::from("joular-code-java-results")
+    );
     assert!(config.methods_filtering_prefix.is_empty());
     assert_eq!(config.ringbuffer_path, None);
     assert_eq!(config.jvm_threads, JvmThreads::Own);
@@ -48,7 +51,10 @@ fn config_test_trimming_and_case_insensitive_type_and_format() {
     );
     assert_eq!(config.source_kind(), Ok(SourceKind::RingBuffer));
     assert_eq!(config.vm_format(), Ok(VmFormat::Watts));
-    assert_eq!(config.vm_power_file, Some(PathBuf::from("/mnt/host/vm.csv")));
+    assert_eq!(
+        config.vm_power_file,
+        Some(PathBuf::from("/mnt/host/vm.csv"))
+    );
     assert_eq!(config.results_path, PathBuf::from("out/results"));
     assert_eq!(config.ringbuffer_path, Some(PathBuf::from("/tmp/ring")));
     for (text, kind) in [
@@ -168,7 +174,10 @@ fn config_unreadable_file_warns_and_uses_defaults() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("bad.properties");
     for (bytes, reason) in [
-        (&b"power-source-type=vm\n\xff\xfe\n"[..], "it is not valid UTF-8."),
+        (
+            &b"power-source-type=vm\n\xff\xfe\n"[..],
+            "it is not valid UTF-8.",
+        ),
         (
             &b"power-source-type=vm\nresults-path=\\u00zz\n"[..],
             "line 2 has a malformed \\uXXXX escape",
@@ -181,7 +190,10 @@ fn config_unreadable_file_warns_and_uses_defaults() {
         let messages = log.messages();
         assert_eq!(messages.len(), 1);
         assert_eq!(messages[0].0, Level::Warning);
-        let expected = format!("Could not read {}, using defaults. {reason}", file.display());
+        let expected = format!(
+            "Could not read {}, using defaults. {reason}",
+            file.display()
+        );
         assert!(messages[0].1.starts_with(&expected), "{}", messages[0].1);
     }
 }
@@ -200,14 +212,20 @@ fn config_properties_syntax_of_java_util_properties() {
 fn config_set_applies_the_rules_of_the_file() {
     let log = Recorded::default();
     let mut config = Config::default();
-    config.set("stack-monitoring-sample-rate", " 25 ", &log).unwrap();
-    config.set("methods-filtering-prefix", "a, b", &log).unwrap();
+    config
+        .set("stack-monitoring-sample-rate", " 25 ", &log)
+        .unwrap();
+    config
+        .set("methods-filtering-prefix", "a, b", &log)
+        .unwrap();
     config.set("power-source-type", "VM", &log).unwrap();
     config.set("vm-power-file", "/host/power", &log).unwrap();
     assert_eq!(config.sample_rate_ms, 25);
     assert_eq!(config.methods_filtering_prefix, vec!["a", "b"]);
     assert_eq!(config.source_kind(), Ok(SourceKind::Vm));
-    config.set("stack-monitoring-sample-rate", "fast", &log).unwrap();
+    config
+        .set("stack-monitoring-sample-rate", "fast", &log)
+        .unwrap();
     assert_eq!(config.sample_rate_ms, 10);
     assert_eq!(log.messages().len(), 1);
     config.set("power-source-type", "", &log).unwrap();
@@ -220,7 +238,9 @@ fn config_set_refuses_unknown_keys_types_and_formats() {
     let mut config = Config::default();
     let error = config.set("power-source", "rapl", &log).unwrap_err();
     assert_eq!(error, ConfigError::UnknownKey("power-source".to_owned()));
-    assert!(error.to_string().contains("power-source-type, powerjoular-ringbuffer-path"));
+    assert!(error
+        .to_string()
+        .contains("power-source-type, powerjoular-ringbuffer-path"));
     let error = config.set("power-source-type", "Magic", &log).unwrap_err();
     assert_eq!(
         error.to_string(),
@@ -265,10 +285,14 @@ fn config_our_keys_validate_like_the_sample_rate() {
             "estimate-max-watts-per-cpu must be a number of watts of 0 or more, not 'NaN'. Using 3.5 W.",
         ]
     );
-    let (config, messages) = from_text("estimate-idle-watts-per-cpu=1.5\nestimate-max-watts-per-cpu=6");
+    let (config, messages) =
+        from_text("estimate-idle-watts-per-cpu=1.5\nestimate-max-watts-per-cpu=6");
     assert!(messages.is_empty());
     assert_eq!(
-        (config.estimate_idle_watts_per_cpu, config.estimate_max_watts_per_cpu),
+        (
+            config.estimate_idle_watts_per_cpu,
+            config.estimate_max_watts_per_cpu
+        ),
         (1.5, 6.0)
     );
 }

@@ -71,7 +71,12 @@ fn linux_rapl_test_sums_every_package_but_not_core_dram_or_psys() {
     );
     set_energy(tree.path(), "intel-rapl:0", "1000000");
     set_energy(tree.path(), "intel-rapl:1", "3000000");
-    for sub in ["intel-rapl:0:0", "intel-rapl:0:2", "intel-rapl:2", "intel-rapl-mmio:0"] {
+    for sub in [
+        "intel-rapl:0:0",
+        "intel-rapl:0:2",
+        "intel-rapl:2",
+        "intel-rapl-mmio:0",
+    ] {
         set_energy(tree.path(), sub, "50000000");
     }
     clock.advance(Duration::from_secs(1));
@@ -160,7 +165,9 @@ fn linux_rapl_test_no_package_zone_or_a_malformed_range_makes_open_throw() {
     );
     let missing = tree.path().join("nothing");
     let error = Rapl::open(&missing, clock, &log).err().unwrap();
-    assert!(error.to_string().starts_with(&format!("Cannot read {}: ", missing.display())));
+    assert!(error
+        .to_string()
+        .starts_with(&format!("Cannot read {}: ", missing.display())));
 }
 
 #[test]

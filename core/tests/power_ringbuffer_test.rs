@@ -99,7 +99,9 @@ fn power_joular_ring_buffer_test_throws_for_head_0_head_minus_1_power_minus_1_an
     );
     let mut minus_one = area(3);
     minus_one[..8].copy_from_slice(&(-1i64).to_ne_bytes());
-    assert!(read_at(&minus_one).unwrap_err().contains("has not published"));
+    assert!(read_at(&minus_one)
+        .unwrap_err()
+        .contains("has not published"));
     assert_eq!(
         read_at(&with_newest(2, NOW, -1.0)),
         Err("PowerJoular could not measure the CPU power (it wrote -1.0).".to_owned())
@@ -172,7 +174,10 @@ fn power_joular_ring_buffer_test_a_64_byte_file_is_not_mapped() {
         f.path.display()
     );
     assert_eq!(ring.watts().unwrap_err().to_string(), too_short);
-    assert_eq!(read_at(&area(2)[..247]), Err(too_short.replace(&f.path.display().to_string(), "/dev/shm/powerjoular")));
+    assert_eq!(
+        read_at(&area(2)[..247]),
+        Err(too_short.replace(&f.path.display().to_string(), "/dev/shm/powerjoular"))
+    );
     // Once complete, it is read
     store(&f.path, &area(2));
     assert_eq!(ring.watts().unwrap(), 11.0);
@@ -257,7 +262,8 @@ fn power_ring_buffer_a_torn_read_is_refused() {
         reads: Cell::new(0),
     };
     let mut start = 0;
-    let failure = read_newest(&moving, Path::new("/dev/shm/powerjoular"), &mut start, NOW).unwrap_err();
+    let failure =
+        read_newest(&moving, Path::new("/dev/shm/powerjoular"), &mut start, NOW).unwrap_err();
     assert_eq!(
         failure.error.to_string(),
         "PowerJoular was writing to /dev/shm/powerjoular while it was read."

@@ -44,7 +44,10 @@ impl Machine {
         fs::write(self.roots.proc.join("stat"), text).unwrap();
     }
 
-    fn open(&self, settings: &[(&str, &str)]) -> (Result<Box<dyn PowerSource>, PowerError>, Recorded) {
+    fn open(
+        &self,
+        settings: &[(&str, &str)],
+    ) -> (Result<Box<dyn PowerSource>, PowerError>, Recorded) {
         let log = Recorded::default();
         let mut config = Config::default();
         for (key, value) in settings {
@@ -56,7 +59,10 @@ impl Machine {
 }
 
 fn error_of(source: Result<Box<dyn PowerSource>, PowerError>) -> String {
-    source.err().expect("the source should not open").to_string()
+    source
+        .err()
+        .expect("the source should not open")
+        .to_string()
 }
 
 #[test]
@@ -91,7 +97,9 @@ fn power_source_test_the_ring_buffer_opens_without_powerjoular() {
     let machine = Machine::bare();
     let (source, _) = machine.open(&[("power-source-type", "ringbuffer")]);
     let error = source.unwrap().watts().unwrap_err();
-    assert!(error.to_string().starts_with("There is no PowerJoular ring buffer at"));
+    assert!(error
+        .to_string()
+        .starts_with("There is no PowerJoular ring buffer at"));
 }
 
 #[test]
@@ -121,7 +129,11 @@ fn power_source_test_vm_opens_before_the_file_exists() {
         ("vm-power-format", "watts"),
     ]);
     let mut source = source.unwrap();
-    assert!(source.watts().unwrap_err().to_string().starts_with("There is no"));
+    assert!(source
+        .watts()
+        .unwrap_err()
+        .to_string()
+        .starts_with("There is no"));
     fs::create_dir_all(file.parent().unwrap()).unwrap();
     fs::write(&file, "7.25\n").unwrap();
     assert_eq!(source.watts().unwrap(), 7.25);
@@ -166,7 +178,11 @@ fn power_source_auto_picks_the_perf_pmu_when_powercap_is_absent() {
     fs::write(pmu.join("type"), "2147483600\n").unwrap();
     fs::write(pmu.join("cpumask"), "0\n").unwrap();
     fs::write(pmu.join("events/energy-pkg"), "event=0x02\n").unwrap();
-    fs::write(pmu.join("events/energy-pkg.scale"), "2.3283064365386962890625e-10\n").unwrap();
+    fs::write(
+        pmu.join("events/energy-pkg.scale"),
+        "2.3283064365386962890625e-10\n",
+    )
+    .unwrap();
     fs::write(pmu.join("events/energy-pkg.unit"), "Joules\n").unwrap();
     for settings in [&[][..], &[("power-source-type", "rapl")][..]] {
         let (source, _) = machine.open(settings);
@@ -187,7 +203,9 @@ fn power_source_auto_estimates_only_when_nothing_can_be_measured_and_says_so_onc
     let messages = log.messages();
     assert_eq!(messages.len(), 2, "{messages:?}");
     assert_eq!(messages[0].0, Level::Warning);
-    assert!(messages[0].1.starts_with("No power meter was found: no RAPL in "));
+    assert!(messages[0]
+        .1
+        .starts_with("No power meter was found: no RAPL in "));
     assert!(messages[0].1.contains("run PowerJoular with -r"));
     assert_eq!(
         messages[1],

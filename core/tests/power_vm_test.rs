@@ -42,14 +42,20 @@ impl Fixture {
 #[test]
 fn vm_power_file_test_powerjoular_reads_the_power_column() {
     let f = Fixture::new();
-    assert_eq!(f.read_once(VmFormat::PowerJoular, "1756681930,0.0310,1.9154\n"), Ok(1.9154));
+    assert_eq!(
+        f.read_once(VmFormat::PowerJoular, "1756681930,0.0310,1.9154\n"),
+        Ok(1.9154)
+    );
 }
 
 #[test]
 fn vm_power_file_test_powerjoular_crlf_and_extra_lines_are_fine() {
     let f = Fixture::new();
     assert_eq!(
-        f.read_once(VmFormat::PowerJoular, "1756681930,0.0310,1.9154\r\n1756681929,0.1,9\n"),
+        f.read_once(
+            VmFormat::PowerJoular,
+            "1756681930,0.0310,1.9154\r\n1756681929,0.1,9\n"
+        ),
         Ok(1.9154)
     );
 }
@@ -59,7 +65,10 @@ fn vm_power_file_test_powerjoular_a_row_without_its_newline_is_refused() {
     let f = Fixture::new();
     assert_eq!(
         f.read_once(VmFormat::PowerJoular, "1756681930,0.0310,1.91"),
-        Err(format!("The first line of {} is incomplete or too long.", f.name()))
+        Err(format!(
+            "The first line of {} is incomplete or too long.",
+            f.name()
+        ))
     );
 }
 
@@ -67,7 +76,10 @@ fn vm_power_file_test_powerjoular_a_row_without_its_newline_is_refused() {
 fn vm_power_file_test_powerjoular_a_5_column_file_is_refused() {
     let f = Fixture::new();
     let error = f
-        .read_once(VmFormat::PowerJoular, "1756681930,0.2460,18.4500,15.2000,3.2500\n")
+        .read_once(
+            VmFormat::PowerJoular,
+            "1756681930,0.2460,18.4500,15.2000,3.2500\n",
+        )
         .unwrap_err();
     assert!(
         error.starts_with(&format!("{} holds the power of the whole host.", f.name())),
@@ -94,7 +106,10 @@ fn vm_power_file_test_powerjoular_header_minus_1_two_columns_and_empty_line_are_
             f.name()
         ))
     );
-    assert_eq!(f.read_once(VmFormat::PowerJoular, "1756681930,1.9\n"), Err(wrong_row.clone()));
+    assert_eq!(
+        f.read_once(VmFormat::PowerJoular, "1756681930,1.9\n"),
+        Err(wrong_row.clone())
+    );
     assert_eq!(f.read_once(VmFormat::PowerJoular, "\n"), Err(wrong_row));
     // A 1.x row has a date, not a timestamp
     assert!(f
@@ -208,7 +223,10 @@ fn vm_power_file_test_watts_refuses_minus_1_lots_nan_and_empty() {
             f.name()
         ))
     );
-    assert_eq!(f.read_once(VmFormat::Watts, "lots\n"), Err(not_watts.clone()));
+    assert_eq!(
+        f.read_once(VmFormat::Watts, "lots\n"),
+        Err(not_watts.clone())
+    );
     assert!(f
         .read_once(VmFormat::Watts, "NaN\n")
         .unwrap_err()
@@ -222,6 +240,9 @@ fn vm_power_file_test_watts_a_line_of_300_characters_is_refused() {
     let long = format!("{}1\n", " ".repeat(299));
     assert_eq!(
         f.read_once(VmFormat::Watts, &long),
-        Err(format!("The first line of {} is incomplete or too long.", f.name()))
+        Err(format!(
+            "The first line of {} is incomplete or too long.",
+            f.name()
+        ))
     );
 }

@@ -170,14 +170,53 @@ fn open_rapl(
     Ok(Box::new(rapl::Rapl::open(&roots.powercap, clock, log)?))
 }
 
+/// The time since a counter source's previous reading, on an injected clock.
+struct Span {
+    clock: Arc<dyn Clock>,
+    last_read_ns: u64,
+}
+
+impl Span {
+    /// A span that starts now.
+    fn start(clock: Arc<dyn Clock>) -> Span {
+        let last_read_ns = clock.monotonic_ns();
+        Span {
+            clock,
+            last_read_ns,
+        }
+    }
+
+    /// The seconds since the previous reading, which becomes now; `same_instant` is the error
+    /// when no time passed.
+    fn next(&mut self, same_instant: &str) -> Result<f64, PowerError> {
+        let now = self.clock.monotonic_ns();
+        let elapsed_ns = now.saturating_sub(self.last_read_ns);
+        if elapsed_ns == 0 {
+            return Err(PowerError::new(same_instant));
+        }
+        self.last_read_ns = now;
+        Ok(elapsed_ns as f64 / 1e9)
+    }
+}
+
 /// A number read from a file, shown in a message: trimmed and cut short, since the file is not ours.
 fn shown(text: &str) -> String {
     text.trim().chars().take(64).collect()
 }
 
-/// Reads a small text file that the sources parse, naming the file in the error.
+/// The error for a file whose text is not what it should hold.
+fn unexpected(path: &Path, text: &str) -> PowerError {
+    PowerError::new(format!(
+        "Unexpected value in {}: '{}'.",
+        path.display(),
+        shown(text)
+    ))
+}
+
+/// Reads a small sysfs text file, naming the file in the error (and the ways out when only
+/// root may read it).
 fn read_text(path: &Path) -> Result<String, PowerError> {
     std::fs::read(path)
         .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
-        .map_err(|error| PowerError::new(format!("Cannot read {}: {error}.", path.display())))
+        .map_err(|error| rapl::read_error(path, &error))
 }

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::{read_text, shown, Clock, PowerError, PowerSource};
+use super::{read_text, shown, unexpected, Clock, PowerError, PowerSource};
 use crate::log::Log;
 
 /// What sysfs says about the package energy event.
@@ -35,14 +35,6 @@ pub fn is_present(event_source: &Path) -> bool {
         .join("events")
         .join("energy-pkg")
         .is_file()
-}
-
-fn unexpected(path: &Path, text: &str) -> PowerError {
-    PowerError::new(format!(
-        "Unexpected value in {}: '{}'.",
-        path.display(),
-        shown(text)
-    ))
 }
 
 /// Parses an event description such as `event=0x02` into its config.
@@ -159,14 +151,13 @@ mod counters {
 
     use super::EnergyEvent;
     use crate::log::{Level, Log};
-    use crate::power::{Clock, PowerError, PowerSource};
+    use crate::power::{Clock, PowerError, PowerSource, Span};
 
     /// Package energy counters opened through perf_event_open.
     pub struct PerfRapl {
         counters: Vec<(u32, File, u64)>,
         scale: f64,
-        clock: Arc<dyn Clock>,
-        last_read_ns: u64,
+        span: Span,
     }
 
     fn read_count(cpu: u32, file: &mut File) -> Result<u64, PowerError> {
@@ -223,12 +214,10 @@ mod counters {
                     event.cpus
                 ),
             );
-            let last_read_ns = clock.monotonic_ns();
             Ok(PerfRapl {
                 counters,
                 scale: event.scale,
-                clock,
-                last_read_ns,
+                span: Span::start(clock),
             })
         }
     }
@@ -240,20 +229,15 @@ mod counters {
                 .iter_mut()
                 .map(|(cpu, file, _)| read_count(*cpu, file))
                 .collect::<Result<Vec<u64>, PowerError>>()?;
-            let now = self.clock.monotonic_ns();
-            let elapsed_ns = now.saturating_sub(self.last_read_ns);
-            if elapsed_ns == 0 {
-                return Err(PowerError::new(
-                    "The perf energy counters were read twice at the same instant.",
-                ));
-            }
+            let seconds = self
+                .span
+                .next("The perf energy counters were read twice at the same instant.")?;
             let mut joules = 0.0;
             for ((_, _, last), count) in self.counters.iter_mut().zip(counts) {
                 joules += count.wrapping_sub(*last) as f64 * self.scale;
                 *last = count;
             }
-            self.last_read_ns = now;
-            Ok(joules / (elapsed_ns as f64 / 1e9))
+            Ok(joules / seconds)
         }
     }
 }
@@ -291,7 +275,7 @@ mod tests {
             EnergyEvent {
                 pmu_type: 23,
                 config: 2,
-                scale: 2.3283064365386962890625e-10,
+                scale: 2f64.powi(-32),
                 cpus: vec![0, 18],
             }
         );

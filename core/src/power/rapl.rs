@@ -9,7 +9,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::{shown, Clock, PowerError, PowerSource};
+use super::{read_text as read, unexpected, Clock, PowerError, PowerSource, Span};
 use crate::log::{Level, Log};
 
 /// One package's energy counter.
@@ -23,8 +23,7 @@ struct Zone {
 /// The CPU packages' energy, read from powercap.
 pub struct Rapl {
     zones: Vec<Zone>,
-    clock: Arc<dyn Clock>,
-    last_read_ns: u64,
+    span: Span,
 }
 
 /// The message for a powercap file only root can read, with the three ways out.
@@ -44,21 +43,11 @@ pub fn read_error(path: &Path, error: &io::Error) -> PowerError {
     }
 }
 
-fn read(path: &Path) -> Result<String, PowerError> {
-    std::fs::read(path)
-        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
-        .map_err(|error| read_error(path, &error))
-}
-
 /// Parses a counter file's text: a number of microjoules, which cannot be negative.
 pub fn parse_microjoules(path: &Path, text: &str) -> Result<u64, PowerError> {
-    text.trim().parse::<u64>().map_err(|_| {
-        PowerError::new(format!(
-            "Unexpected value in {}: '{}'.",
-            path.display(),
-            shown(text)
-        ))
-    })
+    text.trim()
+        .parse::<u64>()
+        .map_err(|_| unexpected(path, text))
 }
 
 /// The energy used between two readings of a counter that wraps back to 0 past `max_uj`. More
@@ -135,11 +124,9 @@ impl Rapl {
             Level::Info,
             &format!("Reading CPU power from Linux RAPL: [{}]", dirs.join(", ")),
         );
-        let last_read_ns = clock.monotonic_ns();
         Ok(Rapl {
             zones,
-            clock,
-            last_read_ns,
+            span: Span::start(clock),
         })
     }
 }
@@ -153,17 +140,12 @@ impl PowerSource for Rapl {
             .iter()
             .map(Zone::read_energy)
             .collect::<Result<Vec<u64>, PowerError>>()?;
-        let now = self.clock.monotonic_ns();
-        let elapsed_ns = now.saturating_sub(self.last_read_ns);
-        if elapsed_ns == 0 {
-            return Err(PowerError::new("RAPL was read twice at the same instant."));
-        }
+        let seconds = self.span.next("RAPL was read twice at the same instant.")?;
         let mut used_uj = 0u64;
         for (zone, energy) in self.zones.iter_mut().zip(energies) {
             used_uj = used_uj.saturating_add(energy_between(zone.last_uj, energy, zone.max_uj));
             zone.last_uj = energy;
         }
-        self.last_read_ns = now;
-        Ok((used_uj as f64 / 1e6) / (elapsed_ns as f64 / 1e9))
+        Ok(used_uj as f64 / 1e6 / seconds)
     }
 }

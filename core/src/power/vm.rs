@@ -10,7 +10,7 @@ use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use super::{PowerError, PowerSource};
-use crate::config::VmFormat;
+use crate::config::{java_trim, VmFormat};
 use crate::log::{Level, Log};
 
 /// A power value never takes that many characters, so a longer line is not one.
@@ -25,11 +25,6 @@ pub struct Row {
     pub timestamp: i64,
     /// The power, in watts.
     pub power: f64,
-}
-
-/// `String.trim()` of Java: every character up to U+0020 at both ends.
-fn java_trim(text: &str) -> &str {
-    text.trim_matches(|c: char| c <= ' ')
 }
 
 /// The first line of the file's start, trimmed. With `complete`, the line must end with a
