@@ -155,6 +155,19 @@ fn vm_power_file_test_a_directory_is_refused() {
 }
 
 #[test]
+#[cfg(unix)]
+fn vm_power_file_a_fifo_is_refused_without_blocking() {
+    let f = Fixture::new();
+    let path = std::ffi::CString::new(f.name()).unwrap();
+    // SAFETY: a valid NUL-terminated path
+    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o644) }, 0);
+    assert_eq!(
+        f.open(VmFormat::Watts).watts().unwrap_err().to_string(),
+        format!("{} is not a regular file.", f.name())
+    );
+}
+
+#[test]
 fn vm_power_file_test_the_reuse_sequence() {
     let f = Fixture::new();
     f.write("1756681930,0.0310,2.5\n");

@@ -170,6 +170,22 @@ fn open_rapl(
     Ok(Box::new(rapl::Rapl::open(&roots.powercap, clock, log)?))
 }
 
+/// Opens `path` for reading without blocking on a pipe planted there, and without following a
+/// symbolic link unless `follow_links`. The caller checks that what it opened is a regular file.
+fn open_for_reading(path: &Path, follow_links: bool) -> std::io::Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        let no_follow = if follow_links { 0 } else { libc::O_NOFOLLOW };
+        options.custom_flags(no_follow | libc::O_NONBLOCK);
+    }
+    #[cfg(not(unix))]
+    let _ = follow_links;
+    options.open(path)
+}
+
 /// The time since a counter source's previous reading, on an injected clock.
 struct Span {
     clock: Arc<dyn Clock>,

@@ -14,7 +14,6 @@
 //! (a new inode) with the head back at 0; the old mapping then stops moving, so a window with
 //! no new cycle drops the mapping and the next reading maps whatever is at the path by then.
 
-use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, Ordering};
@@ -23,7 +22,7 @@ use std::time::Duration;
 
 use memmap2::{Mmap, MmapOptions};
 
-use super::{Clock, PowerError, PowerSource, ONE_SECOND};
+use super::{open_for_reading, Clock, PowerError, PowerSource, ONE_SECOND};
 use crate::log::{Level, Log};
 
 /// The size of the area.
@@ -168,18 +167,6 @@ fn too_short(path: &Path) -> PowerError {
     ))
 }
 
-/// Opens `path` for reading without following a symbolic link or blocking on a pipe.
-fn open_no_follow(path: &Path) -> io::Result<File> {
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
-    }
-    options.open(path)
-}
-
 /// Maps the ring buffer at `path`: a regular file (not a link) of at least [`AREA_SIZE`] bytes.
 fn attach(path: &Path) -> Result<Mapped, PowerError> {
     let not_regular = || PowerError::new(format!("{} is not a regular file.", path.display()));
@@ -201,7 +188,7 @@ fn attach(path: &Path) -> Result<Mapped, PowerError> {
     }
     let cannot_open =
         |error: io::Error| PowerError::new(format!("Cannot open {}: {error}.", path.display()));
-    let file = open_no_follow(path).map_err(cannot_open)?;
+    let file = open_for_reading(path, false).map_err(cannot_open)?;
     let metadata = file.metadata().map_err(cannot_open)?;
     if !metadata.is_file() {
         return Err(not_regular());
