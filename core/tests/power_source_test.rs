@@ -103,6 +103,7 @@ fn power_source_test_the_ring_buffer_opens_without_powerjoular() {
 }
 
 #[test]
+#[cfg(unix)]
 fn power_source_test_rapl_throws_outside_linux() {
     let mut machine = Machine::bare();
     machine.roots.linux = false;
@@ -159,6 +160,7 @@ fn power_source_test_vm_without_a_file_or_with_an_unknown_format_names_the_setti
 }
 
 #[test]
+#[cfg(target_os = "linux")]
 fn power_source_auto_picks_rapl_when_intel_rapl_0_exists_even_unreadable() {
     let machine = Machine::bare();
     fs::create_dir_all(machine.roots.powercap.join("intel-rapl:0")).unwrap();
@@ -171,6 +173,7 @@ fn power_source_auto_picks_rapl_when_intel_rapl_0_exists_even_unreadable() {
 }
 
 #[test]
+#[cfg(target_os = "linux")]
 fn power_source_auto_picks_the_perf_pmu_when_powercap_is_absent() {
     let machine = Machine::bare();
     let pmu = machine.roots.event_source.join("devices/power");
