@@ -225,6 +225,21 @@ fn power_source_auto_estimates_only_when_nothing_can_be_measured_and_says_so_onc
 }
 
 #[test]
+fn power_source_auto_without_proc_stat_waits_for_the_ring_buffer_as_joular() {
+    let machine = Machine::bare();
+    fs::remove_file(machine.roots.proc.join("stat")).unwrap();
+    let (source, log) = machine.open(&[]);
+    let mut source = source.unwrap();
+    assert_eq!(log.messages().len(), 1);
+    assert!(log.messages()[0].1.contains("PowerJoular ring buffer"));
+    assert!(source
+        .watts()
+        .unwrap_err()
+        .to_string()
+        .starts_with("There is no PowerJoular ring buffer at"));
+}
+
+#[test]
 fn power_source_estimate_follows_the_linear_model_with_the_configured_watts() {
     let machine = Machine::bare();
     let (source, _) = machine.open(&[

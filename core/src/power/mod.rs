@@ -100,7 +100,8 @@ impl Default for SystemRoots {
 /// Opens the source `config` names. `auto` picks, as Joular Code for Java does, RAPL when
 /// powercap's `intel-rapl:0` exists (readable or not), and else the ring buffer; and, beyond
 /// Joular, the perf `power` PMU when powercap is absent but the PMU exists, and the estimate,
-/// said once through `log`, when there is no ring buffer either. An error means monitoring off.
+/// said once through `log`, when there is no ring buffer either and `/proc/stat` can be read.
+/// An error means monitoring off.
 pub fn open(
     config: &Config,
     roots: &SystemRoots,
@@ -115,7 +116,9 @@ pub fn open(
         SourceKind::Auto => {
             if has_powercap_rapl(roots) || has_power_pmu(roots) {
                 open_rapl(roots, clock, log)?
-            } else if ring_path.symlink_metadata().is_ok() {
+            } else if ring_path.symlink_metadata().is_ok() || !roots.proc.join("stat").is_file() {
+                // Without /proc/stat (macOS, Windows) there is nothing to estimate from: wait for
+                // PowerJoular, as Joular does
                 Box::new(ringbuffer::RingBuffer::open(&ring_path, clock, log))
             } else {
                 log.log(
