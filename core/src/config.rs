@@ -1,0 +1,418 @@
+//! The configuration of Joular Code for Java, `joularcodejava.properties`, read exactly as that
+//! agent reads it, plus the keys of joularcode-bpf's own features.
+//!
+//! Every key can also be set from code with the same rules ([`Config::set`]), so that the command
+//! line can offer each key as a `--long-option` of the same name that overrides the file.
+
+mod properties;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use crate::log::{Level, Log};
+
+pub use properties::{parse as parse_properties, MalformedEscape};
+
+/// The file name Joular Code for Java looks for in the working folder.
+pub const FILE_NAME: &str = "joularcodejava.properties";
+
+/// The sample rate used when none, or an invalid one, is given, in milliseconds.
+pub const DEFAULT_SAMPLE_RATE_MS: u64 = 10;
+/// Below this rate, sampling can slow the application down: said, and kept.
+const LOW_SAMPLE_RATE_MS: u64 = 5;
+/// A sample past a window's length would stretch the window.
+const MAX_SAMPLE_RATE_MS: u64 = 1000;
+
+/// Idle watts per CPU of the estimate: Cloud Carbon Footprint's AWS average minimum at 0 % CPU.
+pub const DEFAULT_IDLE_WATTS_PER_CPU: f64 = 0.74;
+/// Full-load watts per CPU of the estimate: Cloud Carbon Footprint's AWS average maximum at 100 % CPU.
+pub const DEFAULT_MAX_WATTS_PER_CPU: f64 = 3.5;
+
+/// Every key, with a one-line help, in the order the documentation lists them.
+pub const KEYS: &[(&str, &str)] = &[
+    (
+        "power-source-type",
+        "where the CPU power comes from: auto, rapl, ringbuffer, vm or estimate (default auto)",
+    ),
+    (
+        "powerjoular-ringbuffer-path",
+        "the ring buffer PowerJoular writes with -r (default /dev/shm/powerjoular on Linux)",
+    ),
+    (
+        "vm-power-file",
+        "the file the host writes this virtual machine's power to (needed by power-source-type=vm)",
+    ),
+    (
+        "vm-power-format",
+        "the format of vm-power-file: powerjoular (a PowerJoular -o row) or watts (default powerjoular)",
+    ),
+    (
+        "stack-monitoring-sample-rate",
+        "milliseconds between two stack samples, from 1 to 1000 (default 10)",
+    ),
+    (
+        "results-path",
+        "the folder the CSV files are written to (default joular-code-java-results)",
+    ),
+    (
+        "methods-filtering-prefix",
+        "comma-separated prefixes of the frames kept in the app file (default none: all frames)",
+    ),
+    (
+        "jvm-threads",
+        "the JVM's own threads (GC, JIT): own branches (own, default) or spread over Java threads as Joular does (spread)",
+    ),
+    (
+        "estimate-idle-watts-per-cpu",
+        "watts per CPU at 0 % utilisation, for power-source-type=estimate (default 0.74)",
+    ),
+    (
+        "estimate-max-watts-per-cpu",
+        "watts per CPU at 100 % utilisation, for power-source-type=estimate (default 3.5)",
+    ),
+];
+
+/// Where the CPU power comes from (`power-source-type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceKind {
+    /// RAPL when the machine has it, else the PowerJoular ring buffer, else an estimate.
+    Auto,
+    /// RAPL, through powercap or else the perf `power` PMU.
+    Rapl,
+    /// PowerJoular 2.0's shared-memory ring buffer.
+    RingBuffer,
+    /// A file the host of this virtual machine writes.
+    Vm,
+    /// An estimate from the CPU utilisation.
+    Estimate,
+}
+
+/// The format of `vm-power-file` (`vm-power-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VmFormat {
+    /// The row PowerJoular 2.0 rewrites with `-o` for a process: `timestamp,cpu_usage,cpu_power`.
+    PowerJoular,
+    /// The power alone, in watts.
+    Watts,
+}
+
+/// What to do with the JVM's own threads (`jvm-threads`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JvmThreads {
+    /// They are branches of their own (`[GC]`, `[JIT compiler]`...) in the all-file only.
+    Own,
+    /// Their CPU is spread over the Java threads, as Joular Code for Java does.
+    Spread,
+}
+
+/// A setting that cannot be used. The caller turns it into "monitoring off" as Joular does, or
+/// into a one-line error and a non-zero exit on the command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigError {
+    /// A key that is not one of [`KEYS`].
+    UnknownKey(String),
+    /// A `power-source-type` that is not one of the choices.
+    UnknownPowerSourceType(String),
+    /// A `vm-power-format` that is not one of the choices.
+    UnknownVmPowerFormat(String),
+    /// `power-source-type=vm` without `vm-power-file`.
+    VmWithoutFile,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::UnknownKey(key) => {
+                let keys: Vec<&str> = KEYS.iter().map(|(key, _)| *key).collect();
+                write!(f, "Unknown setting '{key}'. Use one of {}.", keys.join(", "))
+            }
+            ConfigError::UnknownPowerSourceType(value) => write!(
+                f,
+                "Unknown power-source-type '{value}'. Use auto, rapl, ringbuffer, vm or estimate."
+            ),
+            ConfigError::UnknownVmPowerFormat(value) => write!(
+                f,
+                "Unknown vm-power-format '{value}'. Use powerjoular or watts."
+            ),
+            ConfigError::VmWithoutFile => f.write_str(
+                "power-source-type=vm needs vm-power-file, the file the host writes the power of this virtual machine to.",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// The settings of a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// `power-source-type`, lower-cased; checked by [`Config::source_kind`].
+    pub power_source_type: String,
+    /// `powerjoular-ringbuffer-path`; `None` means PowerJoular's path for this OS
+    /// ([`default_ringbuffer_path`], or the ring buffer of [`crate::power::SystemRoots`]).
+    pub ringbuffer_path: Option<PathBuf>,
+    /// `vm-power-file`.
+    pub vm_power_file: Option<PathBuf>,
+    /// `vm-power-format`, lower-cased; checked by [`Config::vm_format`].
+    pub vm_power_format: String,
+    /// `stack-monitoring-sample-rate`, in milliseconds, from 1 to 1000.
+    pub sample_rate_ms: u64,
+    /// `results-path`, relative to the working folder unless absolute.
+    pub results_path: PathBuf,
+    /// `methods-filtering-prefix`: trimmed, without empty items; empty means no filter.
+    pub methods_filtering_prefix: Vec<String>,
+    /// `jvm-threads`.
+    pub jvm_threads: JvmThreads,
+    /// `estimate-idle-watts-per-cpu`.
+    pub estimate_idle_watts_per_cpu: f64,
+    /// `estimate-max-watts-per-cpu`.
+    pub estimate_max_watts_per_cpu: f64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            power_source_type: "auto".to_owned(),
+            ringbuffer_path: None,
+            vm_power_file: None,
+            vm_power_format: "powerjoular".to_owned(),
+            sample_rate_ms: DEFAULT_SAMPLE_RATE_MS,
+            results_path: PathBuf::from("joular-code-java-results"),
+            methods_filtering_prefix: Vec::new(),
+            jvm_threads: JvmThreads::Own,
+            estimate_idle_watts_per_cpu: DEFAULT_IDLE_WATTS_PER_CPU,
+            estimate_max_watts_per_cpu: DEFAULT_MAX_WATTS_PER_CPU,
+        }
+    }
+}
+
+/// `String.trim()` of Java: drops every character up to U+0020 at both ends.
+pub(crate) fn java_trim(value: &str) -> &str {
+    value.trim_matches(|c: char| c <= ' ')
+}
+
+impl Config {
+    /// Reads the configuration as Joular Code for Java does: from `explicit` (the
+    /// `-Djoularcodejava.properties` value) when it is not blank, else from
+    /// `joularcodejava.properties` in `working_dir`. A missing file means the defaults (and the
+    /// working folder is then not searched), said at INFO; an unreadable one too, said at WARNING.
+    pub fn load(explicit: Option<&str>, working_dir: &Path, log: &dyn Log) -> Config {
+        let file = match explicit {
+            Some(path) if !path.trim().is_empty() => PathBuf::from(path),
+            _ => PathBuf::from(FILE_NAME),
+        };
+        let absolute = working_dir.join(&file);
+        if !absolute.is_file() {
+            log.log(
+                Level::Info,
+                &format!(
+                    "No configuration file at {}, using defaults.",
+                    absolute.display()
+                ),
+            );
+            return Config::default();
+        }
+        let text = std::fs::read(&absolute)
+            .map_err(|error| error.to_string())
+            .and_then(|bytes| {
+                String::from_utf8(bytes).map_err(|_| "it is not valid UTF-8.".to_owned())
+            })
+            .and_then(|text| parse_properties(&text).map_err(|error| format!("{error}.")));
+        match text {
+            Ok(properties) => Config::from_properties(&properties, log),
+            Err(reason) => {
+                log.log(
+                    Level::Warning,
+                    &format!(
+                        "Could not read {}, using defaults. {reason}",
+                        absolute.display()
+                    ),
+                );
+                Config::default()
+            }
+        }
+    }
+
+    /// The configuration given by parsed properties. Keys that are not ours are ignored, as
+    /// Joular does; an unknown power-source-type or vm-power-format is kept, for
+    /// [`Config::source_kind`] and [`Config::vm_format`] to refuse when the source is opened.
+    pub fn from_properties(
+        properties: &std::collections::HashMap<String, String>,
+        log: &dyn Log,
+    ) -> Config {
+        let mut config = Config::default();
+        for (key, _) in KEYS {
+            if let Some(value) = properties.get(*key) {
+                config.apply(key, value, log);
+            }
+        }
+        config
+    }
+
+    /// Sets `key` to `value` with the rules of the file: the value is trimmed and a blank one
+    /// means the default. An unknown key, power-source-type or vm-power-format is an error (the
+    /// value of a known key is kept all the same, as from the file).
+    pub fn set(&mut self, key: &str, value: &str, log: &dyn Log) -> Result<(), ConfigError> {
+        if !KEYS.iter().any(|(known, _)| *known == key) {
+            return Err(ConfigError::UnknownKey(key.to_owned()));
+        }
+        self.apply(key, value, log);
+        match key {
+            "power-source-type" => self.source_kind().map(drop),
+            "vm-power-format" => self.vm_format().map(drop),
+            _ => Ok(()),
+        }
+    }
+
+    /// Applies one known key.
+    fn apply(&mut self, key: &str, value: &str, log: &dyn Log) {
+        let value = java_trim(value);
+        let defaults = Config::default();
+        match key {
+            "power-source-type" => {
+                self.power_source_type = if value.is_empty() {
+                    defaults.power_source_type
+                } else {
+                    value.to_lowercase()
+                }
+            }
+            "powerjoular-ringbuffer-path" => {
+                self.ringbuffer_path = (!value.is_empty()).then(|| PathBuf::from(value))
+            }
+            "vm-power-file" => {
+                self.vm_power_file = (!value.is_empty()).then(|| PathBuf::from(value))
+            }
+            "vm-power-format" => {
+                self.vm_power_format = if value.is_empty() {
+                    defaults.vm_power_format
+                } else {
+                    value.to_lowercase()
+                }
+            }
+            "stack-monitoring-sample-rate" => self.sample_rate_ms = sample_rate(value, log),
+            "results-path" => {
+                self.results_path = if value.is_empty() {
+                    defaults.results_path
+                } else {
+                    PathBuf::from(value)
+                }
+            }
+            "methods-filtering-prefix" => {
+                self.methods_filtering_prefix = value
+                    .split(',')
+                    .map(java_trim)
+                    .filter(|prefix| !prefix.is_empty())
+                    .map(str::to_owned)
+                    .collect()
+            }
+            "jvm-threads" => self.jvm_threads = jvm_threads(value, log),
+            "estimate-idle-watts-per-cpu" => {
+                self.estimate_idle_watts_per_cpu =
+                    watts_per_cpu(key, value, DEFAULT_IDLE_WATTS_PER_CPU, log)
+            }
+            "estimate-max-watts-per-cpu" => {
+                self.estimate_max_watts_per_cpu =
+                    watts_per_cpu(key, value, DEFAULT_MAX_WATTS_PER_CPU, log)
+            }
+            _ => {}
+        }
+    }
+
+    /// The power source `power-source-type` names, or the error that turns monitoring off.
+    pub fn source_kind(&self) -> Result<SourceKind, ConfigError> {
+        match self.power_source_type.as_str() {
+            "auto" => Ok(SourceKind::Auto),
+            "rapl" => Ok(SourceKind::Rapl),
+            "ringbuffer" => Ok(SourceKind::RingBuffer),
+            "vm" => Ok(SourceKind::Vm),
+            "estimate" => Ok(SourceKind::Estimate),
+            other => Err(ConfigError::UnknownPowerSourceType(other.to_owned())),
+        }
+    }
+
+    /// The format `vm-power-format` names, or the error that turns monitoring off.
+    pub fn vm_format(&self) -> Result<VmFormat, ConfigError> {
+        match self.vm_power_format.as_str() {
+            "powerjoular" => Ok(VmFormat::PowerJoular),
+            "watts" => Ok(VmFormat::Watts),
+            other => Err(ConfigError::UnknownVmPowerFormat(other.to_owned())),
+        }
+    }
+}
+
+/// `stack-monitoring-sample-rate`: a whole number of milliseconds from 1 to 1000.
+fn sample_rate(value: &str, log: &dyn Log) -> u64 {
+    if value.is_empty() {
+        return DEFAULT_SAMPLE_RATE_MS;
+    }
+    match value.parse::<i64>() {
+        Ok(rate @ 1..=1000) => {
+            let rate = rate.unsigned_abs();
+            if rate < LOW_SAMPLE_RATE_MS {
+                log.log(
+                    Level::Warning,
+                    &format!(
+                        "stack-monitoring-sample-rate is {rate} ms. Below {LOW_SAMPLE_RATE_MS} ms, sampling can noticeably slow the application down."
+                    ),
+                );
+            }
+            rate
+        }
+        _ => {
+            log.log(
+                Level::Warning,
+                &format!(
+                    "stack-monitoring-sample-rate must be a number of milliseconds from 1 to {MAX_SAMPLE_RATE_MS}, not '{value}'. Using {DEFAULT_SAMPLE_RATE_MS} ms."
+                ),
+            );
+            DEFAULT_SAMPLE_RATE_MS
+        }
+    }
+}
+
+/// `jvm-threads`: `own` or `spread`, case-insensitive.
+fn jvm_threads(value: &str, log: &dyn Log) -> JvmThreads {
+    match value.to_lowercase().as_str() {
+        "" | "own" => JvmThreads::Own,
+        "spread" => JvmThreads::Spread,
+        _ => {
+            log.log(
+                Level::Warning,
+                &format!("jvm-threads must be own or spread, not '{value}'. Using own."),
+            );
+            JvmThreads::Own
+        }
+    }
+}
+
+/// `estimate-idle-watts-per-cpu` and `estimate-max-watts-per-cpu`: a finite number of watts >= 0.
+fn watts_per_cpu(key: &str, value: &str, default: f64, log: &dyn Log) -> f64 {
+    if value.is_empty() {
+        return default;
+    }
+    match value.parse::<f64>() {
+        Ok(watts) if watts.is_finite() && watts >= 0.0 => watts,
+        _ => {
+            log.log(
+                Level::Warning,
+                &format!("{key} must be a number of watts of 0 or more, not '{value}'. Using {default} W."),
+            );
+            default
+        }
+    }
+}
+
+/// Where PowerJoular puts its ring buffer on this OS.
+pub fn default_ringbuffer_path() -> PathBuf {
+    if cfg!(windows) {
+        let program_data = std::env::var("PROGRAMDATA")
+            .ok()
+            .filter(|value| !value.trim().is_empty())
+            .unwrap_or_else(|| "C:\\ProgramData".to_owned());
+        PathBuf::from(format!("{program_data}\\powerjoular"))
+    } else if cfg!(target_os = "linux") {
+        PathBuf::from("/dev/shm/powerjoular")
+    } else {
+        PathBuf::from("/tmp/powerjoular")
+    }
+}

@@ -1,0 +1,264 @@
+//! The shared-memory ring buffer PowerJoular 2.0 writes with `-r`: a 248-byte file in the
+//! machine's byte order, mapped read-only here.
+//!
+//! ```text
+//! offset 0           u64 head: cycles written since the file was created (0 = none yet)
+//! offset 8 + 48*i    slot i (i = 0..4) holds cycle k when k mod 5 = i:
+//!   +0  u64 timestamp (Unix seconds)   +8  f64 cpu_power (W, read here)
+//!   +16 f64 gpu_power  +24 f64 total_power  +32 f64 cpu_usage  +40 f64 pid_app_power
+//! ```
+//!
+//! PowerJoular stores the slot, issues a full barrier, then stores the new head, once a second.
+//! There is no sequence number per slot: the head is read before and after the entry, with
+//! acquire fences, and a read during which it moved is refused. A restart creates a new file
+//! (a new inode) with the head back at 0; the old mapping then stops moving, so a window with
+//! no new cycle drops the mapping and the next reading maps whatever is at the path by then.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{fence, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use memmap2::{Mmap, MmapOptions};
+
+use super::{open_for_reading, Clock, PowerError, PowerSource, ONE_SECOND};
+use crate::log::{Level, Log};
+
+/// The size of the area.
+pub const AREA_SIZE: usize = 8 + ENTRY_COUNT * ENTRY_SIZE;
+/// The size of one slot.
+pub const ENTRY_SIZE: usize = 48;
+/// How many slots there are.
+pub const ENTRY_COUNT: usize = 5;
+/// How long a window waits for PowerJoular's next cycle.
+pub const MAX_WINDOW: Duration = Duration::from_secs(2);
+/// PowerJoular writes once a second: an entry older than this means it has stopped.
+pub const MAX_AGE_SECONDS: i64 = 5;
+
+/// 8-byte words of an area, read as PowerJoular's writer may be changing them.
+pub trait Area {
+    /// The native-order word at `offset`, a multiple of 8 below [`AREA_SIZE`].
+    fn word(&self, offset: usize) -> u64;
+}
+
+/// A snapshot of an area's bytes (at least [`AREA_SIZE`] of them).
+impl Area for [u8] {
+    fn word(&self, offset: usize) -> u64 {
+        let mut bytes = [0u8; 8];
+        if let Some(word) = self.get(offset..offset + 8) {
+            bytes.copy_from_slice(word);
+        }
+        u64::from_ne_bytes(bytes)
+    }
+}
+
+/// The file, mapped.
+struct Mapped(Mmap);
+
+impl Area for Mapped {
+    fn word(&self, offset: usize) -> u64 {
+        debug_assert!(offset % 8 == 0 && offset + 8 <= AREA_SIZE && self.0.len() >= AREA_SIZE);
+        // SAFETY: the mapping holds AREA_SIZE bytes (checked above) and starts on a page
+        // boundary, so the word is in bounds and aligned; a volatile read is one 8-byte load,
+        // as PowerJoular's stores are
+        unsafe { std::ptr::read_volatile(self.0.as_ptr().add(offset).cast::<u64>()) }
+    }
+}
+
+/// A reading that failed, and whether the mapping must be dropped so the next one maps the
+/// file at the path again.
+#[derive(Debug)]
+pub struct Failure {
+    /// What went wrong.
+    pub error: PowerError,
+    /// The writer has stopped or restarted on a new file.
+    pub drop_mapping: bool,
+}
+
+fn failure(error: String, drop_mapping: bool) -> Failure {
+    Failure {
+        error: PowerError::new(error),
+        drop_mapping,
+    }
+}
+
+/// Reads the newest CPU power from `area`, with Joular Code for Java's checks in its order.
+/// `window_start_head` is the head when the window began, and becomes the head read now.
+pub fn read_newest(
+    area: &(impl Area + ?Sized),
+    path: &Path,
+    window_start_head: &mut i64,
+    now_unix_seconds: i64,
+) -> Result<f64, Failure> {
+    let head = area.word(0) as i64;
+    let previous_head = std::mem::replace(window_start_head, head);
+    if head <= 0 {
+        return Err(failure(
+            format!(
+                "PowerJoular has not published a measurement in {} yet.",
+                path.display()
+            ),
+            false,
+        ));
+    }
+    if head == previous_head {
+        return Err(failure(
+            format!(
+                "PowerJoular published no measurement in {} for {} s. Is it still running with -r?",
+                path.display(),
+                MAX_WINDOW.as_secs()
+            ),
+            true,
+        ));
+    }
+    // Pairs with PowerJoular's barrier before it publishes the head
+    fence(Ordering::Acquire);
+    let slot = 8 + ((head - 1) as u64 % ENTRY_COUNT as u64) as usize * ENTRY_SIZE;
+    let timestamp = area.word(slot) as i64;
+    let power = f64::from_bits(area.word(slot + 8));
+    fence(Ordering::Acquire);
+    if area.word(0) as i64 != head {
+        return Err(failure(
+            format!(
+                "PowerJoular was writing to {} while it was read.",
+                path.display()
+            ),
+            false,
+        ));
+    }
+    // A timestamp in the future is accepted: the clock may have stepped
+    let age = now_unix_seconds.saturating_sub(timestamp);
+    if age > MAX_AGE_SECONDS {
+        return Err(failure(
+            format!(
+                "The latest measurement in {} is {age} s old. Is PowerJoular still running with -r?",
+                path.display()
+            ),
+            true,
+        ));
+    }
+    if !power.is_finite() || power < 0.0 {
+        return Err(failure(
+            format!("PowerJoular could not measure the CPU power (it wrote {power:?})."),
+            false,
+        ));
+    }
+    Ok(power)
+}
+
+/// Reads the newest CPU power from a snapshot of an area's bytes, as [`read_newest`] does.
+pub fn read_bytes(
+    bytes: &[u8],
+    path: &Path,
+    window_start_head: &mut i64,
+    now_unix_seconds: i64,
+) -> Result<f64, PowerError> {
+    if bytes.len() < AREA_SIZE {
+        return Err(too_short(path));
+    }
+    read_newest(bytes, path, window_start_head, now_unix_seconds).map_err(|failure| failure.error)
+}
+
+fn too_short(path: &Path) -> PowerError {
+    PowerError::new(format!(
+        "{} is too short to be a PowerJoular ring buffer, or is still being created.",
+        path.display()
+    ))
+}
+
+/// Maps the ring buffer at `path`: a regular file (not a link) of at least [`AREA_SIZE`] bytes.
+fn attach(path: &Path) -> Result<Mapped, PowerError> {
+    let not_regular = || PowerError::new(format!("{} is not a regular file.", path.display()));
+    match path.symlink_metadata() {
+        Ok(metadata) if !metadata.is_file() => return Err(not_regular()),
+        Ok(_) => {}
+        Err(error) if error.kind() == io::ErrorKind::NotFound => {
+            return Err(PowerError::new(format!(
+                "There is no PowerJoular ring buffer at {}. Is PowerJoular running with -r?",
+                path.display()
+            )))
+        }
+        Err(error) => {
+            return Err(PowerError::new(format!(
+                "Cannot read {}: {error}.",
+                path.display()
+            )))
+        }
+    }
+    let cannot_open =
+        |error: io::Error| PowerError::new(format!("Cannot open {}: {error}.", path.display()));
+    let file = open_for_reading(path, false).map_err(cannot_open)?;
+    let metadata = file.metadata().map_err(cannot_open)?;
+    if !metadata.is_file() {
+        return Err(not_regular());
+    }
+    // Mapping past the end of the file would fault on access rather than fail here
+    if metadata.len() < AREA_SIZE as u64 {
+        return Err(too_short(path));
+    }
+    // SAFETY: a read-only shared mapping of a regular file of at least AREA_SIZE bytes. Another
+    // process writes it while it is mapped, which is why every read goes through
+    // `Mapped::word`'s volatile loads and never through a reference to the bytes
+    let map = unsafe { MmapOptions::new().len(AREA_SIZE).map(&file) }.map_err(cannot_open)?;
+    Ok(Mapped(map))
+}
+
+/// CPU power from PowerJoular's ring buffer.
+pub struct RingBuffer {
+    path: PathBuf,
+    clock: Arc<dyn Clock>,
+    mapped: Option<Mapped>,
+    window_start_head: i64,
+}
+
+impl RingBuffer {
+    /// Opens the source, which never fails: PowerJoular may start later, and the first reading
+    /// tries again.
+    pub fn open(path: &Path, clock: Arc<dyn Clock>, log: &dyn Log) -> RingBuffer {
+        let mapped = attach(path).ok();
+        let window_start_head = mapped.as_ref().map_or(0, |area| area.word(0) as i64);
+        log.log(
+            Level::Info,
+            &format!(
+                "Reading CPU power from the PowerJoular ring buffer {}",
+                path.display()
+            ),
+        );
+        RingBuffer {
+            path: path.to_owned(),
+            clock,
+            mapped,
+            window_start_head,
+        }
+    }
+}
+
+impl PowerSource for RingBuffer {
+    fn watts(&mut self) -> Result<f64, PowerError> {
+        let area = match self.mapped.take() {
+            Some(area) => area,
+            None => attach(&self.path)?,
+        };
+        let now = self.clock.unix_seconds();
+        match read_newest(&area, &self.path, &mut self.window_start_head, now) {
+            Ok(power) => {
+                self.mapped = Some(area);
+                Ok(power)
+            }
+            Err(failure) => {
+                if !failure.drop_mapping {
+                    self.mapped = Some(area);
+                }
+                Err(failure.error)
+            }
+        }
+    }
+
+    fn window_over(&self, elapsed: Duration) -> bool {
+        match &self.mapped {
+            None => elapsed >= ONE_SECOND,
+            Some(area) => area.word(0) as i64 != self.window_start_head || elapsed >= MAX_WINDOW,
+        }
+    }
+}

@@ -1,0 +1,189 @@
+//! The power of this virtual machine, from a file its host writes and shares with the guest
+//! (virtiofs, 9p, a shared folder). Only the first line is read, in one of two formats:
+//! `powerjoular`, the row PowerJoular 2.0 rewrites every second with `-p PID -o FILE` for the
+//! process of the virtual machine (`timestamp,cpu_usage,cpu_power`, no header); or `watts`, the
+//! power alone. The window is the default second; a `powerjoular` row keeps covering for up to
+//! [`MAX_REUSES`] more windows when no new one can be read, and the host's timestamp tells new
+//! rows apart, so the clocks of host and guest are never compared.
+
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+
+use super::{open_for_reading, PowerError, PowerSource};
+use crate::config::{java_trim, VmFormat};
+use crate::log::{Level, Log};
+
+/// A power value never takes that many characters, so a longer line is not one.
+pub const MAX_LINE_LENGTH: usize = 256;
+/// How many more windows the last row covers when the next one cannot be read.
+pub const MAX_REUSES: u32 = 2;
+
+/// One row of the file PowerJoular writes for a process.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Row {
+    /// The host's Unix time, in seconds.
+    pub timestamp: i64,
+    /// The power, in watts.
+    pub power: f64,
+}
+
+/// The first line of the file's start, trimmed. With `complete`, the line must end with a
+/// newline: a row cut short while the host rewrites it would still parse.
+pub fn first_line(file: &Path, start: &[u8], complete: bool) -> Result<String, PowerError> {
+    let text = String::from_utf8_lossy(start);
+    match text.find('\n') {
+        Some(end) => Ok(java_trim(&text[..end]).to_owned()),
+        None if complete || start.len() > MAX_LINE_LENGTH => Err(PowerError::new(format!(
+            "The first line of {} is incomplete or too long.",
+            file.display()
+        ))),
+        None => Ok(java_trim(&text).to_owned()),
+    }
+}
+
+/// A power in watts: finite and >= 0.
+pub fn parse_power(file: &Path, text: &str) -> Result<f64, PowerError> {
+    let power: f64 = java_trim(text).parse().map_err(|_| {
+        PowerError::new(format!(
+            "{} does not hold a power in watts where one is expected.",
+            file.display()
+        ))
+    })?;
+    // PowerJoular writes -1 for a process it could not measure
+    if !power.is_finite() || power < 0.0 {
+        return Err(PowerError::new(format!(
+            "The host could not measure the power of this virtual machine ({} holds {power:?}).",
+            file.display()
+        )));
+    }
+    Ok(power)
+}
+
+/// Parses the (trimmed) first line as the row PowerJoular writes with `-o` for a process.
+pub fn parse_row(file: &Path, line: &str) -> Result<Row, PowerError> {
+    let columns: Vec<&str> = line.split(',').collect();
+    if columns.len() == 5 {
+        return Err(PowerError::new(format!(
+            "{} holds the power of the whole host. Point vm-power-file at the file PowerJoular writes for the process of this virtual machine: with -p <pid> -o <file>, that is <file>-<pid>.csv.",
+            file.display()
+        )));
+    }
+    if columns.len() != 3 {
+        return Err(PowerError::new(format!(
+            "{} does not hold the row PowerJoular writes with -o for a process (timestamp,cpu_usage,cpu_power).",
+            file.display()
+        )));
+    }
+    let timestamp = java_trim(columns[0]).parse().map_err(|_| {
+        PowerError::new(format!(
+            "The first column of {} is not a Unix timestamp. On the host, write the file with -o, not -f: -f starts it with a header.",
+            file.display()
+        ))
+    })?;
+    Ok(Row {
+        timestamp,
+        power: parse_power(file, columns[2])?,
+    })
+}
+
+/// Parses the start of the file (at most [`MAX_LINE_LENGTH`] + 1 bytes) in `format`.
+pub fn parse(file: &Path, start: &[u8], format: VmFormat) -> Result<Row, PowerError> {
+    match format {
+        VmFormat::Watts => Ok(Row {
+            timestamp: 0,
+            power: parse_power(file, &first_line(file, start, false)?)?,
+        }),
+        VmFormat::PowerJoular => parse_row(file, &first_line(file, start, true)?),
+    }
+}
+
+/// Reads the start of `file`: at most [`MAX_LINE_LENGTH`] + 1 bytes of a regular file.
+fn read_start(file: &Path) -> Result<Vec<u8>, PowerError> {
+    let not_regular = || PowerError::new(format!("{} is not a regular file.", file.display()));
+    let cannot_read =
+        |error: io::Error| PowerError::new(format!("Cannot read {}: {error}.", file.display()));
+    // A pipe or a device would block the open until someone writes to it
+    if file.exists() && !file.is_file() {
+        return Err(not_regular());
+    }
+    let opened = open_for_reading(file, true).map_err(|error| {
+        if error.kind() == io::ErrorKind::NotFound {
+            PowerError::new(format!(
+                "There is no {}. Is it shared with this virtual machine, and is the host writing it?",
+                file.display()
+            ))
+        } else {
+            cannot_read(error)
+        }
+    })?;
+    // Checked again on what was opened, in case the path changed in between
+    if !opened.metadata().map_err(cannot_read)?.is_file() {
+        return Err(not_regular());
+    }
+    let mut start = Vec::with_capacity(MAX_LINE_LENGTH + 1);
+    opened
+        .take(MAX_LINE_LENGTH as u64 + 1)
+        .read_to_end(&mut start)
+        .map_err(cannot_read)?;
+    Ok(start)
+}
+
+/// CPU power from a file the host writes.
+pub struct VmPowerFile {
+    file: PathBuf,
+    format: VmFormat,
+    /// The last row read, and how many more windows it has covered.
+    last: Option<(Row, u32)>,
+}
+
+impl VmPowerFile {
+    /// Opens the source even if the file is not there yet: the host may write it later.
+    pub fn open(file: &Path, format: VmFormat, log: &dyn Log) -> VmPowerFile {
+        let name = match format {
+            VmFormat::PowerJoular => "powerjoular",
+            VmFormat::Watts => "watts",
+        };
+        log.log(
+            Level::Info,
+            &format!(
+                "Reading the power of this virtual machine from {} ({name} format)",
+                file.display()
+            ),
+        );
+        VmPowerFile {
+            file: file.to_owned(),
+            format,
+            last: None,
+        }
+    }
+}
+
+impl PowerSource for VmPowerFile {
+    fn watts(&mut self) -> Result<f64, PowerError> {
+        let row = read_start(&self.file).and_then(|start| parse(&self.file, &start, self.format));
+        if self.format == VmFormat::Watts {
+            // Used as it is, every window, however old
+            return row.map(|row| row.power);
+        }
+        let problem = match row {
+            Ok(row) if self.last.is_none_or(|(last, _)| last.timestamp != row.timestamp) => {
+                self.last = Some((row, 0));
+                return Ok(row.power);
+            }
+            Ok(_) => PowerError::new(format!(
+                "The host has not updated {} for {} windows. Is PowerJoular still running on the host?",
+                self.file.display(),
+                MAX_REUSES + 1
+            )),
+            Err(error) => error,
+        };
+        // The last row covers a window that saw no new one, for a little while
+        match &mut self.last {
+            Some((last, reuses)) if *reuses < MAX_REUSES => {
+                *reuses += 1;
+                Ok(last.power)
+            }
+            _ => Err(problem),
+        }
+    }
+}
