@@ -2,5 +2,9 @@
 //! Joular Code for Java does it. Pure Rust with no Linux-only code, so that both the eBPF profiler
 //! and the JVMTI agent's fallback mode link it on every OS.
 
+pub mod attribution;
+pub mod branch;
 pub mod log;
 pub mod names;
+pub mod output;
+pub mod warnings;
