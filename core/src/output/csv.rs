@@ -205,7 +205,8 @@ fn open_file(dir: &Path, name: &str) -> io::Result<File> {
         Mode::empty(),
     )
     .map_err(|errno| match errno {
-        Errno::LOOP => symlink_error(dir),
+        // Linux says ENOTDIR for a link to a directory opened with O_DIRECTORY | O_NOFOLLOW
+        Errno::LOOP | Errno::NOTDIR if is_symlink(dir) => symlink_error(dir),
         Errno::NOTDIR => kind_error(dir, "a directory"),
         errno => with_path(dir, errno.into()),
     })?;
@@ -255,6 +256,12 @@ fn open_file(dir: &Path, name: &str) -> io::Result<File> {
         .create(true)
         .open(&path)
         .map_err(|error| with_path(&path, error))
+}
+
+/// Whether `path` is a symbolic link, to explain a refusal.
+#[cfg(unix)]
+fn is_symlink(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|meta| meta.file_type().is_symlink())
 }
 
 /// `error` with the path it happened on.
