@@ -7,9 +7,12 @@
 //! pseudo-frames such as [`GC`] (`[GC]`), which are never part of the application's name.
 //!
 //! [`Branches`] interns frames and stacks, so that counting a sample of a stack already seen looks
-//! up a hash table and allocates nothing; names are built once, when a stack is first seen.
+//! up a hash table and allocates nothing; a name is built once, when it is first asked for.
 
-use hashbrown::{Equivalent, HashMap};
+use std::hash::BuildHasher;
+use std::sync::OnceLock;
+
+use hashbrown::{DefaultHashBuilder, Equivalent, HashMap, HashTable};
 
 /// Pseudo-frame of the garbage collector's threads.
 pub const GC: &str = "[GC]";
@@ -120,12 +123,63 @@ struct FrameEntry {
     app: bool,
 }
 
-/// What is known of an interned branch.
+/// Interned sequences of frames (the branches, or the application branches), each with its
+/// name built the first time it is asked for: the per-sample path never builds one.
+#[derive(Debug, Default)]
+struct Stacks {
+    entries: Vec<Stack>,
+    /// Indexes into `entries`, hashed by their frames, so each stack is stored once.
+    ids: HashTable<u32>,
+    hasher: DefaultHashBuilder,
+}
+
 #[derive(Debug)]
-struct BranchEntry {
+struct Stack {
     frames: Box<[FrameId]>,
-    name: Box<str>,
-    app: Option<AppBranchId>,
+    name: OnceLock<Box<str>>,
+}
+
+impl Stacks {
+    /// The index of `frames`, and whether it is new.
+    fn intern(&mut self, frames: &[FrameId]) -> (u32, bool) {
+        let hash = self.hasher.hash_one(frames);
+        let entries = &self.entries;
+        if let Some(&index) = self
+            .ids
+            .find(hash, |&index| *entries[index as usize].frames == *frames)
+        {
+            return (index, false);
+        }
+        let index = next_id(self.entries.len());
+        self.entries.push(Stack {
+            frames: frames.into(),
+            name: OnceLock::new(),
+        });
+        let (entries, hasher) = (&self.entries, &self.hasher);
+        self.ids.insert_unique(hash, index, |&index| {
+            hasher.hash_one(&*entries[index as usize].frames)
+        });
+        (index, true)
+    }
+
+    fn frames(&self, index: u32) -> &[FrameId] {
+        &self.entries[index as usize].frames
+    }
+
+    /// The stack's frames' names joined by `;`, oldest first.
+    fn name<'a>(&'a self, index: u32, frames: &[FrameEntry]) -> &'a str {
+        let stack = &self.entries[index as usize];
+        stack.name.get_or_init(|| {
+            let mut name = String::new();
+            for (i, id) in stack.frames.iter().enumerate() {
+                if i > 0 {
+                    name.push(';');
+                }
+                frames[id.0 as usize].frame.push_name(&mut name);
+            }
+            name.into()
+        })
+    }
 }
 
 /// The frames and branches seen so far, with their names in the all file and in the app file.
@@ -139,10 +193,11 @@ pub struct Branches {
     prefixes: Vec<String>,
     frames: Vec<FrameEntry>,
     frame_ids: HashMap<Frame, FrameId>,
-    branches: Vec<BranchEntry>,
-    branch_ids: HashMap<Box<[FrameId]>, BranchId>,
-    app_names: Vec<Box<str>>,
-    app_ids: HashMap<Box<str>, AppBranchId>,
+    branches: Stacks,
+    /// The application branch of each branch, by branch index.
+    branch_apps: Vec<Option<AppBranchId>>,
+    /// The application branches: the application frames of branches.
+    apps: Stacks,
 }
 
 /// The next id of a table of `len` entries. Ids are u32 to keep stacks small; four billion
@@ -193,79 +248,50 @@ impl Branches {
     /// # Panics
     /// If a frame id comes from another table.
     pub fn branch(&mut self, frames: &[FrameId]) -> BranchId {
-        if let Some(&id) = self.branch_ids.get(frames) {
-            return id;
+        let (index, new) = self.branches.intern(frames);
+        if new {
+            let app_frames: Vec<FrameId> = frames
+                .iter()
+                .copied()
+                .filter(|id| self.frames[id.0 as usize].app)
+                .collect();
+            let app =
+                (!app_frames.is_empty()).then(|| AppBranchId(self.apps.intern(&app_frames).0));
+            self.branch_apps.push(app);
         }
-        let name = self.join(frames, false);
-        let app_name = self.join(frames, true);
-        let app = (!app_name.is_empty()).then(|| self.app_id(app_name));
-        let id = BranchId(next_id(self.branches.len()));
-        let frames: Box<[FrameId]> = frames.into();
-        self.branches.push(BranchEntry {
-            frames: frames.clone(),
-            name: name.into(),
-            app,
-        });
-        self.branch_ids.insert(frames, id);
-        id
-    }
-
-    fn app_id(&mut self, name: String) -> AppBranchId {
-        if let Some(&id) = self.app_ids.get(name.as_str()) {
-            return id;
-        }
-        let id = AppBranchId(next_id(self.app_names.len()));
-        let name: Box<str> = name.into();
-        self.app_names.push(name.clone());
-        self.app_ids.insert(name, id);
-        id
-    }
-
-    /// The frames' names joined by `;`, only those of the application when `app_only`.
-    fn join(&self, frames: &[FrameId], app_only: bool) -> String {
-        let mut name = String::new();
-        for entry in frames.iter().map(|id| &self.frames[id.0 as usize]) {
-            if app_only && !entry.app {
-                continue;
-            }
-            if !name.is_empty() {
-                name.push(';');
-            }
-            entry.frame.push_name(&mut name);
-        }
-        name
+        BranchId(index)
     }
 
     /// The branch's name in the all file: every frame, oldest first, joined by `;`.
     pub fn name(&self, branch: BranchId) -> &str {
-        &self.branches[branch.0 as usize].name
+        self.branches.name(branch.0, &self.frames)
     }
 
-    /// The branch's application name, if any of its frames belongs to the application.
+    /// The branch's application branch, if any of its frames belongs to the application.
     pub fn app(&self, branch: BranchId) -> Option<AppBranchId> {
-        self.branches[branch.0 as usize].app
+        self.branch_apps[branch.0 as usize]
     }
 
-    /// The name of an application branch in the app file.
+    /// The name of an application branch in the app file: its frames, oldest first, joined by `;`.
     pub fn app_name(&self, app: AppBranchId) -> &str {
-        &self.app_names[app.0 as usize]
+        self.apps.name(app.0, &self.frames)
     }
 
     /// The frames of a branch, oldest first.
     pub fn frames(&self, branch: BranchId) -> impl Iterator<Item = &Frame> + '_ {
-        self.branches[branch.0 as usize]
-            .frames
+        self.branches
+            .frames(branch.0)
             .iter()
             .map(|id| &self.frames[id.0 as usize].frame)
     }
 
     /// How many distinct branches were seen.
     pub fn len(&self) -> usize {
-        self.branches.len()
+        self.branch_apps.len()
     }
 
     /// Whether no branch was seen yet.
     pub fn is_empty(&self) -> bool {
-        self.branches.is_empty()
+        self.branch_apps.is_empty()
     }
 }
