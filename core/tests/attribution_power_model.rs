@@ -51,6 +51,23 @@ fn attribute_jvm_power(
     attribute(&input, branches, jvm_threads)
 }
 
+/// Branches of one `class.method` frame each, per thread: (thread id, CPU ns, [(branch, samples)]).
+type Threads<'a> = &'a [(u64, u64, &'a [(&'a str, u64)])];
+
+/// Attribution of `power_w` as the whole JVM's power to Java `threads`.
+fn run(prefixes: &[&str], power_w: f64, threads: Threads) -> (CycleResult, Branches) {
+    let mut branches = Branches::new(prefixes);
+    let mut samples = Samples::default();
+    for &(tid, cpu_ns, counts) in threads {
+        samples.add_cpu(tid, cpu_ns);
+        for &(name, n) in counts {
+            samples.count(tid, branch(&mut branches, name), n);
+        }
+    }
+    let result = attribute_jvm_power(power_w, &samples, &branches, JvmThreads::Own);
+    (result, branches)
+}
+
 fn all_power(result: &CycleResult, branches: &Branches) -> HashMap<String, f64> {
     result
         .all
@@ -113,13 +130,7 @@ fn process_share_busy_cpu_is_the_jvms_cpu_over_the_machines() {
 
 #[test]
 fn cpu_usage_unsampled_thread_stays_in_the_total() {
-    let mut branches = Branches::default();
-    let a = branch(&mut branches, "a.A.a");
-    let mut samples = Samples::default();
-    samples.add_cpu(1, 300);
-    samples.add_cpu(2, 700);
-    samples.count(1, a, 1);
-    let result = attribute_jvm_power(10.0, &samples, &branches, JvmThreads::Own);
+    let (result, branches) = run(&[], 10.0, &[(1, 300, &[("a.A.a", 1)]), (2, 700, &[])]);
     close(result.coverage, 0.3);
     close(all_power(&result, &branches)["a.A.a"], 3.0);
 }
@@ -174,20 +185,12 @@ fn cpu_usage_no_cpu_used_coverage_is_zero() {
 
 #[test]
 fn thread_power_splits_by_cpu_time() {
-    let mut branches = Branches::default();
-    let (a, b) = (
-        branch(&mut branches, "a.A.a"),
-        branch(&mut branches, "b.B.b"),
+    let (result, branches) = run(
+        &[],
+        40.0,
+        &[(1, 25, &[("a.A.a", 5)]), (2, 75, &[("b.B.b", 1)])],
     );
-    let mut samples = Samples::default();
-    samples.add_cpu(1, 25);
-    samples.add_cpu(2, 75);
-    samples.count(1, a, 5);
-    samples.count(2, b, 1);
-    let power = all_power(
-        &attribute_jvm_power(40.0, &samples, &branches, JvmThreads::Own),
-        &branches,
-    );
+    let power = all_power(&result, &branches);
     close(power["a.A.a"], 10.0);
     close(power["b.B.b"], 30.0);
 }
@@ -195,13 +198,7 @@ fn thread_power_splits_by_cpu_time() {
 /// What is handed out is less than the JVM drew, by exactly the share never observed.
 #[test]
 fn thread_power_unobserved_share_is_left_unattributed() {
-    let mut branches = Branches::default();
-    let a = branch(&mut branches, "a.A.a");
-    let mut samples = Samples::default();
-    samples.add_cpu(1, 250);
-    samples.add_cpu(2, 750);
-    samples.count(1, a, 1);
-    let result = attribute_jvm_power(80.0, &samples, &branches, JvmThreads::Own);
+    let (result, branches) = run(&[], 80.0, &[(1, 250, &[("a.A.a", 1)]), (2, 750, &[])]);
     close(all_power(&result, &branches)["a.A.a"], 20.0);
     close(result.coverage * 80.0, 20.0);
     close(result.unattributed_w, 60.0);
@@ -209,19 +206,8 @@ fn thread_power_unobserved_share_is_left_unattributed() {
 
 #[test]
 fn thread_power_no_power_or_no_cpu_is_empty() {
-    let mut branches = Branches::default();
-    let a = branch(&mut branches, "a.A.a");
-    let mut no_cpu = Samples::default();
-    no_cpu.count(1, a, 1);
-    assert!(
-        attribute_jvm_power(80.0, &no_cpu, &branches, JvmThreads::Own)
-            .all
-            .is_empty()
-    );
-    let mut cpu = Samples::default();
-    cpu.add_cpu(1, 10);
-    cpu.count(1, a, 1);
-    let result = attribute_jvm_power(0.0, &cpu, &branches, JvmThreads::Own);
+    assert!(run(&[], 80.0, &[(1, 0, &[("a.A.a", 1)])]).0.all.is_empty());
+    let (result, _) = run(&[], 0.0, &[(1, 10, &[("a.A.a", 1)])]);
     assert!(result.all.is_empty());
     assert_eq!(result.unattributed_w, 0.0);
 }
@@ -230,33 +216,19 @@ fn thread_power_no_power_or_no_cpu_is_empty() {
 
 #[test]
 fn branch_power_splits_each_thread_by_sample_count() {
-    let mut branches = Branches::default();
-    let (a, b) = (
-        branch(&mut branches, "a.A.a"),
-        branch(&mut branches, "b.B.b"),
-    );
-    let mut samples = Samples::default();
-    samples.add_cpu(1, 100);
-    samples.count(1, a, 3);
-    samples.count(1, b, 1);
-    let power = all_power(
-        &attribute_jvm_power(8.0, &samples, &branches, JvmThreads::Own),
-        &branches,
-    );
+    let (result, branches) = run(&[], 8.0, &[(1, 100, &[("a.A.a", 3), ("b.B.b", 1)])]);
+    let power = all_power(&result, &branches);
     close(power["a.A.a"], 6.0);
     close(power["b.B.b"], 2.0);
 }
 
 #[test]
 fn branch_power_same_branch_on_two_threads_is_summed() {
-    let mut branches = Branches::default();
-    let a = branch(&mut branches, "a.A.a");
-    let mut samples = Samples::default();
-    samples.add_cpu(1, 2);
-    samples.add_cpu(2, 3);
-    samples.count(1, a, 1);
-    samples.count(2, a, 1);
-    let result = attribute_jvm_power(5.0, &samples, &branches, JvmThreads::Own);
+    let (result, branches) = run(
+        &[],
+        5.0,
+        &[(1, 2, &[("a.A.a", 1)]), (2, 3, &[("a.A.a", 1)])],
+    );
     assert_eq!(result.all.len(), 1);
     close(all_power(&result, &branches)["a.A.a"], 5.0);
     close(app_power(&result, &branches)["a.A.a"], 5.0);
@@ -266,14 +238,15 @@ fn branch_power_same_branch_on_two_threads_is_summed() {
 /// the app branches.
 #[test]
 fn branch_power_unmatched_samples_stay_in_the_thread_total() {
-    let mut branches = Branches::new(&["com.app"]);
-    let app = branch(&mut branches, "com.app.Main.run");
-    let jdk = branch(&mut branches, "java.lang.Thread.run");
-    let mut samples = Samples::default();
-    samples.add_cpu(1, 100);
-    samples.count(1, app, 1);
-    samples.count(1, jdk, 3);
-    let result = attribute_jvm_power(8.0, &samples, &branches, JvmThreads::Own);
+    let (result, branches) = run(
+        &["com.app"],
+        8.0,
+        &[(
+            1,
+            100,
+            &[("com.app.Main.run", 1), ("java.lang.Thread.run", 3)],
+        )],
+    );
     assert_eq!(
         app_power(&result, &branches),
         HashMap::from([("com.app.Main.run".to_string(), 2.0)])
@@ -283,12 +256,7 @@ fn branch_power_unmatched_samples_stay_in_the_thread_total() {
 
 #[test]
 fn branch_power_thread_without_power_is_skipped() {
-    let mut branches = Branches::default();
-    let a = branch(&mut branches, "a.A.a");
-    let mut samples = Samples::default();
-    samples.count(1, a, 1);
-    samples.add_cpu(2, 100);
-    let result = attribute_jvm_power(8.0, &samples, &branches, JvmThreads::Own);
+    let (result, _) = run(&[], 8.0, &[(1, 0, &[("a.A.a", 1)]), (2, 100, &[])]);
     assert!(result.all.is_empty() && result.app.is_empty());
     close(result.unattributed_w, 8.0);
 }
@@ -319,13 +287,8 @@ fn jvm_power_is_its_share_of_the_cpu_power() {
 
 #[test]
 fn unreadable_power_attributes_nothing() {
-    let mut branches = Branches::default();
-    let a = branch(&mut branches, "a.A.a");
-    let mut samples = Samples::default();
-    samples.add_cpu(1, 100);
-    samples.count(1, a, 1);
     for power in [f64::NAN, -1.0, f64::INFINITY] {
-        let result = attribute_jvm_power(power, &samples, &branches, JvmThreads::Own);
+        let (result, _) = run(&[], power, &[(1, 100, &[("a.A.a", 1)])]);
         assert_eq!(result.jvm_power_w, 0.0);
         assert!(result.all.is_empty());
     }

@@ -50,6 +50,19 @@ fn push_row(out: &mut String, timestamp_ms: i64, name: &str, power_w: f64, resul
     out.push('\n');
 }
 
+/// The rows of the branches with a positive power.
+fn rows<'a>(
+    timestamp_ms: i64,
+    result: &CycleResult,
+    power: impl Iterator<Item = (&'a str, f64)>,
+) -> String {
+    let mut rows = String::new();
+    for (name, power_w) in power.filter(|&(_, p)| p > 0.0) {
+        push_row(&mut rows, timestamp_ms, name, power_w, result);
+    }
+    rows
+}
+
 /// Appends each cycle's results to the two CSV files of a results directory.
 #[derive(Debug)]
 pub struct CsvWriter {
@@ -94,26 +107,16 @@ impl CsvWriter {
         branches: &Branches,
         log: &dyn Log,
     ) {
-        let mut all = String::new();
-        for &(branch, power_w) in result.all.iter().filter(|(_, p)| *p > 0.0) {
-            push_row(
-                &mut all,
-                timestamp_ms,
-                branches.name(branch),
-                power_w,
-                result,
-            );
-        }
-        let mut app = String::new();
-        for &(branch, power_w) in result.app.iter().filter(|(_, p)| *p > 0.0) {
-            push_row(
-                &mut app,
-                timestamp_ms,
-                branches.app_name(branch),
-                power_w,
-                result,
-            );
-        }
+        let all = rows(
+            timestamp_ms,
+            result,
+            result.all.iter().map(|&(b, p)| (branches.name(b), p)),
+        );
+        let app = rows(
+            timestamp_ms,
+            result,
+            result.app.iter().map(|&(a, p)| (branches.app_name(a), p)),
+        );
         if all.is_empty() && app.is_empty() {
             return;
         }
