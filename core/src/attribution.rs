@@ -60,13 +60,14 @@ pub struct Samples {
 impl Samples {
     /// Counts `n` samples of thread `tid` in `branch`.
     pub fn count(&mut self, tid: u64, branch: BranchId, n: u64) {
-        *self
+        let count = self
             .threads
             .entry(tid)
             .or_default()
             .samples
             .entry(branch)
-            .or_insert(0) += n;
+            .or_insert(0);
+        *count = count.saturating_add(n);
     }
 
     /// Adds `cpu_ns` of CPU time used in the cycle by thread `tid`.
@@ -189,7 +190,10 @@ pub fn attribute(input: &CycleInput, branches: &Branches, jvm_threads: JvmThread
     let mut sampled = Vec::new();
     for thread in counted {
         total_ns += u128::from(thread.cpu_ns);
-        let thread_samples: u64 = thread.samples.values().sum();
+        let thread_samples = thread
+            .samples
+            .values()
+            .fold(0u64, |sum, &n| sum.saturating_add(n));
         if thread_samples > 0 {
             sampled_ns += u128::from(thread.cpu_ns);
             sampled.push((thread, thread_samples));
