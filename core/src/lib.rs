@@ -2,8 +2,12 @@
 //! Joular Code for Java does it. Pure Rust with no Linux-only code, so that both the eBPF profiler
 //! and the JVMTI agent's fallback mode link it on every OS.
 
+pub mod attribution;
+pub mod branch;
 pub mod config;
 pub mod log;
 pub mod names;
+pub mod output;
 pub mod power;
 pub mod procstat;
+pub mod warnings;

@@ -1,0 +1,4 @@
+//! Sinks fed by each cycle's result.
+
+pub mod csv;
+pub mod java_float;

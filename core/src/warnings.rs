@@ -1,0 +1,90 @@
+//! The warnings of each cycle, in Joular Code for Java's words, each said once per episode: once
+//! when a problem starts, and again only after a cycle without it.
+
+use std::fmt::Display;
+
+use crate::log::{Level, Log};
+
+/// Joular's threshold: the sampler is overrunning when the samples missed reach a quarter of
+/// those taken.
+const OVERRUN_SHARE: f64 = 0.25;
+/// Joular's threshold: below half of the CPU time sampled, the per-method power is a lower bound.
+const LOW_COVERAGE: f64 = 0.5;
+
+/// Which problems are going on, so that each is said once per episode.
+#[derive(Debug, Default)]
+pub struct Warnings {
+    overrunning: bool,
+    low_coverage: bool,
+    power_lost: bool,
+}
+
+impl Warnings {
+    /// Warns when the stack sampler could not keep up in the last cycle: `missed` samples were
+    /// due but never arrived (dropped by the BPF ring buffer, or not taken), against `taken`
+    /// that did. `rate_ms` is `stack-monitoring-sample-rate`.
+    pub fn sampler(&mut self, log: &dyn Log, rate_ms: u64, taken: u64, missed: u64) {
+        let overrunning = missed > 0 && missed as f64 >= OVERRUN_SHARE * taken as f64;
+        if overrunning && !self.overrunning {
+            log.log(
+                Level::Warning,
+                &format!(
+                    "The stack sampler cannot keep up with stack-monitoring-sample-rate={rate_ms} ms: \
+                     {taken} samples were taken in the last window and {missed} were lost. Reading \
+                     the stacks of this many threads costs more than the interval allows. Raise the \
+                     sample rate, or accept coarser data."
+                ),
+            );
+        }
+        self.overrunning = overrunning;
+    }
+
+    /// Warns when less than half of the JVM's CPU time belonged to sampled threads.
+    pub fn coverage(&mut self, log: &dyn Log, coverage: f64) {
+        let low = coverage > 0.0 && coverage < LOW_COVERAGE;
+        if low && !self.low_coverage {
+            log.log(
+                Level::Warning,
+                &format!(
+                    "Only {}% of this JVM's CPU time belonged to threads that were sampled, so the \
+                     power reported per method is a lower bound. Short-lived threads and virtual \
+                     threads, which the JVM does not report here, are the usual causes; a sample \
+                     rate too coarse for the number of threads is another.",
+                    (coverage * 100.0).round()
+                ),
+            );
+        }
+        self.low_coverage = low;
+    }
+
+    /// The CPU power to attribute, in W, from a power source's reading: the reading when it is a
+    /// finite number of watts ≥ 0, else 0, with a warning when the power is first lost and a note
+    /// when it is back.
+    pub fn power<E: Display>(&mut self, log: &dyn Log, reading: Result<f64, E>) -> f64 {
+        let error = match reading {
+            Ok(watts) if watts.is_finite() && watts >= 0.0 => {
+                if self.power_lost {
+                    log.log(
+                        Level::Info,
+                        "The CPU power can be read again, energy is attributed again.",
+                    );
+                    self.power_lost = false;
+                }
+                return watts;
+            }
+            Ok(watts) => format!("The power source reported {watts:?} W."),
+            Err(error) => error.to_string(),
+        };
+        if !self.power_lost {
+            log.log(
+                Level::Warning,
+                &format!(
+                    "Could not read the CPU power: {error} No energy is attributed until it can be \
+                     read again."
+                ),
+            );
+            self.power_lost = true;
+        }
+        0.0
+    }
+}

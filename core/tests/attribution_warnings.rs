@@ -1,0 +1,116 @@
+//! The cycle's warnings: Joular Code for Java's words, each said once per episode.
+
+use joularcode_core::log::{Level, Recorded};
+use joularcode_core::warnings::Warnings;
+
+fn said(log: &Recorded) -> Vec<(Level, String)> {
+    log.messages()
+}
+
+#[test]
+fn overrun_is_said_once_per_episode() {
+    let (log, mut warnings) = (Recorded::default(), Warnings::default());
+    warnings.sampler(&log, 10, 100, 10); // 10% missed: fine
+    assert!(said(&log).is_empty());
+    warnings.sampler(&log, 10, 100, 25); // 25%: overrunning
+    warnings.sampler(&log, 10, 100, 90); // still the same episode
+    assert_eq!(
+        said(&log),
+        [(
+            Level::Warning,
+            "The stack sampler cannot keep up with stack-monitoring-sample-rate=10 ms: 100 samples \
+             were taken in the last window and 25 were lost. Reading the stacks of this many \
+             threads costs more than the interval allows. Raise the sample rate, or accept coarser \
+             data."
+                .to_string()
+        )]
+    );
+    warnings.sampler(&log, 10, 100, 0); // a fine cycle re-arms it
+    warnings.sampler(&log, 10, 0, 5); // every sample lost
+    assert_eq!(said(&log).len(), 2);
+    assert!(said(&log)[1]
+        .1
+        .contains("0 samples were taken in the last window and 5 were lost"));
+}
+
+#[test]
+fn no_sample_and_none_lost_is_not_an_overrun() {
+    let (log, mut warnings) = (Recorded::default(), Warnings::default());
+    warnings.sampler(&log, 10, 0, 0);
+    assert!(said(&log).is_empty());
+}
+
+#[test]
+fn low_coverage_is_said_once_per_episode() {
+    let (log, mut warnings) = (Recorded::default(), Warnings::default());
+    for coverage in [1.0, 0.5, 0.0] {
+        warnings.coverage(&log, coverage);
+    }
+    assert!(said(&log).is_empty(), "0.5 is not low, 0 is no CPU at all");
+    warnings.coverage(&log, 0.295);
+    warnings.coverage(&log, 0.1);
+    assert_eq!(
+        said(&log),
+        [(
+            Level::Warning,
+            "Only 30% of this JVM's CPU time belonged to threads that were sampled, so the power \
+             reported per method is a lower bound. Short-lived threads and virtual threads, which \
+             the JVM does not report here, are the usual causes; a sample rate too coarse for the \
+             number of threads is another."
+                .to_string()
+        )]
+    );
+    warnings.coverage(&log, 0.9);
+    warnings.coverage(&log, 0.2);
+    assert_eq!(said(&log).len(), 2);
+    assert!(said(&log)[1].1.starts_with("Only 20% "));
+}
+
+#[test]
+fn power_lost_is_said_once_and_its_return_once() {
+    let (log, mut warnings) = (Recorded::default(), Warnings::default());
+    assert_eq!(warnings.power(&log, Ok::<_, String>(12.5)), 12.5);
+    assert!(said(&log).is_empty());
+    assert_eq!(
+        warnings.power(
+            &log,
+            Err("No RAPL package zone found in /sys/class/powercap.")
+        ),
+        0.0
+    );
+    assert_eq!(warnings.power(&log, Err("again")), 0.0);
+    assert_eq!(warnings.power(&log, Ok::<_, String>(f64::NAN)), 0.0);
+    assert_eq!(warnings.power(&log, Ok::<_, String>(3.0)), 3.0);
+    assert_eq!(warnings.power(&log, Ok::<_, String>(4.0)), 4.0);
+    assert_eq!(
+        said(&log),
+        [
+            (
+                Level::Warning,
+                "Could not read the CPU power: No RAPL package zone found in /sys/class/powercap. \
+                 No energy is attributed until it can be read again."
+                    .to_string()
+            ),
+            (
+                Level::Info,
+                "The CPU power can be read again, energy is attributed again.".to_string()
+            ),
+        ]
+    );
+}
+
+#[test]
+fn power_that_is_not_a_number_of_watts_is_lost_power() {
+    for watts in [-1.0, f64::NAN, f64::INFINITY] {
+        let (log, mut warnings) = (Recorded::default(), Warnings::default());
+        assert_eq!(warnings.power(&log, Ok::<_, String>(watts)), 0.0);
+        let messages = said(&log);
+        assert_eq!(messages.len(), 1);
+        assert!(
+            messages[0]
+                .1
+                .starts_with("Could not read the CPU power: The power source reported "),
+            "{messages:?}"
+        );
+    }
+}
