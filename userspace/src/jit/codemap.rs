@@ -65,6 +65,8 @@ pub struct JitFrames<'a> {
     pub kind: CodeKind,
     /// Start address of the code.
     pub start: u64,
+    /// Address after its end.
+    pub end: u64,
     /// When the code was loaded (0 when it existed before the agent started reporting).
     pub load_ns: u64,
     /// When it was unloaded, if it was.
@@ -454,14 +456,27 @@ impl CodeMap {
             .get(code.inline.partition_point(|r| r.to <= offset))
             .filter(|r| r.from <= offset)
             .map_or(code.root, |r| r.chain);
-        Some(JitFrames {
-            kind: code.kind,
+        Some(self.frames(entry, span))
+    }
+
+    /// Every piece of code known, by start address, each with its own name (the compiled method
+    /// alone, without inlined methods).
+    pub fn iter(&self) -> impl Iterator<Item = JitFrames<'_>> {
+        self.entries
+            .iter()
+            .map(|e| self.frames(e, self.codes[e.code as usize].root))
+    }
+
+    fn frames(&self, entry: &Entry, span: Span) -> JitFrames<'_> {
+        JitFrames {
+            kind: self.codes[entry.code as usize].kind,
             start: entry.start,
+            end: entry.end,
             load_ns: entry.load,
             unload_ns: (entry.unload != u64::MAX).then_some(entry.unload),
             chain: &self.chains[span.offset as usize..(span.offset + span.len) as usize],
             strings: &self.strings,
-        })
+        }
     }
 
     /// [`CodeMap::lookup`] for a caller frame, whose pc is the return address after a call: the
