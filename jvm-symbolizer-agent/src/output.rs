@@ -139,3 +139,46 @@ impl Sink {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_writer_per_map_and_lines_reach_the_files_in_order() {
+        let dir = std::env::temp_dir().join(format!("agent-sink-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let options = Options {
+            dir: dir.clone(),
+            perf_map: true,
+        };
+        let sink = Sink::open(&options, 42).unwrap().expect("first agent writes");
+        assert!(Sink::open(&options, 42).unwrap().is_none(), "second copy stays quiet");
+        sink.with(|p| {
+            format::compiled_unload(&mut p.map, 7, 0x1000);
+            format::perf_line(&mut p.perf, 0x1000, 0x10, "a.B.c");
+        });
+        assert_eq!(sink.flush(), None);
+        sink.with(|p| format::compiled_unload(&mut p.map, 8, 0x2000));
+        assert_eq!(sink.flush(), None);
+        let map = std::fs::read_to_string(dir.join("joularcode-42.map")).unwrap();
+        assert_eq!(map, "joularcode-code-map 1 monotonic 42\nU 7 1000\nU 8 2000\n");
+        let perf = std::fs::read_to_string(dir.join("perf-42.map")).unwrap();
+        assert_eq!(perf, "1000 10 a.B.c\n");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_link_in_place_of_the_map_is_refused() {
+        let dir = std::env::temp_dir().join(format!("agent-link-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", dir.join("joularcode-42.map")).unwrap();
+        let options = Options {
+            dir: dir.clone(),
+            perf_map: false,
+        };
+        let err = Sink::open(&options, 42).err().expect("refused");
+        assert!(err.contains("cannot write"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
