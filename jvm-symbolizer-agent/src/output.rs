@@ -152,8 +152,13 @@ mod tests {
             dir: dir.clone(),
             perf_map: true,
         };
-        let sink = Sink::open(&options, 42).unwrap().expect("first agent writes");
-        assert!(Sink::open(&options, 42).unwrap().is_none(), "second copy stays quiet");
+        let sink = Sink::open(&options, 42)
+            .unwrap()
+            .expect("first agent writes");
+        assert!(
+            Sink::open(&options, 42).unwrap().is_none(),
+            "second copy stays quiet"
+        );
         sink.with(|p| {
             format::compiled_unload(&mut p.map, 7, 0x1000);
             format::perf_line(&mut p.perf, 0x1000, 0x10, "a.B.c");
@@ -162,7 +167,10 @@ mod tests {
         sink.with(|p| format::compiled_unload(&mut p.map, 8, 0x2000));
         assert_eq!(sink.flush(), None);
         let map = std::fs::read_to_string(dir.join("joularcode-42.map")).unwrap();
-        assert_eq!(map, "joularcode-code-map 1 monotonic 42\nU 7 1000\nU 8 2000\n");
+        assert_eq!(
+            map,
+            "joularcode-code-map 1 monotonic 42\nU 7 1000\nU 8 2000\n"
+        );
         let perf = std::fs::read_to_string(dir.join("perf-42.map")).unwrap();
         assert_eq!(perf, "1000 10 a.B.c\n");
         std::fs::remove_dir_all(&dir).unwrap();
