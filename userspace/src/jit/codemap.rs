@@ -605,6 +605,27 @@ mod tests {
     }
 
     #[test]
+    fn garbage_after_the_header_is_skipped_without_panics() {
+        let mut map = CodeMap::new("garbage.map");
+        map.feed(HEADER.as_bytes()).unwrap();
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let alphabet = b"LRUSM 0123456789abcdef-:,%\n\xff";
+        for _ in 0..2000 {
+            let chunk: Vec<u8> = (0..64)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    alphabet[(state % alphabet.len() as u64) as usize]
+                })
+                .collect();
+            map.feed(&chunk).unwrap();
+            let _ = map.lookup(state % 0x10_0000, state % 1000);
+        }
+        assert!(map.bad_lines() > 0);
+    }
+
+    #[test]
     fn a_file_that_is_not_a_code_map_is_an_error() {
         let mut map = CodeMap::new("x.map");
         let err = map.feed(b"7f00 10 perf.Map\n").unwrap_err();
