@@ -368,4 +368,7 @@ fn not_a_jvm_and_an_unresponsive_jvm_are_told_apart() {
     assert!(matches!(err, AttachError::Timeout { .. }), "{err}");
     let version = attach::jcmd(jvm.pid(), "VM.version").unwrap();
     assert!(version.contains("JDK 17"), "{version}");
+    let perf = PerfMap::from_jvm(jvm.pid()).unwrap();
+    assert!(perf.entries().iter().any(|e| e.name == "AgentHot.work"));
+    let _ = std::fs::remove_file(format!("/tmp/perf-{}.map", jvm.pid()));
 }
