@@ -1,0 +1,188 @@
+//! The JVMTI event handlers: each turns one event into lines of the code map and the perf map.
+//!
+//! They run on the JVM's threads (compiler threads, the service thread, the attach listener), so
+//! they do no I/O and take the shared lock only to append.
+
+use std::cell::Cell;
+use std::ffi::{c_char, c_void, CStr};
+
+use joularcode_core::names::class_name_from_signature;
+
+use crate::format;
+use crate::jvmti::{CmlrHeader, CmlrInlineRecord, Env, Jint, JmethodId, CMLR_INLINE_INFO};
+use crate::output::Sink;
+
+/// Most pc descriptors and inlining depth read from one event: bounds on what the JVM hands over.
+const MAX_PCS: usize = 1 << 20;
+const MAX_DEPTH: usize = 1024;
+const MAX_RECORDS: usize = 64;
+
+thread_local! {
+    /// Set while this thread runs GenerateEvents: its load events describe code that existed
+    /// before the agent attached.
+    pub static REPLAYING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// CLOCK_MONOTONIC in nanoseconds, the clock of `bpf_ktime_get_ns`.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
+}
+
+/// Joular's name of a method: `package.Class.method`.
+///
+/// # Safety
+/// `method` is a method id given by the JVM in the current event.
+unsafe fn method_name(env: Env, method: JmethodId) -> String {
+    let class = env
+        .declaring_class(method)
+        .and_then(|class| env.class_signature(class))
+        .map(|sig| class_name_from_signature(&sig));
+    let name = env.method_name(method);
+    format!(
+        "{}.{}",
+        class.as_deref().unwrap_or("[unknown class]"),
+        name.as_deref().unwrap_or("[unknown method]")
+    )
+}
+
+/// The pc descriptors of the first inline record: (code offset, methods outermost first).
+///
+/// # Safety
+/// `compile_info` is the record list given to CompiledMethodLoad, valid during the event.
+unsafe fn inline_pcs(
+    compile_info: *const c_void,
+    code_addr: u64,
+    code_size: u32,
+) -> Vec<(u32, Vec<JmethodId>)> {
+    let mut record = compile_info as *const CmlrHeader;
+    for _ in 0..MAX_RECORDS {
+        if record.is_null() {
+            break;
+        }
+        if (*record).kind == CMLR_INLINE_INFO {
+            let inline = &*(record as *const CmlrInlineRecord);
+            let count = usize::try_from(inline.numpcs).unwrap_or(0).min(MAX_PCS);
+            if inline.pcinfo.is_null() {
+                return Vec::new();
+            }
+            let infos = std::slice::from_raw_parts(inline.pcinfo, count);
+            return infos
+                .iter()
+                .filter_map(|info| {
+                    let offset = (info.pc as u64).checked_sub(code_addr)?;
+                    let offset = u32::try_from(offset).ok().filter(|&o| o < code_size)?;
+                    let depth = usize::try_from(info.numstackframes).ok()?.min(MAX_DEPTH);
+                    if depth == 0 || info.methods.is_null() {
+                        return None;
+                    }
+                    let methods = std::slice::from_raw_parts(info.methods, depth);
+                    Some((offset, methods.iter().rev().copied().collect()))
+                })
+                .collect();
+        }
+        record = (*record).next;
+    }
+    Vec::new()
+}
+
+/// CompiledMethodLoad: writes the method's `M` lines if new, its `L`/`R` line and a perf line.
+///
+/// # Safety
+/// The arguments are those of the JVMTI event.
+pub unsafe fn compiled_method_load(
+    env: Env,
+    sink: &Sink,
+    method: JmethodId,
+    code_size: Jint,
+    code_addr: *const c_void,
+    compile_info: *const c_void,
+) {
+    let time = monotonic_ns();
+    let (Ok(size), false) = (u32::try_from(code_size), code_addr.is_null()) else {
+        return;
+    };
+    let start = code_addr as u64;
+    let pcs = inline_pcs(compile_info, start, size);
+    let mut wanted: Vec<JmethodId> = std::iter::once(method)
+        .chain(pcs.iter().flat_map(|(_, chain)| chain.iter().copied()))
+        .collect();
+    wanted.sort_unstable();
+    wanted.dedup();
+    let unknown: Vec<JmethodId> = sink.with(|p| {
+        wanted
+            .into_iter()
+            .filter(|m| !p.methods.contains_key(&(*m as usize)))
+            .collect()
+    });
+    let named: Vec<(JmethodId, String)> = unknown
+        .into_iter()
+        .map(|m| (m, method_name(env, m)))
+        .collect();
+    let replayed = REPLAYING.with(Cell::get);
+    sink.with(|p| {
+        for (m, name) in &named {
+            if !p.methods.contains_key(&(*m as usize)) {
+                let id = p.names.len() as u32;
+                p.methods.insert(*m as usize, id);
+                format::method(&mut p.map, id, name);
+                p.names.push(name.as_str().into());
+            }
+        }
+        let id = |m: &JmethodId| p.methods.get(&(*m as usize)).copied().unwrap_or(0);
+        let root = id(&method);
+        let chains = pcs
+            .iter()
+            .map(|(offset, chain)| (*offset, chain.iter().map(id).collect::<Vec<u32>>()));
+        let ranges = format::inline_ranges(size, root, chains);
+        format::compiled_load(&mut p.map, replayed, time, start, size, root, &ranges);
+        if p.perf_map {
+            if let Some(name) = p.names.get(root as usize) {
+                format::perf_line(&mut p.perf, start, size, name);
+            }
+        }
+    });
+}
+
+/// CompiledMethodUnload: writes a `U` line.
+pub fn compiled_method_unload(sink: &Sink, code_addr: *const c_void) {
+    let time = monotonic_ns();
+    sink.with(|p| format::compiled_unload(&mut p.map, time, code_addr as u64));
+}
+
+/// DynamicCodeGenerated: writes an `S` line and a perf line, once per piece of code.
+///
+/// # Safety
+/// `name` is null or the NUL-terminated name given with the event.
+pub unsafe fn dynamic_code_generated(
+    sink: &Sink,
+    name: *const c_char,
+    address: *const c_void,
+    length: Jint,
+) {
+    let time = monotonic_ns();
+    let (Ok(size), false) = (u32::try_from(length), address.is_null()) else {
+        return;
+    };
+    let name = if name.is_null() {
+        "[stub]".into()
+    } else {
+        CStr::from_ptr(name).to_string_lossy()
+    };
+    let start = address as u64;
+    sink.with(|p| {
+        if p.stubs.insert((start, size)) {
+            format::stub(&mut p.map, time, start, size, &name);
+            if p.perf_map {
+                format::perf_line(&mut p.perf, start, size, &name);
+            }
+        }
+    });
+}

@@ -1,0 +1,192 @@
+//! The agent's two files and the buffer in front of them.
+//!
+//! JVMTI callbacks only append lines to [`Pending`] under a mutex; a background thread writes
+//! them out every [`FLUSH_EVERY`], so the profiler sees new code within that time and the JVM's
+//! compiler threads never wait on a disk.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use crate::format;
+use crate::options::Options;
+
+/// How often the background thread writes what the callbacks appended.
+pub const FLUSH_EVERY: Duration = Duration::from_millis(20);
+
+/// What the callbacks append to, and what they remember between events.
+#[derive(Default)]
+pub struct Pending {
+    /// Code map bytes not yet written.
+    pub map: Vec<u8>,
+    /// Perf map bytes not yet written (left empty without a perf map).
+    pub perf: Vec<u8>,
+    /// Whether a perf map is written.
+    pub perf_map: bool,
+    /// Method numbers of the `M` lines written so far, by jmethodID.
+    pub methods: HashMap<usize, u32>,
+    /// Method names by number, for the perf map.
+    pub names: Vec<Box<str>>,
+    /// Generated code already written (start, size): GenerateEvents repeats it.
+    pub stubs: HashSet<(u64, u32)>,
+}
+
+struct Files {
+    map: File,
+    perf: Option<File>,
+    failed: bool,
+}
+
+/// The code map and perf map of this JVM.
+pub struct Sink {
+    pending: Mutex<Pending>,
+    files: Mutex<Files>,
+    /// Path of the code map, for messages.
+    pub map_path: PathBuf,
+}
+
+/// Locks a mutex even if a panic (caught at the FFI boundary) poisoned it.
+pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Opens `path` for writing without following a symbolic link, and checks it is a regular file.
+fn open_regular(path: &Path) -> Result<File, String> {
+    let file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot stat {}: {e}", path.display()))?;
+    if !meta.is_file() {
+        return Err(format!(
+            "{} is not a regular file: remove it or choose another dir= option",
+            path.display()
+        ));
+    }
+    Ok(file)
+}
+
+impl Sink {
+    /// Opens `joularcode-<pid>.map` (and `perf-<pid>.map`) in the options' folder, and locks the
+    /// code map. Returns `Ok(None)` when another copy of the agent in this JVM holds the lock: a
+    /// second attach must not write everything twice.
+    pub fn open(options: &Options, pid: u32) -> Result<Option<Sink>, String> {
+        let map_path = options.dir.join(format!("joularcode-{pid}.map"));
+        let map = open_regular(&map_path)?;
+        // SAFETY: flock on an open descriptor; released when the process ends.
+        if unsafe { libc::flock(map.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            return Ok(None);
+        }
+        let perf = if options.perf_map {
+            let path = options.dir.join(format!("perf-{pid}.map"));
+            let perf = open_regular(&path)?;
+            perf.set_len(0)
+                .map_err(|e| format!("cannot truncate {}: {e}", path.display()))?;
+            Some(perf)
+        } else {
+            None
+        };
+        map.set_len(0)
+            .map_err(|e| format!("cannot truncate {}: {e}", map_path.display()))?;
+        let mut pending = Pending {
+            perf_map: perf.is_some(),
+            ..Pending::default()
+        };
+        format::header(&mut pending.map, pid);
+        Ok(Some(Sink {
+            pending: Mutex::new(pending),
+            files: Mutex::new(Files {
+                map,
+                perf,
+                failed: false,
+            }),
+            map_path,
+        }))
+    }
+
+    /// Runs `f` on the pending lines and state, under the lock.
+    pub fn with<R>(&self, f: impl FnOnce(&mut Pending) -> R) -> R {
+        f(&mut lock(&self.pending))
+    }
+
+    /// Writes out everything appended so far, in order. Returns the first write error once.
+    pub fn flush(&self) -> Option<String> {
+        let mut files = lock(&self.files);
+        let (map, perf) = self.with(|p| (std::mem::take(&mut p.map), std::mem::take(&mut p.perf)));
+        let mut result = files.map.write_all(&map);
+        if let Some(file) = files.perf.as_mut() {
+            result = result.and(file.write_all(&perf));
+        }
+        match result {
+            Err(e) if !files.failed => {
+                files.failed = true;
+                Some(format!("cannot write {}: {e}", self.map_path.display()))
+            }
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_writer_per_map_and_lines_reach_the_files_in_order() {
+        let dir = std::env::temp_dir().join(format!("agent-sink-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let options = Options {
+            dir: dir.clone(),
+            perf_map: true,
+        };
+        let sink = Sink::open(&options, 42)
+            .unwrap()
+            .expect("first agent writes");
+        assert!(
+            Sink::open(&options, 42).unwrap().is_none(),
+            "second copy stays quiet"
+        );
+        sink.with(|p| {
+            format::compiled_unload(&mut p.map, 7, 0x1000);
+            format::perf_line(&mut p.perf, 0x1000, 0x10, "a.B.c");
+        });
+        assert_eq!(sink.flush(), None);
+        sink.with(|p| format::compiled_unload(&mut p.map, 8, 0x2000));
+        assert_eq!(sink.flush(), None);
+        let map = std::fs::read_to_string(dir.join("joularcode-42.map")).unwrap();
+        assert_eq!(
+            map,
+            "joularcode-code-map 1 monotonic 42\nU 7 1000\nU 8 2000\n"
+        );
+        let perf = std::fs::read_to_string(dir.join("perf-42.map")).unwrap();
+        assert_eq!(perf, "1000 10 a.B.c\n");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_link_in_place_of_the_map_is_refused() {
+        let dir = std::env::temp_dir().join(format!("agent-link-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", dir.join("joularcode-42.map")).unwrap();
+        let options = Options {
+            dir: dir.clone(),
+            perf_map: false,
+        };
+        let err = Sink::open(&options, 42).err().expect("refused");
+        assert!(err.contains("cannot write"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

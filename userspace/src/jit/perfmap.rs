@@ -1,0 +1,172 @@
+//! Perf maps: `START SIZE name` lines, as the agent, perf-map-agent and others write them, and the
+//! JDK's `Compiler.perfmap` output (`0x`-prefixed addresses, `ret Class.method(params)` names).
+//!
+//! A perf map is a snapshot without times: it cannot tell reused addresses apart, so it is only a
+//! fallback for code the agent's code map does not name. A bad line is skipped and counted.
+
+use std::io::Read;
+use std::path::Path;
+
+use crate::attach::{self, AttachError};
+
+/// Largest perf map read (the JDK's are a few MB for big applications).
+const MAX_FILE: u64 = 512 << 20;
+
+/// One line of a perf map.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PerfMapEntry {
+    /// First address.
+    pub start: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// Joular's `package.Class.method` for a Java method; the name as written for anything else
+    /// (`Interpreter`, `I2C/C2I adapters`).
+    pub name: String,
+}
+
+/// A parsed perf map, sorted by start address.
+#[derive(Debug, Clone, Default)]
+pub struct PerfMap {
+    entries: Vec<PerfMapEntry>,
+    bad_lines: usize,
+}
+
+impl PerfMap {
+    /// Parses a perf map, in either form, skipping bad lines.
+    pub fn parse(text: &str) -> PerfMap {
+        let mut map = PerfMap::default();
+        for line in text.lines().filter(|line| !line.trim().is_empty()) {
+            match parse_line(line) {
+                Some(entry) => map.entries.push(entry),
+                None => map.bad_lines += 1,
+            }
+        }
+        map.entries.sort_by_key(|e| e.start);
+        map
+    }
+
+    /// Reads and parses the perf map at `path`.
+    pub fn read(path: &Path) -> std::io::Result<PerfMap> {
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)?
+            .take(MAX_FILE)
+            .read_to_end(&mut bytes)?;
+        Ok(PerfMap::parse(&String::from_utf8_lossy(&bytes)))
+    }
+
+    /// Asks the JVM of host pid `pid` for a fresh perf map (`jcmd Compiler.perfmap` over the
+    /// attach socket, no agent needed) and reads it from the JVM's /tmp.
+    pub fn from_jvm(pid: u32) -> Result<PerfMap, AttachError> {
+        let target = attach::Target::new(pid)?;
+        attach::jcmd(pid, "Compiler.perfmap")?;
+        let path = target.root_path(&format!("/tmp/perf-{}.map", target.ns_pid));
+        PerfMap::read(&path).map_err(|e| AttachError::Io(format!("{}: {e}", path.display())))
+    }
+
+    /// The entries, by start address.
+    pub fn entries(&self) -> &[PerfMapEntry] {
+        &self.entries
+    }
+
+    /// Lines that could not be read.
+    pub fn bad_lines(&self) -> usize {
+        self.bad_lines
+    }
+
+    /// The entry whose code holds `pc`: the last one starting at or before it, if it is long
+    /// enough.
+    pub fn lookup(&self, pc: u64) -> Option<&PerfMapEntry> {
+        let i = self.entries.partition_point(|e| e.start <= pc);
+        self.entries[..i].last().filter(|e| pc - e.start < e.size)
+    }
+}
+
+fn hex(field: &str) -> Option<u64> {
+    let digits = field
+        .strip_prefix("0x")
+        .or_else(|| field.strip_prefix("0X"))
+        .unwrap_or(field);
+    u64::from_str_radix(digits, 16).ok()
+}
+
+fn parse_line(line: &str) -> Option<PerfMapEntry> {
+    let mut fields = line.trim_end().splitn(3, ' ');
+    let start = hex(fields.next()?)?;
+    let size = hex(fields.next()?)?;
+    let name = fields.next()?.trim();
+    if name.is_empty() || size == 0 {
+        return None;
+    }
+    Some(PerfMapEntry {
+        start,
+        size,
+        name: java_name(name),
+    })
+}
+
+/// Joular's `package.Class.method` from a JDK perfmap name `ret package.Class.method(params)`;
+/// other names are kept as they are.
+pub fn java_name(name: &str) -> String {
+    match name.split_once('(') {
+        Some((head, _params)) if !head.is_empty() => {
+            let qualified = head.rsplit(' ').next().unwrap_or(head);
+            if qualified.contains('.') {
+                qualified.to_string()
+            } else {
+                name.to_string()
+            }
+        }
+        _ => name.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_forms_and_bad_lines() {
+        let map = PerfMap::parse(
+            "0x00007f3a1c000100 0x0000000000000160 void demo.Burn$Inner.spin(int, java.lang.String[])\n\
+             0x00007f3a1c000400 0x0000000000000020 java.lang.String demo.Burn.name()\n\
+             0x00007f3a1c000000 0x0000000000000100 Interpreter\n\
+             7f3a1c000800 40 demo.Agent.work\n\
+             garbage line\n\
+             0xzz 10 x\n\
+             7f3a1c000900 0 empty.Size\n\
+             7f3a1c000a00 10 \n\
+             7f3a1c000b00 10 I2C/C2I adapters\n",
+        );
+        assert_eq!(map.bad_lines(), 4);
+        let names: Vec<&str> = map.entries().iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "Interpreter",
+                "demo.Burn$Inner.spin",
+                "demo.Burn.name",
+                "demo.Agent.work",
+                "I2C/C2I adapters"
+            ]
+        );
+        assert_eq!(
+            map.lookup(0x7f3a1c000150).unwrap().name,
+            "demo.Burn$Inner.spin"
+        );
+        assert_eq!(map.lookup(0x7f3a1c0000ff).unwrap().name, "Interpreter");
+        assert!(map.lookup(0x7f3a1c000260).is_none());
+        assert_eq!(map.lookup(0x7f3a1c000b0f).unwrap().name, "I2C/C2I adapters");
+    }
+
+    #[test]
+    fn hidden_classes_keep_their_suffix() {
+        assert_eq!(
+            java_name("void demo.Burn$$Lambda/0x0000000801001000.run()"),
+            "demo.Burn$$Lambda/0x0000000801001000.run"
+        );
+        assert_eq!(
+            java_name("RuntimeStub - _new_array_Java"),
+            "RuntimeStub - _new_array_Java"
+        );
+    }
+}

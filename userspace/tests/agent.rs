@@ -1,0 +1,374 @@
+//! jvm-symbolizer-agent, the code map reader and the attach protocol against real JVMs (JDK 17,
+//! 21 and 25). The tests run JVMs and share /tmp, so they are serialised by one lock.
+//!
+//! They need root (attach to other users' and other namespaces' JVMs, `unshare`) and the JDKs of
+//! scripts/setup.sh; they fail, saying so, when something is missing.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use joularcode_bpf::attach::{self, AttachError};
+use joularcode_bpf::jit::codemap::{CodeKind, CodeMap};
+use joularcode_bpf::jit::perfmap::PerfMap;
+use joularcode_tests::{all_jdks, jdk, target_dir, workload_classes, Jdk, Jvm};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The agent library, built once per test process with the same Cargo.
+fn agent_library() -> &'static Path {
+    static LIBRARY: OnceLock<PathBuf> = OnceLock::new();
+    LIBRARY.get_or_init(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "--quiet", "-p", "jvm-symbolizer-agent"])
+            .status()
+            .expect("run cargo to build jvm-symbolizer-agent");
+        assert!(
+            status.success(),
+            "cargo build -p jvm-symbolizer-agent failed"
+        );
+        let library = target_dir().join("debug/libjvm_symbolizer_agent.so");
+        assert!(library.is_file(), "no {}", library.display());
+        library
+    })
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Refreshes `map` until `done` holds, failing after a minute with `what`.
+fn wait_for(map: &mut CodeMap, what: &str, done: impl Fn(&CodeMap) -> bool) {
+    let start = Instant::now();
+    loop {
+        if let Err(e) = map.refresh() {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "{what}: the code map was never readable: {e}"
+            );
+        } else if done(map) {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{what}: not in {} after a minute ({} pieces of code read)",
+            map.path().display(),
+            map.len()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+const CHAIN: [&str; 4] = [
+    "AgentHot.work",
+    "AgentHot.outer",
+    "AgentHot.middle",
+    "AgentHot.inner",
+];
+
+/// Compiled code of AgentHot.work in which some pc resolves to the whole inlined chain, with the
+/// time to look it up at.
+fn inlined_chain_found(map: &CodeMap) -> bool {
+    let now = monotonic_ns();
+    map.iter()
+        .filter(|code| code.frames().eq(["AgentHot.work"]) && code.unload_ns.is_none())
+        .any(|code| {
+            (code.start..code.end).any(|pc| {
+                map.lookup(pc, now)
+                    .is_some_and(|frames| frames.frames().eq(CHAIN))
+            })
+        })
+}
+
+/// AgentHot.work compiled before the agent attached: reported by GenerateEvents, valid since
+/// before the attach. (Code compiled before has debug information at safepoints only, so its
+/// inline records need not reach `inner`.)
+fn replayed_work_found(map: &CodeMap) -> bool {
+    let now = monotonic_ns();
+    code_of(map, "AgentHot.work").any(|(start, _, load, _)| {
+        load == 0
+            && map
+                .lookup(start, now)
+                .is_some_and(|f| f.frames().next() == Some("AgentHot.work"))
+    })
+}
+
+fn code_of<'a>(
+    map: &'a CodeMap,
+    name: &'a str,
+) -> impl Iterator<Item = (u64, u64, u64, Option<u64>)> + 'a {
+    map.iter()
+        .filter(move |code| code.kind == CodeKind::Compiled && code.frames().eq([name]))
+        .map(|code| (code.start, code.end, code.load_ns, code.unload_ns))
+}
+
+#[test]
+fn agent_at_start_maps_compiled_code_with_inlined_chains_and_recompilations() {
+    let _serial = serial();
+    for jdk in all_jdks() {
+        let option = format!("-agentpath:{}", agent_library().display());
+        let jvm = Jvm::start(&jdk, &[&option], "AgentHot", &[]);
+        let pid = jvm.pid();
+        let mut map = CodeMap::of_process(pid, pid);
+        wait_for(
+            &mut map,
+            "AgentHot.work with its inlined chain",
+            inlined_chain_found,
+        );
+        // Tiered compilation: work is compiled more than once (C1, then C2 and OSR), and each
+        // copy is named at its own addresses while it was valid.
+        let copies: Vec<_> = code_of(&map, "AgentHot.work").collect();
+        assert!(
+            copies.len() >= 2,
+            "Java {}: copies of work: {copies:?}",
+            jdk.major
+        );
+        for (start, _, load, _) in &copies {
+            let frames = map
+                .lookup(*start, *load)
+                .expect("code named at its load time");
+            assert_eq!(frames.frames().next(), Some("AgentHot.work"));
+            if *load > 0 {
+                assert!(map
+                    .lookup(*start, load - 1)
+                    .is_none_or(|f| f.start != *start));
+            }
+        }
+        // The interpreter is reported as generated code.
+        assert!(
+            map.iter()
+                .any(|code| code.kind == CodeKind::Stub && code.frames().eq(["Interpreter"])),
+            "Java {}: no Interpreter stub",
+            jdk.major
+        );
+        assert_eq!(map.bad_lines(), 0);
+        // The perf map names the same code.
+        let perf = PerfMap::read(Path::new(&format!("/tmp/perf-{pid}.map"))).unwrap();
+        assert_eq!(perf.bad_lines(), 0);
+        for (start, end, _, _) in &copies {
+            let entry = perf
+                .entries()
+                .iter()
+                .find(|e| e.start == *start)
+                .expect("in perf map");
+            assert_eq!(
+                (entry.name.as_str(), entry.start + entry.size),
+                ("AgentHot.work", *end)
+            );
+        }
+        let _ = std::fs::remove_file(format!("/tmp/joularcode-{pid}.map"));
+        let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
+    }
+}
+
+#[test]
+fn attach_replays_earlier_code_twice_attached_jvms_end_normally() {
+    let _serial = serial();
+    for jdk in all_jdks() {
+        let mut jvm = Jvm::start(&jdk, &[], "AgentHot", &["8"]);
+        let pid = jvm.pid();
+        attach::load_agent(pid, agent_library(), "").unwrap();
+        let mut map = CodeMap::of_process(pid, pid);
+        wait_for(&mut map, "replayed AgentHot.work", replayed_work_found);
+        let copies = code_of(&map, "AgentHot.work").count();
+        // A second attach neither fails nor writes everything again.
+        attach::load_agent(pid, agent_library(), "").unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        map.refresh().unwrap();
+        assert_eq!(code_of(&map, "AgentHot.work").count(), copies);
+        let text = std::fs::read_to_string(map.path()).unwrap();
+        assert_eq!(text.matches("joularcode-code-map").count(), 1);
+        jvm.wait_for_line("DONE", Duration::from_secs(60));
+        let status = jvm.child.wait().unwrap();
+        assert!(
+            status.success(),
+            "Java {}: the JVM ended with {status}",
+            jdk.major
+        );
+        let _ = std::fs::remove_file(map.path());
+        let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
+    }
+}
+
+#[test]
+fn unloaded_code_is_no_longer_named() {
+    let _serial = serial();
+    for jdk in all_jdks() {
+        let option = format!("-agentpath:{}=perfmap=no", agent_library().display());
+        let mut jvm = Jvm::start(&jdk, &[&option], "AgentUnload", &[]);
+        let pid = jvm.pid();
+        jvm.wait_for_line("UNLOADED", Duration::from_secs(60));
+        let mut map = CodeMap::of_process(pid, pid);
+        let payload = |map: &CodeMap| -> Vec<(u64, u64, u64, Option<u64>)> {
+            code_of(map, "AgentUnloadPayload.spin").collect()
+        };
+        wait_for(&mut map, "unloads of AgentUnloadPayload.spin", |map| {
+            let code = payload(map);
+            !code.is_empty() && code.iter().all(|(_, _, _, unload)| unload.is_some())
+        });
+        for (start, _, load, unload) in payload(&map) {
+            let unload = unload.unwrap();
+            assert!(load < unload);
+            let before = map.lookup(start, unload - 1).unwrap();
+            assert_eq!(before.frames().next(), Some("AgentUnloadPayload.spin"));
+            assert!(
+                map.lookup(start, unload).is_none_or(|f| !f
+                    .frames()
+                    .any(|name| name.starts_with("AgentUnloadPayload"))),
+                "Java {}: unloaded code still named after its unload",
+                jdk.major
+            );
+        }
+        assert!(!Path::new(&format!("/tmp/perf-{pid}.map")).exists());
+        let _ = std::fs::remove_file(map.path());
+    }
+}
+
+/// A JVM started in new PID and mount namespaces, with a private /tmp.
+struct Contained {
+    unshare: Child,
+    java: u32,
+}
+
+impl Contained {
+    fn start(jdk: &Jdk) -> Contained {
+        let script = format!(
+            "mount -t tmpfs none /tmp && exec {} -cp {} AgentHot",
+            jdk.java().display(),
+            workload_classes().display()
+        );
+        let mut unshare = Command::new("unshare")
+            .args(["--pid", "--mount", "--fork", "--mount-proc", "--kill-child"])
+            .args(["sh", "-c", &script])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("run unshare (util-linux), as root");
+        let mut stdout = BufReader::new(unshare.stdout.take().unwrap());
+        let mut line = String::new();
+        while !line.starts_with("READY") {
+            line.clear();
+            let n = stdout.read_line(&mut line).unwrap();
+            assert!(
+                n > 0,
+                "the contained JVM ended before READY (is this root?)"
+            );
+        }
+        std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+        let children =
+            std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", unshare.id())).unwrap();
+        let java = children.split_whitespace().next().unwrap().parse().unwrap();
+        Contained { unshare, java }
+    }
+}
+
+impl Drop for Contained {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) of the JVM this test started.
+        unsafe { libc::kill(self.java as libc::pid_t, libc::SIGKILL) };
+        let _ = self.unshare.kill();
+        let _ = self.unshare.wait();
+    }
+}
+
+#[test]
+fn attach_across_pid_and_mount_namespaces() {
+    let _serial = serial();
+    for jdk in all_jdks() {
+        let jvm = Contained::start(&jdk);
+        let target = attach::Target::new(jvm.java).unwrap();
+        assert_ne!(
+            target.ns_pid, jvm.java,
+            "the JVM has a pid of its own namespace"
+        );
+        assert!(target.other_mount_namespace());
+        attach::load_agent(jvm.java, agent_library(), "").unwrap();
+        let inside = target.root_path(&format!("/tmp/joularcode-{}.map", target.ns_pid));
+        let mut map = CodeMap::of_process(jvm.java, target.ns_pid);
+        assert_eq!(map.path(), inside);
+        wait_for(
+            &mut map,
+            "AgentHot.work in the contained JVM",
+            replayed_work_found,
+        );
+        assert!(target
+            .root_path(&format!("/tmp/perf-{}.map", target.ns_pid))
+            .is_file());
+        assert!(
+            !Path::new(&format!("/tmp/joularcode-{}.map", target.ns_pid)).exists()
+                || target.ns_pid == std::process::id(),
+            "the map is in the JVM's own /tmp, not the host's"
+        );
+    }
+}
+
+#[test]
+fn attach_disabled_is_reported() {
+    let _serial = serial();
+    for jdk in all_jdks() {
+        let jvm = Jvm::start(&jdk, &["-XX:+DisableAttachMechanism"], "AgentHot", &[]);
+        let err = attach::load_agent(jvm.pid(), agent_library(), "").unwrap_err();
+        assert!(
+            matches!(err, AttachError::AttachDisabled(_)),
+            "Java {}: {err}",
+            jdk.major
+        );
+        assert!(err.to_string().contains("DisableAttachMechanism"));
+    }
+}
+
+#[test]
+fn dynamic_agents_refused_but_the_jdk_perfmap_still_works() {
+    let _serial = serial();
+    for jdk in [jdk(21), jdk(25)] {
+        let jvm = Jvm::start(&jdk, &["-XX:-EnableDynamicAgentLoading"], "AgentHot", &[]);
+        let pid = jvm.pid();
+        let err = attach::load_agent(pid, agent_library(), "").unwrap_err();
+        assert!(
+            matches!(err, AttachError::AgentsRefused { .. }),
+            "Java {}: {err}",
+            jdk.major
+        );
+        let perf = PerfMap::from_jvm(pid).unwrap();
+        assert!(perf.entries().iter().any(|e| e.name == "AgentHot.work"));
+        assert!(perf.entries().iter().any(|e| e.name == "Interpreter"));
+        assert!(!Path::new(&format!("/tmp/joularcode-{pid}.map")).exists());
+        let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
+    }
+}
+
+#[test]
+fn not_a_jvm_and_an_unresponsive_jvm_are_told_apart() {
+    let _serial = serial();
+    let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
+    let err = attach::jcmd(sleeper.id(), "VM.version").unwrap_err();
+    assert!(matches!(err, AttachError::NotAJvm(_)), "{err}");
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    let jvm = Jvm::start(&jdk(17), &[], "AgentHot", &[]);
+    // SAFETY: kill(2) of the JVM this test started.
+    unsafe { libc::kill(jvm.pid() as libc::pid_t, libc::SIGSTOP) };
+    let err = attach::jcmd(jvm.pid(), "VM.version").unwrap_err();
+    // SAFETY: as above.
+    unsafe { libc::kill(jvm.pid() as libc::pid_t, libc::SIGCONT) };
+    assert!(matches!(err, AttachError::Timeout { .. }), "{err}");
+    let version = attach::jcmd(jvm.pid(), "VM.version").unwrap();
+    assert!(version.contains("JDK 17"), "{version}");
+    let perf = PerfMap::from_jvm(jvm.pid()).unwrap();
+    assert!(perf.entries().iter().any(|e| e.name == "AgentHot.work"));
+    let _ = std::fs::remove_file(format!("/tmp/perf-{}.map", jvm.pid()));
+}
