@@ -1,2 +1,6 @@
 //! joularcode-bpf: the Linux profiler. It samples JVM threads with eBPF, names their frames and
 //! shares out the CPU power among Java branches with joularcode-core.
+
+pub mod cli;
+pub mod discovery;
+pub mod sampler;
