@@ -47,9 +47,12 @@ public class SamplerBusy {
                 continue;
             }
             String name = "Short-" + n;
+            String prefix = "SHORT " + name + " ";
             Thread brief = new Thread(() -> {
                 spin(300_000_000L);
-                System.out.println("SHORT " + name + " " + mx.getCurrentThreadCpuTime());
+                // Nothing costly after the measure: the sampler's count must end just above it.
+                long cpu = mx.getCurrentThreadCpuTime();
+                System.out.println(prefix.concat(Long.toString(cpu)));
                 System.out.flush();
             }, name);
             brief.start();

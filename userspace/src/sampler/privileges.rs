@@ -72,7 +72,7 @@ pub fn check_privileges() -> Result<(), String> {
         return Ok(());
     }
     Err(format!(
-        "joularcode-bpf needs root, or the capabilities CAP_BPF and CAP_PERFMON (missing: {}): run it with sudo",
+        "loading the BPF sampler needs root, or the capabilities CAP_BPF and CAP_PERFMON (missing: {}): run it with sudo",
         missing.join(", ")
     ))
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use super::{monotonic_ns, signals, Sample, Sampler, ThreadTime, CONSUME_INTERVAL};
+use super::{monotonic_ns, privileges, signals, Sample, Sampler, ThreadTime, CONSUME_INTERVAL};
 use crate::discovery::{Discovery, Target};
 
 /// How often the JVMs are looked for again, with `--all`.
@@ -30,6 +30,8 @@ pub fn run(
     rate_hz: u64,
     out: &mut impl Write,
 ) -> Result<(), String> {
+    privileges::check_kernel()?;
+    privileges::check_privileges()?;
     let mut discovery = Discovery::new(target).map_err(|e| e.to_string())?;
     let sampler = Sampler::new(rate_hz).map_err(|e| e.to_string())?;
     signals::stop_on_signals()?;
