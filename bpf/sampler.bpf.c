@@ -2,13 +2,13 @@
 /*
  * The joularcode-bpf sampler.
  *
- * - on_sample: a perf_event program on one cpu-clock event per CPU. For threads of tracked
+ * - jp_on_sample: a perf_event program on one cpu-clock event per CPU. For threads of tracked
  *   processes it writes a jp_sample (user registers and a frame-pointer walk) straight into the
  *   ring buffer, without waking userspace (which consumes on a timer).
- * - on_switch, on_exit, and on_sample too: the cumulative on-CPU time of every thread of a tracked
+ * - jp_on_switch, jp_on_exit, and jp_on_sample too: the cumulative on-CPU time of every thread of a tracked
  *   process, read from task->se.sum_exec_runtime (the scheduler's own counter), with the value at
  *   first sight as a baseline.
- * - on_fork: children of followed processes become followed and tracked.
+ * - jp_on_fork: children of followed processes become followed and tracked.
  *
  * Needs Linux 5.17 (bpf_loop); checked on 6.18.
  */
@@ -47,9 +47,10 @@ struct {
 	__type(value, struct jp_thread);
 } threads SEC(".maps");
 
+/* Userspace sizes it to the rate and the number of CPUs before loading. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 8 << 20);
+	__uint(max_entries, 1 << 20);
 } samples SEC(".maps");
 
 /* Samples lost because the ring buffer was full. */
@@ -69,6 +70,9 @@ static __always_inline void account(struct task_struct *task, __u32 tgid, __u32 
 	struct jp_thread *t = bpf_map_lookup_elem(&threads, &tid);
 
 	if (t) {
+		/* A thread that exited and is not read yet, and a new thread reusing its tid. */
+		if (t->exited && !(task->flags & PF_EXITING))
+			return;
 		t->runtime = runtime;
 		bpf_probe_read_kernel(t->comm, sizeof(t->comm), task->comm);
 		if (exiting)
@@ -90,7 +94,7 @@ static __always_inline void account(struct task_struct *task, __u32 tgid, __u32 
 }
 
 SEC("tp_btf/sched_switch")
-int BPF_PROG(on_switch, bool preempt, struct task_struct *prev)
+int BPF_PROG(jp_on_switch, bool preempt, struct task_struct *prev)
 {
 	__u32 tgid = prev->tgid;
 
@@ -100,7 +104,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev)
 }
 
 SEC("tp_btf/sched_process_exit")
-int BPF_PROG(on_exit, struct task_struct *task)
+int BPF_PROG(jp_on_exit, struct task_struct *task)
 {
 	__u32 tgid = task->tgid;
 
@@ -110,7 +114,7 @@ int BPF_PROG(on_exit, struct task_struct *task)
 }
 
 SEC("tp_btf/sched_process_fork")
-int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
+int BPF_PROG(jp_on_fork, struct task_struct *parent, struct task_struct *child)
 {
 	__u32 parent_tgid = parent->tgid;
 	__u32 child_tgid = child->tgid;
@@ -159,7 +163,7 @@ static long walk_frame(__u64 i, struct walk *w)
 }
 
 SEC("perf_event")
-int on_sample(struct bpf_perf_event_data *ctx)
+int jp_on_sample(struct bpf_perf_event_data *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32;

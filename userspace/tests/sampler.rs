@@ -388,3 +388,57 @@ fn without_privileges_raw_says_what_it_needs_in_one_line() {
         "joularcode-bpf: loading the BPF sampler needs root, or the capabilities CAP_BPF and CAP_PERFMON (missing: CAP_BPF, CAP_PERFMON): run it with sudo\n"
     );
 }
+
+/// How many BPF programs of the sampler are loaded in the kernel now.
+fn loaded_sampler_programs() -> usize {
+    libbpf_rs::query::ProgInfoIter::default()
+        .filter(|prog| {
+            prog.name
+                .to_str()
+                .is_some_and(|name| name.starts_with("jp_on_"))
+        })
+        .count()
+}
+
+/// Waits until no program of the sampler is loaded: the kernel frees tracing programs after an
+/// RCU grace period once their links are gone.
+fn wait_until_unloaded() -> bool {
+    for _ in 0..100 {
+        if loaded_sampler_programs() == 0 {
+            return true;
+        }
+        sleep(Duration::from_millis(100));
+    }
+    false
+}
+
+#[test]
+fn dropping_the_sampler_unloads_its_programs() {
+    let _serial = serial();
+    assert!(wait_until_unloaded(), "a sampler is already loaded");
+    let sampler = sampler();
+    assert_eq!(loaded_sampler_programs(), 4);
+    drop(sampler);
+    assert!(wait_until_unloaded(), "{} programs left", loaded_sampler_programs());
+}
+
+#[test]
+fn sigterm_ends_the_raw_command_with_its_report_and_unloads_it() {
+    let _serial = serial();
+    assert!(wait_until_unloaded(), "a sampler is already loaded");
+    let raw = Command::new(env!("CARGO_BIN_EXE_joularcode-bpf"))
+        .args(["raw", "--all", "--duration", "120"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run joularcode-bpf raw");
+    sleep(Duration::from_secs(2));
+    assert_eq!(loaded_sampler_programs(), 4);
+    let pid = nix::unistd::Pid::from_raw(raw.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("send SIGTERM");
+    let out = raw.wait_with_output().expect("raw ends");
+    assert!(out.status.success(), "{:?}", out.status);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.starts_with("sampled "), "{stdout}");
+    assert!(stdout.contains("total: "), "{stdout}");
+    assert!(wait_until_unloaded(), "{} programs left", loaded_sampler_programs());
+}

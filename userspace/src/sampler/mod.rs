@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, RingBufferBuilder};
+use record::RECORD_LEN;
 
 pub use record::{RawFrame, Sample, MAX_FRAMES};
 
@@ -121,9 +122,13 @@ impl Sampler {
         // sampler's: these few bytes are leaked (the object itself is freed with the skeleton).
         let storage: &'static mut MaybeUninit<OpenObject> =
             Box::leak(Box::new(MaybeUninit::uninit()));
-        let open = SamplerSkelBuilder::default()
+        let mut open = SamplerSkelBuilder::default()
             .open(storage)
             .map_err(bpf_error("open the BPF object"))?;
+        open.maps
+            .samples
+            .set_max_entries(ring_size(rate_hz, cpus.len()))
+            .map_err(bpf_error("size the ring buffer"))?;
         let mut skel = open.load().map_err(bpf_error("load the BPF programs"))?;
         skel.attach()
             .map_err(bpf_error("attach the scheduler tracepoints"))?;
@@ -137,7 +142,7 @@ impl Sampler {
             })?;
             let link = skel
                 .progs
-                .on_sample
+                .jp_on_sample
                 .attach_perf_event(fd.as_raw_fd())
                 .map_err(bpf_error("attach the sampler to a perf event"))?;
             // The link owns the perf event from now on and closes it when dropped.
@@ -291,6 +296,15 @@ impl Drop for Sampler {
     }
 }
 
+/// Bytes of ring buffer for `cpus` CPUs sampled at `rate_hz`: room for one second of samples
+/// (ten times what the consumer drains at each pass), as a power of two from 1 MiB to 256 MiB.
+fn ring_size(rate_hz: u64, cpus: usize) -> u32 {
+    let second = rate_hz
+        .saturating_mul(cpus as u64)
+        .saturating_mul(RECORD_LEN as u64);
+    second.clamp(1 << 20, 1 << 28).next_power_of_two() as u32
+}
+
 /// Starts the thread that drains the ring buffer into the channel until `stop` is set.
 fn start_consumer(
     skel: &SamplerSkel<'static>,
@@ -376,6 +390,15 @@ fn read_thread(pid: u32, tid: u32) -> Option<[u8; THREAD_ENTRY_LEN]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_ring_holds_a_second_of_samples() {
+        assert_eq!(ring_size(100, 2), 1 << 20);
+        assert_eq!(ring_size(1000, 2), 1 << 24);
+        assert_eq!(ring_size(100, 64), 1 << 25);
+        assert_eq!(ring_size(10_000, 4096), 1 << 28);
+        assert!(ring_size(100, 8) as usize >= 100 * 8 * RECORD_LEN);
+    }
 
     #[test]
     fn thread_entries_round_trip() {

@@ -54,6 +54,8 @@ pub const MAX_FRAMES: usize = 128;
 const HEADER_LEN: usize = 56;
 /// Bytes of one `struct jp_frame`.
 const FRAME_LEN: usize = 32;
+/// Bytes of one whole `struct jp_sample`, as reserved in the ring buffer.
+pub const RECORD_LEN: usize = HEADER_LEN + MAX_FRAMES * FRAME_LEN;
 /// `jp_sample.flags`: the sample landed in kernel mode.
 const FLAG_KERNEL: u32 = 1;
 
