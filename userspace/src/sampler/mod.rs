@@ -394,7 +394,7 @@ mod tests {
     #[test]
     fn the_ring_holds_a_second_of_samples() {
         assert_eq!(ring_size(100, 2), 1 << 20);
-        assert_eq!(ring_size(1000, 2), 1 << 24);
+        assert_eq!(ring_size(1000, 2), 1 << 23);
         assert_eq!(ring_size(100, 64), 1 << 25);
         assert_eq!(ring_size(10_000, 4096), 1 << 28);
         assert!(ring_size(100, 8) as usize >= 100 * 8 * RECORD_LEN);
