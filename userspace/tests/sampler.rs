@@ -419,7 +419,11 @@ fn dropping_the_sampler_unloads_its_programs() {
     let sampler = sampler();
     assert_eq!(loaded_sampler_programs(), 4);
     drop(sampler);
-    assert!(wait_until_unloaded(), "{} programs left", loaded_sampler_programs());
+    assert!(
+        wait_until_unloaded(),
+        "{} programs left",
+        loaded_sampler_programs()
+    );
 }
 
 #[test]
@@ -440,5 +444,9 @@ fn sigterm_ends_the_raw_command_with_its_report_and_unloads_it() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.starts_with("sampled "), "{stdout}");
     assert!(stdout.contains("total: "), "{stdout}");
-    assert!(wait_until_unloaded(), "{} programs left", loaded_sampler_programs());
+    assert!(
+        wait_until_unloaded(),
+        "{} programs left",
+        loaded_sampler_programs()
+    );
 }

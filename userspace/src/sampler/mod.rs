@@ -36,9 +36,9 @@ use skel::{SamplerSkel, SamplerSkelBuilder};
 
 /// How often the consumer thread drains the ring buffer (the BPF side never wakes it up).
 pub const CONSUME_INTERVAL: Duration = Duration::from_millis(100);
-/// Samples the channel holds before the consumer drops new ones (counted in
-/// [`Sampler::drops`]).
-pub const CHANNEL_CAPACITY: usize = 1 << 16;
+/// Seconds of samples the channel holds before the consumer thread drops new ones (counted in
+/// [`Sampler::drops`]): read [`Sampler::samples`] at least this often.
+pub const CHANNEL_SECONDS: u64 = 4;
 
 /// Now on CLOCK_MONOTONIC, the clock of [`Sample::time_ns`].
 pub fn monotonic_ns() -> u64 {
@@ -134,7 +134,7 @@ impl Sampler {
             .map_err(bpf_error("attach the scheduler tracepoints"))?;
 
         let mut perf_links = Vec::with_capacity(cpus.len());
-        for cpu in cpus {
+        for &cpu in &cpus {
             let fd = perf::open_cpu_clock(cpu, rate_hz).map_err(|e| {
                 SamplerError::Perf(format!(
                     "cannot open the cpu-clock perf event on CPU {cpu}: {e}"
@@ -150,7 +150,7 @@ impl Sampler {
             perf_links.push(link);
         }
 
-        let (sender, samples) = mpsc::sync_channel(CHANNEL_CAPACITY);
+        let (sender, samples) = mpsc::sync_channel(channel_capacity(rate_hz, cpus.len()));
         let channel_drops = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let consumer = start_consumer(&skel, sender, channel_drops.clone(), stop.clone())?;
@@ -305,6 +305,14 @@ fn ring_size(rate_hz: u64, cpus: usize) -> u32 {
     second.clamp(1 << 20, 1 << 28).next_power_of_two() as u32
 }
 
+/// Samples the channel holds: [`CHANNEL_SECONDS`] of samples of `cpus` busy CPUs, at least 1024.
+fn channel_capacity(rate_hz: u64, cpus: usize) -> usize {
+    let samples = rate_hz
+        .saturating_mul(cpus as u64)
+        .saturating_mul(CHANNEL_SECONDS);
+    samples.clamp(1024, 1 << 22) as usize
+}
+
 /// Starts the thread that drains the ring buffer into the channel until `stop` is set.
 fn start_consumer(
     skel: &SamplerSkel<'static>,
@@ -398,6 +406,16 @@ mod tests {
         assert_eq!(ring_size(100, 64), 1 << 25);
         assert_eq!(ring_size(10_000, 4096), 1 << 28);
         assert!(ring_size(100, 8) as usize >= 100 * 8 * RECORD_LEN);
+    }
+
+    #[test]
+    fn the_channel_holds_a_few_seconds_of_samples() {
+        assert_eq!(channel_capacity(100, 2), 1024);
+        assert_eq!(
+            channel_capacity(100, 64),
+            100 * 64 * CHANNEL_SECONDS as usize
+        );
+        assert_eq!(channel_capacity(10_000, 4096), 1 << 22);
     }
 
     #[test]
