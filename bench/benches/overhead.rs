@@ -75,6 +75,16 @@ fn rusage() -> (Duration, u64) {
     )
 }
 
+/// This process's resident memory now (VmRSS), in KiB.
+fn rss_kib() -> u64 {
+    let status = fs::read_to_string("/proc/self/status").expect("read /proc/self/status");
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("a VmRSS line")
+}
+
 /// Total run time of the sampler's BPF programs so far (with kernel.bpf_stats_enabled on).
 fn bpf_run_time() -> Duration {
     let ns = libbpf_rs::query::ProgInfoIter::default()
@@ -138,8 +148,10 @@ fn main() {
     phase(&mut jvm, seconds, || {});
 
     let mut results = Vec::new();
+    let mut rss_growth = 0;
     for round in 1..=rounds {
         let without = phase(&mut jvm, seconds, || {});
+        let rss_before = rss_kib();
         let sampler = Sampler::new(100).expect("load the sampler (run as root)");
         sampler.track(jvm.pid()).expect("track the JVM");
         let (cpu0, bpf0, start) = (rusage().0, bpf_run_time(), Instant::now());
@@ -156,6 +168,7 @@ fn main() {
             wall: start.elapsed(),
             samples,
         };
+        rss_growth = rss_growth.max(rss_kib().saturating_sub(rss_before));
         drop(sampler);
         println!(
             "round {round}: units/s {:.1} -> {:.1} (x{:.4}), units per CPU s {:.1} -> {:.1} (x{:.4}); \
@@ -200,5 +213,8 @@ fn main() {
         100.0 * profiler / wall,
         100.0 * bpf / wall
     );
-    println!("profiler peak RSS: {} KiB", rusage().1);
+    println!(
+        "RSS: +{rss_growth} KiB at most with the sampler loaded (the bench's peak RSS: {} KiB)",
+        rusage().1
+    );
 }
