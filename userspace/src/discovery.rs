@@ -200,11 +200,12 @@ pub fn maps_libjvm(proc_root: &Path, pid: u32) -> Result<bool, DiscoveryError> {
             path.display()
         )),
     })?;
-    for line in BufReader::new(file).lines() {
+    // Byte lines: a mapped path need not be UTF-8.
+    for line in BufReader::new(file).split(b'\n') {
         let line = line.map_err(|e| {
             DiscoveryError::Unreadable(format!("cannot read {}: {e}", path.display()))
         })?;
-        if line.ends_with("/libjvm.so") || line.ends_with("/libjvm.so (deleted)") {
+        if line.ends_with(b"/libjvm.so") || line.ends_with(b"/libjvm.so (deleted)") {
             return Ok(true);
         }
     }

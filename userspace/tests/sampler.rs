@@ -213,6 +213,14 @@ fn thread_samples(jvm: &Jvm, name: &str, seconds: u64) -> Vec<Sample> {
     samples
 }
 
+/// At least 90% of the `total` samples of a run on Java `major` passed the check.
+fn assert_nine_in_ten(passed: usize, total: usize, major: u32) {
+    assert!(
+        passed * 10 >= total * 9,
+        "Java {major}: {passed} of {total} samples"
+    );
+}
+
 #[test]
 fn a_nine_deep_java_chain_is_walked_at_least_nine_frames_deep() {
     let _serial = serial();
@@ -225,12 +233,7 @@ fn a_nine_deep_java_chain_is_walked_at_least_nine_frames_deep() {
             jdk.major,
             samples.len()
         );
-        assert!(
-            deep * 10 >= samples.len() * 9,
-            "Java {}: {deep} of {} samples",
-            jdk.major,
-            samples.len()
-        );
+        assert_nine_in_ten(deep, samples.len(), jdk.major);
     }
 }
 
@@ -277,12 +280,7 @@ fn interpreted_frames_carry_their_method_pointer() {
             .iter()
             .filter(|s| s.frames.iter().take(9).all(|f| f.method_slot != 0))
             .count();
-        assert!(
-            deep * 10 >= samples.len() * 9,
-            "Java {}: {deep} of {} samples",
-            jdk.major,
-            samples.len()
-        );
+        assert_nine_in_ten(deep, samples.len(), jdk.major);
     }
 }
 

@@ -188,24 +188,12 @@ impl Sampler {
                         .update(&tid.to_ne_bytes(), &thread, MapFlags::NO_EXIST);
             }
         }
-        self.skel
-            .maps
-            .tracked
-            .update(&pid.to_ne_bytes(), &[1], MapFlags::ANY)
-            .map_err(|e| {
-                SamplerError::Bpf(format!("cannot track process {pid} (map tracked): {e}"))
-            })
+        mark(&self.skel.maps.tracked, pid, "track")
     }
 
     /// Tracks `pid` and every process it starts from now on, and theirs in turn.
     pub fn follow(&self, pid: u32) -> Result<(), SamplerError> {
-        self.skel
-            .maps
-            .followed
-            .update(&pid.to_ne_bytes(), &[1], MapFlags::ANY)
-            .map_err(|e| {
-                SamplerError::Bpf(format!("cannot follow process {pid} (map followed): {e}"))
-            })?;
+        mark(&self.skel.maps.followed, pid, "follow")?;
         self.track(pid)
     }
 
@@ -294,6 +282,17 @@ impl Drop for Sampler {
         }
         // The perf links, then the skeleton (tracepoint links, programs, maps) drop after this.
     }
+}
+
+/// Adds `pid` to a set of pids (the map `tracked` or `followed`); `verb` says which, for the error.
+fn mark(set: &dyn MapCore, pid: u32, verb: &str) -> Result<(), SamplerError> {
+    set.update(&pid.to_ne_bytes(), &[1], MapFlags::ANY)
+        .map_err(|e| {
+            SamplerError::Bpf(format!(
+                "cannot {verb} process {pid} (map {}): {e}",
+                set.name().to_string_lossy()
+            ))
+        })
 }
 
 /// Bytes of ring buffer for `cpus` CPUs sampled at `rate_hz`: room for one second of samples
