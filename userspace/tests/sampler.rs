@@ -5,7 +5,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fs;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::thread::sleep;
 use std::time::Duration;
@@ -72,6 +72,27 @@ fn samples_until_now(sampler: &Sampler) -> Vec<Sample> {
         .collect()
 }
 
+/// A busy shell loop, killed when dropped (also when a test fails).
+struct Spinner(Child);
+
+impl Spinner {
+    fn start() -> Spinner {
+        Spinner(
+            Command::new("sh")
+                .args(["-c", "while :; do :; done"])
+                .spawn()
+                .expect("start sh"),
+        )
+    }
+}
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[test]
 fn busy_threads_on_cpu_time_matches_schedstat_and_sets_the_sample_count() {
     const RATE_HZ: u64 = 1000;
@@ -79,10 +100,7 @@ fn busy_threads_on_cpu_time_matches_schedstat_and_sets_the_sample_count() {
     let mut jvm = Jvm::start(&jdk(17), &["-XX:+PreserveFramePointer"], "SamplerBusy", &[]);
     let pid = jvm.pid();
     // A busy process beside it, not tracked: none of its samples may show up.
-    let mut untracked = Command::new("sh")
-        .args(["-c", "while :; do :; done"])
-        .spawn()
-        .expect("start sh");
+    let untracked = Spinner::start();
     // At 1000 Hz, so that the count of samples is large enough to check within 10% on this
     // shared 2-CPU machine, where the busy threads may get well under a CPU each.
     let sampler = sampler_at(RATE_HZ);
@@ -96,8 +114,7 @@ fn busy_threads_on_cpu_time_matches_schedstat_and_sets_the_sample_count() {
     let (after, bpf_after) = (schedstat(pid), times_by_tid(sampler.thread_times()));
     let t1 = monotonic_ns();
     let samples = samples_until_now(&sampler);
-    untracked.kill().expect("stop sh");
-    let _ = untracked.wait();
+    drop(untracked);
 
     let bpf_delta =
         |tid: u32| bpf_after[&tid].on_cpu_ns - bpf_before.get(&tid).map_or(0, |t| t.on_cpu_ns);
@@ -147,7 +164,6 @@ fn busy_threads_on_cpu_time_matches_schedstat_and_sets_the_sample_count() {
         "{in_window} samples, {expected:.0} expected"
     );
     assert_eq!(sampler.drops(), 0);
-    jvm.child.kill().expect("stop the JVM");
 }
 
 #[test]
