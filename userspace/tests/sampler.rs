@@ -97,7 +97,7 @@ impl Drop for Spinner {
 fn busy_threads_on_cpu_time_matches_schedstat_and_sets_the_sample_count() {
     const RATE_HZ: u64 = 1000;
     let _serial = serial();
-    let mut jvm = Jvm::start(&jdk(17), &["-XX:+PreserveFramePointer"], "SamplerBusy", &[]);
+    let jvm = Jvm::start(&jdk(17), &["-XX:+PreserveFramePointer"], "SamplerBusy", &[]);
     let pid = jvm.pid();
     // A busy process beside it, not tracked: none of its samples may show up.
     let untracked = Spinner::start();
