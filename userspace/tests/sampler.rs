@@ -10,6 +10,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::thread::sleep;
 use std::time::Duration;
 
+use joularcode_bpf::discovery::{Discovery, Target};
 use joularcode_bpf::sampler::{monotonic_ns, Sample, Sampler, ThreadTime, CONSUME_INTERVAL};
 use joularcode_tests::{all_jdks, jdk, Jvm};
 
@@ -463,4 +464,22 @@ fn sigterm_ends_the_raw_command_with_its_report_and_unloads_it() {
         "{} programs left",
         loaded_sampler_programs()
     );
+}
+
+#[test]
+fn discovery_finds_a_jvm_that_starts_and_loses_it_when_it_ends() {
+    let _serial = serial();
+    let mut discovery = Discovery::new(Target::All).expect("discovery of every JVM");
+    let before = discovery.rescan();
+    let mut jvm = Jvm::start(&jdk(17), &[], "SamplerBusy", &[]);
+    let pid = jvm.pid();
+    assert!(!before.started.contains(&pid));
+    let started = discovery.rescan();
+    assert!(started.started.contains(&pid), "{started:?}");
+    assert!(Discovery::new(Target::Pid(pid)).is_ok());
+    jvm.child.kill().expect("stop the JVM");
+    jvm.child.wait().expect("the JVM ends");
+    let ended = discovery.rescan();
+    assert!(ended.ended.contains(&pid), "{ended:?}");
+    assert!(!discovery.jvms().contains(&pid));
 }
