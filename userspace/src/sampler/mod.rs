@@ -136,8 +136,14 @@ impl Sampler {
         let mut perf_links = Vec::with_capacity(cpus.len());
         for &cpu in &cpus {
             let fd = perf::open_cpu_clock(cpu, rate_hz).map_err(|e| {
+                let hint = match e.raw_os_error() {
+                    Some(libc::EINVAL) => {
+                        " (is the rate above /proc/sys/kernel/perf_event_max_sample_rate?)"
+                    }
+                    _ => "",
+                };
                 SamplerError::Perf(format!(
-                    "cannot open the cpu-clock perf event on CPU {cpu}: {e}"
+                    "cannot open the cpu-clock perf event on CPU {cpu} at {rate_hz} Hz: {e}{hint}"
                 ))
             })?;
             let link = skel
