@@ -54,12 +54,21 @@ struct sched_entity {
 	__u64 sum_exec_runtime;
 };
 
+typedef struct {
+	int counter;
+} atomic_t;
+
+struct signal_struct {
+	atomic_t live; /* threads of the process not yet past do_exit's accounting */
+};
+
 struct task_struct {
 	unsigned int flags;
 	struct sched_entity se;
 	int pid;
 	int tgid;
 	char comm[16];
+	struct signal_struct *signal;
 };
 
 #pragma clang attribute pop

@@ -108,8 +108,15 @@ int BPF_PROG(jp_on_exit, struct task_struct *task)
 {
 	__u32 tgid = task->tgid;
 
-	if (is_tracked(tgid))
-		account(task, tgid, task->pid, true);
+	if (!is_tracked(tgid))
+		return 0;
+	account(task, tgid, task->pid, true);
+	/* The last thread of the process: it is no longer tracked nor followed (its threads'
+	 * times stay until userspace reads them). */
+	if (task->signal->live.counter == 0) {
+		bpf_map_delete_elem(&tracked, &tgid);
+		bpf_map_delete_elem(&followed, &tgid);
+	}
 	return 0;
 }
 

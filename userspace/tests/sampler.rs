@@ -302,7 +302,7 @@ fn interpreted_frames_carry_their_method_pointer() {
 }
 
 #[test]
-fn children_of_a_followed_process_are_tracked_from_their_start() {
+fn children_of_a_followed_process_are_tracked_from_their_start_until_they_end() {
     let _serial = serial();
     let sampler = sampler();
     let mut parent = Command::new("sh")
@@ -333,6 +333,16 @@ fn children_of_a_followed_process_are_tracked_from_their_start() {
         child_samples >= 20,
         "{child_samples} samples of the busy child"
     );
+    // Once a process has ended, it is neither tracked nor followed any more.
+    let mut left = sampler.tracked();
+    for _ in 0..50 {
+        if left.is_empty() {
+            break;
+        }
+        sleep(Duration::from_millis(100));
+        left = sampler.tracked();
+    }
+    assert!(left.is_empty(), "still tracked after they ended: {left:?}");
 }
 
 fn raw(args: &[&str]) -> std::process::Output {
@@ -482,4 +492,37 @@ fn discovery_finds_a_jvm_that_starts_and_loses_it_when_it_ends() {
     let ended = discovery.rescan();
     assert!(ended.ended.contains(&pid), "{ended:?}");
     assert!(!discovery.jvms().contains(&pid));
+}
+
+#[test]
+fn a_jvm_that_ends_reports_its_threads_final_times_once() {
+    let _serial = serial();
+    let mut jvm = Jvm::start(&jdk(17), &[], "SamplerBusy", &[]);
+    let pid = jvm.pid();
+    let sampler = sampler();
+    sampler.track(pid).expect("track the JVM");
+    sleep(Duration::from_millis(500));
+    let before = times_by_tid(sampler.thread_times());
+    sleep(Duration::from_millis(500));
+    jvm.child.kill().expect("stop the JVM");
+    jvm.child.wait().expect("the JVM ends");
+    assert!(
+        !sampler.tracked().contains(&pid),
+        "still tracked after it ended"
+    );
+    sampler.untrack(pid);
+    let last = sampler.thread_times();
+    for name in ["Busy-1", "Busy-2"] {
+        let thread = last
+            .iter()
+            .find(|time| time.name == name)
+            .unwrap_or_else(|| panic!("no final time for {name}: {last:?}"));
+        assert!(thread.exited, "{thread:?}");
+        assert!(
+            thread.on_cpu_ns > before[&thread.tid].on_cpu_ns,
+            "{thread:?}"
+        );
+    }
+    assert!(last.iter().all(|time| time.pid == pid && time.exited));
+    assert!(sampler.thread_times().is_empty());
 }

@@ -203,13 +203,18 @@ impl Sampler {
         self.track(pid)
     }
 
-    /// Stops sampling, accounting and following `pid`, and forgets its threads' times.
+    /// Stops sampling, accounting and following `pid`, and forgets the times of its live
+    /// threads. Threads that have exited (all of them, if the process has ended) are still
+    /// reported, once, by the next [`Sampler::thread_times`].
+    ///
+    /// A process that ends stops being tracked and followed by itself; untracking it is still
+    /// needed to forget it if its pid is reused.
     pub fn untrack(&self, pid: u32) {
         // A missing key is not an error: the process was not tracked.
         let _ = self.skel.maps.tracked.delete(&pid.to_ne_bytes());
         let _ = self.skel.maps.followed.delete(&pid.to_ne_bytes());
         for (tid, thread) in self.read_threads() {
-            if thread.pid == pid {
+            if thread.pid == pid && !thread.exited {
                 let _ = self.skel.maps.threads.delete(&tid.to_ne_bytes());
             }
         }
