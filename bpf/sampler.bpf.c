@@ -10,7 +10,8 @@
  *   first sight as a baseline.
  * - jp_on_fork: children of followed processes become followed and tracked.
  *
- * Needs Linux 5.17 (bpf_loop); checked on 6.18.
+ * Needs Linux 5.15; walks with bpf_loop from 5.17 on (jp_on_sample), with a bounded loop before
+ * (jp_on_sample_bounded). Checked on 6.18.
  */
 #include "jp_vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -169,8 +170,12 @@ static long walk_frame(__u64 i, struct walk *w)
 	return 0;
 }
 
-SEC("perf_event")
-int jp_on_sample(struct bpf_perf_event_data *ctx)
+/*
+ * The start of a sample of the current thread, if its process is tracked: its time refreshed,
+ * and a ring-buffer record filled up to its frames (nframes 0). NULL if there is nothing to
+ * sample, or no room (counted).
+ */
+static __always_inline struct jp_sample *begin_sample(struct bpf_perf_event_data *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32;
@@ -208,9 +213,43 @@ int jp_on_sample(struct bpf_perf_event_data *ctx)
 	rec->bp = bp;
 	rec->nframes = 0;
 	rec->pad = 0;
+	return rec;
+}
 
-	struct walk w = { .rec = rec, .fp = bp };
-	bpf_loop(JP_MAX_FRAMES, walk_frame, &w, 0);
+/*
+ * One sample: the record begun, the walk, the record submitted. `bounded` is a constant in each
+ * program, so each keeps one way of walking: a program with the bounded loop does not call
+ * bpf_loop, and loads on kernels without it.
+ */
+static __always_inline int sample(struct bpf_perf_event_data *ctx, bool bounded)
+{
+	struct jp_sample *rec = begin_sample(ctx);
+
+	if (!rec)
+		return 0;
+	struct walk w = { .rec = rec, .fp = rec->bp };
+	if (bounded) {
+		for (__u32 i = 0; i < JP_MAX_FRAMES; i++) {
+			if (walk_frame(i, &w))
+				break;
+		}
+	} else {
+		bpf_loop(JP_MAX_FRAMES, walk_frame, &w, 0);
+	}
 	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
 	return 0;
+}
+
+/* The sampler, walking with bpf_loop (Linux 5.17 and later). */
+SEC("perf_event")
+int jp_on_sample(struct bpf_perf_event_data *ctx)
+{
+	return sample(ctx, false);
+}
+
+/* The same sampler for kernels without bpf_loop (5.15, 5.16): a bounded loop. */
+SEC("perf_event")
+int jp_on_sample_bounded(struct bpf_perf_event_data *ctx)
+{
+	return sample(ctx, true);
 }

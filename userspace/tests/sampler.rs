@@ -11,7 +11,7 @@ use std::thread::sleep;
 use std::time::Duration;
 
 use joularcode_bpf::discovery::{Discovery, Target};
-use joularcode_bpf::sampler::{monotonic_ns, Sample, Sampler, ThreadTime, CONSUME_INTERVAL};
+use joularcode_bpf::sampler::{monotonic_ns, Sample, Sampler, ThreadTime, Walk, CONSUME_INTERVAL};
 use joularcode_tests::{all_jdks, jdk, Jvm};
 
 fn sampler() -> Sampler {
@@ -212,10 +212,11 @@ fn threads_that_end_within_a_second_are_accounted_once_marked_exited() {
     assert!(reported.iter().all(|time| !names.contains(&time.name)));
 }
 
-/// The samples of the JVM thread named `name`, over `seconds`.
-fn thread_samples(jvm: &Jvm, name: &str, seconds: u64) -> Vec<Sample> {
+/// The samples of the JVM thread named `name`, over `seconds`, walked the `walk` way.
+fn thread_samples(jvm: &Jvm, name: &str, seconds: u64, walk: Walk) -> Vec<Sample> {
     let (tid, _) = schedstat(jvm.pid())[name];
-    let sampler = sampler();
+    let sampler = Sampler::with_walk(100, walk)
+        .unwrap_or_else(|e| panic!("these tests load BPF programs and need root: {e}"));
     sampler.track(jvm.pid()).expect("track the JVM");
     sleep(Duration::from_secs(seconds));
     let samples: Vec<Sample> = samples_until_now(&sampler)
@@ -241,16 +242,20 @@ fn assert_nine_in_ten(passed: usize, total: usize, major: u32) {
 #[test]
 fn a_nine_deep_java_chain_is_walked_at_least_nine_frames_deep() {
     let _serial = serial();
+    assert_eq!(Walk::detect(), Walk::BpfLoop, "this kernel has bpf_loop");
     for jdk in all_jdks() {
         let jvm = Jvm::start(&jdk, &["-XX:+PreserveFramePointer"], "SamplerDeep", &[]);
-        let samples = thread_samples(&jvm, "Deep", 2);
-        let deep = samples.iter().filter(|s| s.frames.len() >= 9).count();
-        println!(
-            "Java {}: {deep} of {} samples at least 9 frames deep",
-            jdk.major,
-            samples.len()
-        );
-        assert_nine_in_ten(deep, samples.len(), jdk.major);
+        // Both ways of walking: bpf_loop, and the bounded loop that kernels before 5.17 get.
+        for walk in [Walk::BpfLoop, Walk::Bounded] {
+            let samples = thread_samples(&jvm, "Deep", 2, walk);
+            let deep = samples.iter().filter(|s| s.frames.len() >= 9).count();
+            println!(
+                "Java {} ({walk:?}): {deep} of {} samples at least 9 frames deep",
+                jdk.major,
+                samples.len()
+            );
+            assert_nine_in_ten(deep, samples.len(), jdk.major);
+        }
     }
 }
 
@@ -264,7 +269,7 @@ fn interpreted_frames_carry_their_method_pointer() {
             "SamplerDeep",
             &[],
         );
-        let samples = thread_samples(&jvm, "Deep", 2);
+        let samples = thread_samples(&jvm, "Deep", 2, Walk::detect());
         // Each interpreted frame of d1..d9 holds its Method* at fp-3 words: the same nine (or
         // more) non-zero values recur in (nearly) every sample.
         let mut seen: HashMap<u64, usize> = HashMap::new();

@@ -47,6 +47,31 @@ pub fn monotonic_ns() -> u64 {
     now.tv_sec() as u64 * 1_000_000_000 + now.tv_nsec() as u64
 }
 
+/// How the sampler's BPF program walks the frame-pointer chain. Both record the same frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Walk {
+    /// With the bpf_loop helper (Linux 5.17 and later): the verifier checks one step.
+    BpfLoop,
+    /// With a loop bounded to 128 steps, for kernels without bpf_loop (5.15, 5.16): the verifier
+    /// checks every step, so loading takes longer.
+    Bounded,
+}
+
+impl Walk {
+    /// [`Walk::BpfLoop`] if this kernel lets perf_event programs call bpf_loop, else
+    /// [`Walk::Bounded`].
+    pub fn detect() -> Walk {
+        let has_loop = libbpf_rs::ProgramType::PerfEvent
+            .is_helper_supported(libbpf_rs::libbpf_sys::BPF_FUNC_loop)
+            .unwrap_or(false);
+        if has_loop {
+            Walk::BpfLoop
+        } else {
+            Walk::Bounded
+        }
+    }
+}
+
 /// On-CPU time of one thread of a tracked process.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ThreadTime {
@@ -108,8 +133,14 @@ pub struct Sampler {
 
 impl Sampler {
     /// Checks the kernel and the privileges, loads the programs and starts sampling every
-    /// online CPU at `rate_hz` samples per second of CPU time (for tracked processes only).
+    /// online CPU at `rate_hz` samples per second of CPU time (for tracked processes only),
+    /// walking stacks the best way this kernel allows ([`Walk::detect`]).
     pub fn new(rate_hz: u64) -> Result<Sampler, SamplerError> {
+        Sampler::with_walk(rate_hz, Walk::detect())
+    }
+
+    /// [`Sampler::new`], with the given way of walking stacks.
+    pub fn with_walk(rate_hz: u64, walk: Walk) -> Result<Sampler, SamplerError> {
         privileges::check_kernel().map_err(SamplerError::Kernel)?;
         privileges::check_privileges().map_err(SamplerError::Privileges)?;
         if rate_hz == 0 || rate_hz > 10_000 {
@@ -129,6 +160,11 @@ impl Sampler {
             .samples
             .set_max_entries(ring_size(rate_hz, cpus.len()))
             .map_err(bpf_error("size the ring buffer"))?;
+        let unused = match walk {
+            Walk::BpfLoop => &mut open.progs.jp_on_sample_bounded,
+            Walk::Bounded => &mut open.progs.jp_on_sample,
+        };
+        unused.set_autoload(false);
         let mut skel = open.load().map_err(bpf_error("load the BPF programs"))?;
         skel.attach()
             .map_err(bpf_error("attach the scheduler tracepoints"))?;
@@ -146,9 +182,11 @@ impl Sampler {
                     "cannot open the cpu-clock perf event on CPU {cpu} at {rate_hz} Hz: {e}{hint}"
                 ))
             })?;
-            let link = skel
-                .progs
-                .jp_on_sample
+            let program = match walk {
+                Walk::BpfLoop => &skel.progs.jp_on_sample,
+                Walk::Bounded => &skel.progs.jp_on_sample_bounded,
+            };
+            let link = program
                 .attach_perf_event(fd.as_raw_fd())
                 .map_err(bpf_error("attach the sampler to a perf event"))?;
             // The link owns the perf event from now on and closes it when dropped.

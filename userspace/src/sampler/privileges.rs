@@ -6,9 +6,9 @@ use std::fs;
 
 /// Where the kernel tells its release.
 const OS_RELEASE: &str = "/proc/sys/kernel/osrelease";
-/// The oldest kernel that runs the sampler: bpf_loop came in 5.17 (the ring buffer in 5.8,
-/// bpf_task_pt_regs in 5.15).
-pub const MIN_KERNEL: (u32, u32) = (5, 17);
+/// The oldest kernel that runs the sampler: bpf_task_pt_regs came in 5.15 (the ring buffer in
+/// 5.8; bpf_loop, used from 5.17 on, is replaced by a bounded loop before).
+pub const MIN_KERNEL: (u32, u32) = (5, 15);
 
 const CAP_SYS_ADMIN: u32 = 21;
 const CAP_PERFMON: u32 = 38;
@@ -34,7 +34,7 @@ pub fn check_kernel() -> Result<(), String> {
     })?;
     if version < MIN_KERNEL {
         return Err(format!(
-            "Linux {} is too old: joularcode-bpf needs Linux {}.{} or newer (for bpf_loop)",
+            "Linux {} is too old: joularcode-bpf needs Linux {}.{} or newer (for bpf_task_pt_regs)",
             release.trim(),
             MIN_KERNEL.0,
             MIN_KERNEL.1
@@ -87,8 +87,8 @@ mod tests {
         assert_eq!(parse_release("5.15.0-91-generic"), Some((5, 15)));
         assert_eq!(parse_release("6.1"), Some((6, 1)));
         assert_eq!(parse_release("x.y"), None);
-        assert!(parse_release("5.16.3").expect("a release") < MIN_KERNEL);
-        assert!(parse_release("5.17.0").expect("a release") >= MIN_KERNEL);
+        assert!(parse_release("5.14.21").expect("a release") < MIN_KERNEL);
+        assert!(parse_release("5.15.0").expect("a release") >= MIN_KERNEL);
     }
 
     #[test]
