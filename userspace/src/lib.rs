@@ -2,5 +2,8 @@
 //! shares out the CPU power among Java branches with joularcode-core.
 
 pub mod attach;
+pub mod cli;
+pub mod discovery;
 pub mod hotspot;
 pub mod jit;
+pub mod sampler;

@@ -1,0 +1,110 @@
+//! The command line: `joularcode-bpf <SUBCOMMAND>`.
+
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::discovery::Target;
+
+/// Energy per Java execution branch, for one JVM or every JVM of this host, sampled from
+/// outside the JVM with eBPF. Needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE).
+#[derive(Debug, Parser)]
+#[command(name = "joularcode-bpf", version)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Debugging: sample JVM threads for a few seconds and show, per thread, the samples, the
+    /// on-CPU time, the depth of the frame-pointer walks, and the samples lost.
+    Raw(RawArgs),
+}
+
+/// Which JVMs to profile: `--pid PID` or `--all`.
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+pub struct TargetArgs {
+    /// The JVM with this process id.
+    #[arg(long, value_name = "PID")]
+    pub pid: Option<u32>,
+    /// Every JVM of the host, including those that start while it runs.
+    #[arg(long)]
+    pub all: bool,
+}
+
+impl TargetArgs {
+    /// The target these flags name.
+    pub fn target(&self) -> Target {
+        match self.pid {
+            Some(pid) => Target::Pid(pid),
+            None => Target::All,
+        }
+    }
+}
+
+/// `joularcode-bpf raw`.
+#[derive(Debug, Args)]
+pub struct RawArgs {
+    /// Which JVMs.
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// How long to sample, in seconds (Ctrl-C stops earlier).
+    #[arg(long, value_name = "SECONDS", default_value_t = 5.0, value_parser = parse_seconds)]
+    pub duration: f64,
+    /// Samples per second of CPU time of each thread.
+    #[arg(long, value_name = "HZ", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub rate: u64,
+}
+
+impl RawArgs {
+    /// `--duration` as a Duration.
+    pub fn duration(&self) -> Duration {
+        Duration::from_secs_f64(self.duration)
+    }
+}
+
+fn parse_seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(seconds) if seconds > 0.0 && seconds <= 86_400.0 => Ok(seconds),
+        _ => Err(format!(
+            "{text:?} is not a number of seconds between 0 and 86400"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_cli_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn raw_takes_a_pid_or_all() {
+        let cli = Cli::try_parse_from(["joularcode-bpf", "raw", "--pid", "42", "--duration", "2"])
+            .expect("valid");
+        let Command::Raw(raw) = cli.command;
+        assert_eq!(raw.target.target(), Target::Pid(42));
+        assert_eq!(raw.duration(), Duration::from_secs(2));
+        assert_eq!(raw.rate, 100);
+        let cli = Cli::try_parse_from(["joularcode-bpf", "raw", "--all", "--rate", "1000"])
+            .expect("valid");
+        let Command::Raw(raw) = cli.command;
+        assert_eq!((raw.target.target(), raw.rate), (Target::All, 1000));
+        for bad in [
+            &["joularcode-bpf", "raw"][..],
+            &["joularcode-bpf", "raw", "--pid", "1", "--all"],
+            &["joularcode-bpf", "raw", "--all", "--duration", "-1"],
+            &["joularcode-bpf", "raw", "--all", "--rate", "0"],
+        ] {
+            assert!(Cli::try_parse_from(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,327 @@
+//! Finding the JVMs to profile: one given process, or every process of the host that maps
+//! `libjvm.so`, kept current by [`Discovery::update`] (call it on a timer: about once a second is
+//! enough, and a rescan costs one small read per process, plus its maps while it is new).
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::fmt;
+use std::fs::{self, File};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+
+use crate::sampler::{Sampler, SamplerError};
+
+/// What to profile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// One JVM, by pid.
+    Pid(u32),
+    /// Every JVM of the host, including those that start later.
+    All,
+}
+
+/// Why a process cannot be profiled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DiscoveryError {
+    /// There is no such process.
+    NoProcess(u32),
+    /// The process does not map libjvm.so.
+    NotJvm(u32),
+    /// Its maps could not be read (the message says why).
+    Unreadable(String),
+}
+
+impl fmt::Display for DiscoveryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DiscoveryError::NoProcess(pid) => write!(f, "process {pid} does not exist"),
+            DiscoveryError::NotJvm(pid) => {
+                write!(f, "process {pid} is not a JVM (it does not map libjvm.so)")
+            }
+            DiscoveryError::Unreadable(msg) => f.write_str(msg),
+        }
+    }
+}
+
+impl std::error::Error for DiscoveryError {}
+
+/// The JVMs that started and ended since the previous scan.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Changes {
+    /// JVMs seen for the first time.
+    pub started: Vec<u32>,
+    /// JVMs gone.
+    pub ended: Vec<u32>,
+}
+
+/// A process is rechecked for libjvm.so at this many scans after its start (or its last exec),
+/// then known not to be a JVM: a JVM maps libjvm.so within its first instants.
+const CHECKS_BEFORE_VERDICT: u32 = 5;
+
+/// What a process is known to be, under which identity (a reused pid or an exec resets it).
+struct Seen {
+    identity: String,
+    checks: u32,
+    jvm: bool,
+}
+
+impl Seen {
+    /// Whether its maps must be read again: a JVM stays one (it never unmaps libjvm.so).
+    fn undecided(&self) -> bool {
+        !self.jvm && self.checks < CHECKS_BEFORE_VERDICT
+    }
+}
+
+/// The JVMs of one [`Target`], kept current across rescans.
+pub struct Discovery {
+    proc_root: PathBuf,
+    target: Target,
+    jvms: BTreeSet<u32>,
+    seen: HashMap<u32, Seen>,
+}
+
+impl Discovery {
+    /// Discovery on the real /proc. For [`Target::Pid`], fails with a clear message unless the
+    /// process exists and maps libjvm.so.
+    pub fn new(target: Target) -> Result<Discovery, DiscoveryError> {
+        Discovery::with_proc_root("/proc", target)
+    }
+
+    /// Discovery on a /proc tree mounted (or faked) elsewhere.
+    pub fn with_proc_root(
+        proc_root: impl Into<PathBuf>,
+        target: Target,
+    ) -> Result<Discovery, DiscoveryError> {
+        let discovery = Discovery {
+            proc_root: proc_root.into(),
+            target,
+            jvms: BTreeSet::new(),
+            seen: HashMap::new(),
+        };
+        if let Target::Pid(pid) = target {
+            check_jvm(&discovery.proc_root, pid)?;
+        }
+        Ok(discovery)
+    }
+
+    /// The JVMs known after the last scan.
+    pub fn jvms(&self) -> &BTreeSet<u32> {
+        &self.jvms
+    }
+
+    /// Scans /proc and returns the JVMs that started and ended since the previous scan.
+    pub fn rescan(&mut self) -> Changes {
+        let now: BTreeSet<u32> = match self.target {
+            Target::Pid(pid) => match check_jvm(&self.proc_root, pid) {
+                Ok(()) => BTreeSet::from([pid]),
+                Err(_) => BTreeSet::new(),
+            },
+            Target::All => self.scan_all(),
+        };
+        let changes = Changes {
+            started: now.difference(&self.jvms).copied().collect(),
+            ended: self.jvms.difference(&now).copied().collect(),
+        };
+        self.jvms = now;
+        changes
+    }
+
+    /// Rescans, and tracks the JVMs that started and untracks those that ended. A JVM that ends
+    /// before it is tracked is left out.
+    pub fn update(&mut self, sampler: &Sampler) -> Result<Changes, SamplerError> {
+        let mut changes = self.rescan();
+        for &pid in &changes.ended {
+            sampler.untrack(pid);
+        }
+        let mut gone = Vec::new();
+        for &pid in &changes.started {
+            if let Err(e) = sampler.track(pid) {
+                if self.proc_root.join(pid.to_string()).exists() {
+                    return Err(e);
+                }
+                gone.push(pid);
+            }
+        }
+        changes.started.retain(|pid| !gone.contains(pid));
+        self.jvms.retain(|pid| !gone.contains(pid));
+        Ok(changes)
+    }
+
+    fn scan_all(&mut self) -> BTreeSet<u32> {
+        let Ok(entries) = fs::read_dir(&self.proc_root) else {
+            return BTreeSet::new();
+        };
+        let pids: HashSet<u32> = entries
+            .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+            .filter(|&pid| pid != std::process::id())
+            .collect();
+        self.seen.retain(|pid, _| pids.contains(pid));
+        let mut jvms = BTreeSet::new();
+        for pid in pids {
+            let Some(identity) = identity(&self.proc_root, pid) else {
+                continue;
+            };
+            let fresh = || Seen {
+                identity: identity.clone(),
+                checks: 0,
+                jvm: false,
+            };
+            let seen = self.seen.entry(pid).or_insert_with(fresh);
+            if seen.identity != identity {
+                *seen = fresh();
+            }
+            if seen.undecided() {
+                seen.checks += 1;
+                seen.jvm = maps_libjvm(&self.proc_root, pid) == Ok(true);
+            }
+            if seen.jvm {
+                jvms.insert(pid);
+            }
+        }
+        jvms
+    }
+}
+
+/// Start time and name of a process (from /proc/PID/stat): they change when the pid is reused
+/// or the process execs another program.
+fn identity(proc_root: &Path, pid: u32) -> Option<String> {
+    let stat = fs::read_to_string(proc_root.join(format!("{pid}/stat"))).ok()?;
+    let (name, rest) = stat.split_once(" (")?.1.rsplit_once(") ")?;
+    let start_time = rest.split_whitespace().nth(19)?;
+    Some(format!("{start_time} {name}"))
+}
+
+/// Whether process `pid` maps libjvm.so. Reads its maps line by line, up to the first match.
+pub fn maps_libjvm(proc_root: &Path, pid: u32) -> Result<bool, DiscoveryError> {
+    let path = proc_root.join(format!("{pid}/maps"));
+    let file = File::open(&path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => DiscoveryError::NoProcess(pid),
+        _ => DiscoveryError::Unreadable(format!(
+            "cannot read {}: {e} (run as root, or with CAP_SYS_PTRACE)",
+            path.display()
+        )),
+    })?;
+    // Byte lines: a mapped path need not be UTF-8.
+    for line in BufReader::new(file).split(b'\n') {
+        let line = line.map_err(|e| {
+            DiscoveryError::Unreadable(format!("cannot read {}: {e}", path.display()))
+        })?;
+        if line.ends_with(b"/libjvm.so") || line.ends_with(b"/libjvm.so (deleted)") {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Fails unless process `pid` exists and maps libjvm.so.
+pub fn check_jvm(proc_root: &Path, pid: u32) -> Result<(), DiscoveryError> {
+    if !proc_root.join(pid.to_string()).is_dir() {
+        return Err(DiscoveryError::NoProcess(pid));
+    }
+    match maps_libjvm(proc_root, pid)? {
+        true => Ok(()),
+        false => Err(DiscoveryError::NotJvm(pid)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const JVM_MAPS: &str = "55d0c0000000-55d0c0001000 r--p 00000000 08:01 1 /usr/bin/java\n\
+        7f0000000000-7f0000200000 r-xp 00000000 08:01 2 /usr/lib/jvm/java-17/lib/server/libjvm.so\n";
+    const OTHER_MAPS: &str = "55d0c0000000-55d0c0001000 r--p 00000000 08:01 1 /usr/bin/bash\n\
+        7f0000000000-7f0000200000 r-xp 00000000 08:01 3 /usr/lib/libjvm.so.bak\n";
+
+    struct FakeProc(PathBuf);
+
+    impl FakeProc {
+        fn new(name: &str) -> FakeProc {
+            let root =
+                std::env::temp_dir().join(format!("jp-discovery-{name}-{}", std::process::id()));
+            let _ = fs::remove_dir_all(&root);
+            fs::create_dir_all(&root).expect("temp dir");
+            FakeProc(root)
+        }
+
+        fn process(&self, pid: u32, comm: &str, start: u64, maps: &str) {
+            let dir = self.0.join(pid.to_string());
+            fs::create_dir_all(&dir).expect("process dir");
+            let stat =
+                format!("{pid} ({comm}) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 {start} 0 0");
+            fs::write(dir.join("stat"), stat).expect("stat");
+            fs::write(dir.join("maps"), maps).expect("maps");
+        }
+
+        fn end(&self, pid: u32) {
+            fs::remove_dir_all(self.0.join(pid.to_string())).expect("remove process");
+        }
+    }
+
+    impl Drop for FakeProc {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[test]
+    fn a_given_pid_must_be_a_live_jvm() {
+        let proc = FakeProc::new("pid");
+        proc.process(10, "java", 5, JVM_MAPS);
+        proc.process(11, "bash", 5, OTHER_MAPS);
+        assert!(Discovery::with_proc_root(&proc.0, Target::Pid(10)).is_ok());
+        let not_jvm = Discovery::with_proc_root(&proc.0, Target::Pid(11))
+            .err()
+            .expect("not a JVM");
+        assert_eq!(
+            not_jvm.to_string(),
+            "process 11 is not a JVM (it does not map libjvm.so)"
+        );
+        let missing = Discovery::with_proc_root(&proc.0, Target::Pid(12))
+            .err()
+            .expect("missing");
+        assert_eq!(missing, DiscoveryError::NoProcess(12));
+    }
+
+    #[test]
+    fn finds_jvms_as_they_start_and_end() {
+        let proc = FakeProc::new("all");
+        proc.process(10, "java", 5, JVM_MAPS);
+        proc.process(11, "bash", 5, OTHER_MAPS);
+        let mut discovery = Discovery::with_proc_root(&proc.0, Target::All).expect("discovery");
+        assert_eq!(
+            discovery.rescan(),
+            Changes {
+                started: vec![10],
+                ended: vec![]
+            }
+        );
+        assert_eq!(discovery.rescan(), Changes::default());
+
+        proc.process(12, "java", 9, JVM_MAPS);
+        proc.end(10);
+        assert_eq!(
+            discovery.rescan(),
+            Changes {
+                started: vec![12],
+                ended: vec![10]
+            }
+        );
+        assert_eq!(discovery.jvms(), &BTreeSet::from([12]));
+    }
+
+    #[test]
+    fn a_process_that_loads_the_jvm_late_or_execs_one_is_found() {
+        let proc = FakeProc::new("late");
+        proc.process(20, "launcher", 7, OTHER_MAPS);
+        let mut discovery = Discovery::with_proc_root(&proc.0, Target::All).expect("discovery");
+        for _ in 0..CHECKS_BEFORE_VERDICT {
+            assert_eq!(discovery.rescan(), Changes::default());
+        }
+        // Past the verdict, the same process is no longer read...
+        proc.process(20, "launcher", 7, JVM_MAPS);
+        assert_eq!(discovery.rescan(), Changes::default());
+        // ...until it execs another program (its name changes) or the pid is reused.
+        proc.process(20, "java", 7, JVM_MAPS);
+        assert_eq!(discovery.rescan().started, vec![20]);
+    }
+}

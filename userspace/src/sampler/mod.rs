@@ -1,0 +1,481 @@
+//! The eBPF sampler: stack samples and exact on-CPU time of every thread of the tracked
+//! processes (see docs/sampler.md).
+//!
+//! [`Sampler::new`] loads the programs of `bpf/sampler.bpf.c`, attaches the scheduler
+//! tracepoints and one cpu-clock perf event per online CPU, and starts a thread that drains the
+//! ring buffer every [`CONSUME_INTERVAL`] into a bounded channel ([`Sampler::samples`]).
+//! Nothing is sampled until a process is tracked ([`Sampler::track`], [`Sampler::follow`]).
+//! Dropping the sampler detaches and unloads everything; the process's exit does too.
+
+mod perf;
+pub mod privileges;
+pub mod raw;
+mod record;
+pub mod signals;
+
+use std::fmt;
+use std::fs;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, IntoRawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, RingBufferBuilder};
+use record::RECORD_LEN;
+
+pub use record::{RawFrame, Sample, MAX_FRAMES};
+
+mod skel {
+    include!(concat!(env!("OUT_DIR"), "/sampler.skel.rs"));
+}
+use skel::{SamplerSkel, SamplerSkelBuilder};
+
+/// How often the consumer thread drains the ring buffer (the BPF side never wakes it up).
+pub const CONSUME_INTERVAL: Duration = Duration::from_millis(100);
+/// Seconds of samples the channel holds before the consumer thread drops new ones (counted in
+/// [`Sampler::drops`]): read [`Sampler::samples`] at least this often.
+pub const CHANNEL_SECONDS: u64 = 4;
+
+/// Now on CLOCK_MONOTONIC, the clock of [`Sample::time_ns`].
+pub fn monotonic_ns() -> u64 {
+    let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .expect("CLOCK_MONOTONIC is always available on Linux");
+    now.tv_sec() as u64 * 1_000_000_000 + now.tv_nsec() as u64
+}
+
+/// How the sampler's BPF program walks the frame-pointer chain. Both record the same frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Walk {
+    /// With the bpf_loop helper (Linux 5.17 and later): the verifier checks one step.
+    BpfLoop,
+    /// With a loop bounded to 128 steps, for kernels without bpf_loop (5.15, 5.16): the verifier
+    /// checks every step, so loading takes longer.
+    Bounded,
+}
+
+impl Walk {
+    /// [`Walk::BpfLoop`] if this kernel lets perf_event programs call bpf_loop, else
+    /// [`Walk::Bounded`].
+    pub fn detect() -> Walk {
+        let has_loop = libbpf_rs::ProgramType::PerfEvent
+            .is_helper_supported(libbpf_rs::libbpf_sys::BPF_FUNC_loop)
+            .unwrap_or(false);
+        if has_loop {
+            Walk::BpfLoop
+        } else {
+            Walk::Bounded
+        }
+    }
+}
+
+/// On-CPU time of one thread of a tracked process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadTime {
+    /// The process (tgid).
+    pub pid: u32,
+    /// The thread.
+    pub tid: u32,
+    /// Nanoseconds on CPU since the process was tracked (or since the thread started, if later):
+    /// cumulative, so a caller takes differences between two reads.
+    pub on_cpu_ns: u64,
+    /// The thread's name (comm), as of its last update.
+    pub name: String,
+    /// The thread has exited: this is its final time, and it is not reported again.
+    pub exited: bool,
+}
+
+/// Why the sampler could not start or could not change what it tracks.
+#[derive(Debug)]
+pub enum SamplerError {
+    /// Not root, and without the capabilities needed (the message names them).
+    Privileges(String),
+    /// The kernel is too old, or a file describing it is unreadable.
+    Kernel(String),
+    /// The BPF programs could not be opened, loaded or attached.
+    Bpf(String),
+    /// A perf event could not be opened.
+    Perf(String),
+    /// A process to track does not exist or cannot be read.
+    Process(String),
+}
+
+impl fmt::Display for SamplerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SamplerError::Privileges(msg)
+            | SamplerError::Kernel(msg)
+            | SamplerError::Bpf(msg)
+            | SamplerError::Perf(msg)
+            | SamplerError::Process(msg) => f.write_str(msg),
+        }
+    }
+}
+
+impl std::error::Error for SamplerError {}
+
+fn bpf_error(what: &str) -> impl FnOnce(libbpf_rs::Error) -> SamplerError + '_ {
+    move |e| SamplerError::Bpf(format!("cannot {what} (bpf/sampler.bpf.c): {e}"))
+}
+
+/// The loaded and attached sampler.
+pub struct Sampler {
+    stop: Arc<AtomicBool>,
+    consumer: Option<JoinHandle<()>>,
+    samples: Receiver<Sample>,
+    channel_drops: Arc<AtomicU64>,
+    perf_links: Vec<Link>,
+    skel: SamplerSkel<'static>,
+}
+
+impl Sampler {
+    /// Checks the kernel and the privileges, loads the programs and starts sampling every
+    /// online CPU at `rate_hz` samples per second of CPU time (for tracked processes only),
+    /// walking stacks the best way this kernel allows ([`Walk::detect`]).
+    pub fn new(rate_hz: u64) -> Result<Sampler, SamplerError> {
+        Sampler::with_walk(rate_hz, Walk::detect())
+    }
+
+    /// [`Sampler::new`], with the given way of walking stacks.
+    pub fn with_walk(rate_hz: u64, walk: Walk) -> Result<Sampler, SamplerError> {
+        privileges::check_kernel().map_err(SamplerError::Kernel)?;
+        privileges::check_privileges().map_err(SamplerError::Privileges)?;
+        if rate_hz == 0 || rate_hz > 10_000 {
+            return Err(SamplerError::Perf(format!(
+                "a sample rate of {rate_hz} Hz is out of range: use 1 to 10000 Hz"
+            )));
+        }
+        let cpus = perf::online_cpus().map_err(SamplerError::Kernel)?;
+        // The skeleton borrows the storage of its object for its whole life, which is the
+        // sampler's: these few bytes are leaked (the object itself is freed with the skeleton).
+        let storage: &'static mut MaybeUninit<OpenObject> =
+            Box::leak(Box::new(MaybeUninit::uninit()));
+        let mut open = SamplerSkelBuilder::default()
+            .open(storage)
+            .map_err(bpf_error("open the BPF object"))?;
+        open.maps
+            .samples
+            .set_max_entries(ring_size(rate_hz, cpus.len()))
+            .map_err(bpf_error("size the ring buffer"))?;
+        let unused = match walk {
+            Walk::BpfLoop => &mut open.progs.jp_on_sample_bounded,
+            Walk::Bounded => &mut open.progs.jp_on_sample,
+        };
+        unused.set_autoload(false);
+        let mut skel = open.load().map_err(bpf_error("load the BPF programs"))?;
+        skel.attach()
+            .map_err(bpf_error("attach the scheduler tracepoints"))?;
+
+        let mut perf_links = Vec::with_capacity(cpus.len());
+        for &cpu in &cpus {
+            let fd = perf::open_cpu_clock(cpu, rate_hz).map_err(|e| {
+                let hint = match e.raw_os_error() {
+                    Some(libc::EINVAL) => {
+                        " (is the rate above /proc/sys/kernel/perf_event_max_sample_rate?)"
+                    }
+                    _ => "",
+                };
+                SamplerError::Perf(format!(
+                    "cannot open the cpu-clock perf event on CPU {cpu} at {rate_hz} Hz: {e}{hint}"
+                ))
+            })?;
+            let program = match walk {
+                Walk::BpfLoop => &skel.progs.jp_on_sample,
+                Walk::Bounded => &skel.progs.jp_on_sample_bounded,
+            };
+            let link = program
+                .attach_perf_event(fd.as_raw_fd())
+                .map_err(bpf_error("attach the sampler to a perf event"))?;
+            // The link owns the perf event from now on and closes it when dropped.
+            let _ = fd.into_raw_fd();
+            perf_links.push(link);
+        }
+
+        let (sender, samples) = mpsc::sync_channel(channel_capacity(rate_hz, cpus.len()));
+        let channel_drops = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let consumer = start_consumer(&skel, sender, channel_drops.clone(), stop.clone())?;
+        Ok(Sampler {
+            stop,
+            consumer: Some(consumer),
+            samples,
+            channel_drops,
+            perf_links,
+            skel,
+        })
+    }
+
+    /// The samples, in the order the ring buffer delivered them (per CPU in time order). The
+    /// consumer thread adds the newest ones every [`CONSUME_INTERVAL`].
+    pub fn samples(&self) -> &Receiver<Sample> {
+        &self.samples
+    }
+
+    /// Starts sampling and accounting the threads of process `pid`. Its threads' on-CPU time
+    /// counts from now: each existing thread's baseline is its schedstat runtime now.
+    pub fn track(&self, pid: u32) -> Result<(), SamplerError> {
+        let tasks = format!("/proc/{pid}/task");
+        let entries = fs::read_dir(&tasks).map_err(|e| {
+            SamplerError::Process(format!("cannot track process {pid}: {tasks}: {e}"))
+        })?;
+        for tid in entries.filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        {
+            if let Some(thread) = read_thread(pid, tid) {
+                // An entry the BPF side made first is as good: keep it.
+                let _ =
+                    self.skel
+                        .maps
+                        .threads
+                        .update(&tid.to_ne_bytes(), &thread, MapFlags::NO_EXIST);
+            }
+        }
+        mark(&self.skel.maps.tracked, pid, "track")
+    }
+
+    /// Tracks `pid` and every process it starts from now on, and theirs in turn.
+    pub fn follow(&self, pid: u32) -> Result<(), SamplerError> {
+        mark(&self.skel.maps.followed, pid, "follow")?;
+        self.track(pid)
+    }
+
+    /// Stops sampling, accounting and following `pid`, and forgets the times of its live
+    /// threads. Threads that have exited (all of them, if the process has ended) are still
+    /// reported, once, by the next [`Sampler::thread_times`].
+    ///
+    /// A process that ends stops being tracked and followed by itself; untracking it is still
+    /// needed to forget it if its pid is reused.
+    pub fn untrack(&self, pid: u32) {
+        // A missing key is not an error: the process was not tracked.
+        let _ = self.skel.maps.tracked.delete(&pid.to_ne_bytes());
+        let _ = self.skel.maps.followed.delete(&pid.to_ne_bytes());
+        for (tid, thread) in self.read_threads() {
+            if thread.pid == pid && !thread.exited {
+                let _ = self.skel.maps.threads.delete(&tid.to_ne_bytes());
+            }
+        }
+    }
+
+    /// The processes tracked now (including those [`Sampler::follow`] added).
+    pub fn tracked(&self) -> Vec<u32> {
+        self.skel
+            .maps
+            .tracked
+            .keys()
+            .filter_map(|key| Some(u32::from_ne_bytes(key.as_slice().try_into().ok()?)))
+            .collect()
+    }
+
+    /// The on-CPU time of every thread of the tracked processes, exited ones included. An
+    /// exited thread is reported once, then forgotten.
+    pub fn thread_times(&self) -> Vec<ThreadTime> {
+        let times: Vec<ThreadTime> = self
+            .read_threads()
+            .into_iter()
+            .map(|(tid, thread)| ThreadTime {
+                pid: thread.pid,
+                tid,
+                on_cpu_ns: thread.runtime.saturating_sub(thread.baseline),
+                name: thread.name,
+                exited: thread.exited,
+            })
+            .collect();
+        for time in times.iter().filter(|time| time.exited) {
+            let _ = self.skel.maps.threads.delete(&time.tid.to_ne_bytes());
+        }
+        times
+    }
+
+    /// Samples lost so far: ring buffer full (BPF side) or channel full (nobody reading).
+    pub fn drops(&self) -> u64 {
+        let bpf = self.skel.maps.bss_data.as_ref().map_or(0, |bss| {
+            // SAFETY: the .bss is mapped shared with the kernel; a volatile read sees the
+            // counter the BPF programs increment atomically.
+            unsafe { std::ptr::read_volatile(&bss.ring_drops) }
+        });
+        bpf + self.channel_drops.load(Ordering::Relaxed)
+    }
+
+    /// Threads that were not accounted because the thread table (65,536 threads) was full.
+    pub fn thread_drops(&self) -> u64 {
+        self.skel.maps.bss_data.as_ref().map_or(0, |bss| {
+            // SAFETY: as in drops().
+            unsafe { std::ptr::read_volatile(&bss.thread_drops) }
+        })
+    }
+
+    /// The online CPUs sampled (one perf event each).
+    pub fn cpus(&self) -> usize {
+        self.perf_links.len()
+    }
+
+    fn read_threads(&self) -> Vec<(u32, ThreadEntry)> {
+        let map = &self.skel.maps.threads;
+        map.keys()
+            .filter_map(|key| {
+                let tid = u32::from_ne_bytes(key.as_slice().try_into().ok()?);
+                let value = map.lookup(&key, MapFlags::ANY).ok()??;
+                Some((tid, ThreadEntry::parse(&value)?))
+            })
+            .collect()
+    }
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(consumer) = self.consumer.take() {
+            let _ = consumer.join();
+        }
+        // The perf links, then the skeleton (tracepoint links, programs, maps) drop after this.
+    }
+}
+
+/// Adds `pid` to a set of pids (the map `tracked` or `followed`); `verb` says which, for the error.
+fn mark(set: &dyn MapCore, pid: u32, verb: &str) -> Result<(), SamplerError> {
+    set.update(&pid.to_ne_bytes(), &[1], MapFlags::ANY)
+        .map_err(|e| {
+            SamplerError::Bpf(format!(
+                "cannot {verb} process {pid} (map {}): {e}",
+                set.name().to_string_lossy()
+            ))
+        })
+}
+
+/// Bytes of ring buffer for `cpus` CPUs sampled at `rate_hz`: room for one second of samples
+/// (ten times what the consumer drains at each pass), as a power of two from 1 MiB to 256 MiB.
+fn ring_size(rate_hz: u64, cpus: usize) -> u32 {
+    let second = rate_hz
+        .saturating_mul(cpus as u64)
+        .saturating_mul(RECORD_LEN as u64);
+    second.clamp(1 << 20, 1 << 28).next_power_of_two() as u32
+}
+
+/// Samples the channel holds: [`CHANNEL_SECONDS`] of samples of `cpus` busy CPUs, at least 1024.
+fn channel_capacity(rate_hz: u64, cpus: usize) -> usize {
+    let samples = rate_hz
+        .saturating_mul(cpus as u64)
+        .saturating_mul(CHANNEL_SECONDS);
+    samples.clamp(1024, 1 << 22) as usize
+}
+
+/// Starts the thread that drains the ring buffer into the channel until `stop` is set.
+fn start_consumer(
+    skel: &SamplerSkel<'static>,
+    sender: SyncSender<Sample>,
+    channel_drops: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+) -> Result<JoinHandle<()>, SamplerError> {
+    let mut builder = RingBufferBuilder::new();
+    builder
+        .add(&skel.maps.samples, move |bytes: &[u8]| {
+            // A record too short for its header cannot come from our program: skip it.
+            if let Some(sample) = Sample::parse(bytes) {
+                if sender.try_send(sample).is_err() {
+                    channel_drops.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            0
+        })
+        .map_err(bpf_error("read the ring buffer"))?;
+    let ring = builder.build().map_err(bpf_error("map the ring buffer"))?;
+    thread::Builder::new()
+        .name("jp-ring".into())
+        .spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let _ = ring.consume();
+                thread::sleep(CONSUME_INTERVAL);
+            }
+            let _ = ring.consume();
+        })
+        .map_err(|e| SamplerError::Bpf(format!("cannot start the ring buffer thread: {e}")))
+}
+
+/// A value of the BPF map `threads` (`struct jp_thread`, 40 bytes).
+struct ThreadEntry {
+    pid: u32,
+    exited: bool,
+    baseline: u64,
+    runtime: u64,
+    name: String,
+}
+
+const THREAD_ENTRY_LEN: usize = 40;
+
+impl ThreadEntry {
+    fn parse(bytes: &[u8]) -> Option<ThreadEntry> {
+        let bytes: &[u8; THREAD_ENTRY_LEN] = bytes.get(..THREAD_ENTRY_LEN)?.try_into().ok()?;
+        let word = |at: usize| u64::from_ne_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+        let comm = &bytes[24..40];
+        let len = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
+        Some(ThreadEntry {
+            pid: u32::from_ne_bytes(bytes[0..4].try_into().expect("4 bytes")),
+            exited: bytes[4..8] != [0; 4],
+            baseline: word(8),
+            runtime: word(16),
+            name: String::from_utf8_lossy(&comm[..len]).into_owned(),
+        })
+    }
+
+    fn to_bytes(pid: u32, runtime: u64, name: &str) -> [u8; THREAD_ENTRY_LEN] {
+        let mut bytes = [0; THREAD_ENTRY_LEN];
+        bytes[0..4].copy_from_slice(&pid.to_ne_bytes());
+        bytes[8..16].copy_from_slice(&runtime.to_ne_bytes());
+        bytes[16..24].copy_from_slice(&runtime.to_ne_bytes());
+        let name = &name.as_bytes()[..name.len().min(15)];
+        bytes[24..24 + name.len()].copy_from_slice(name);
+        bytes
+    }
+}
+
+/// A `threads` entry for a thread that exists now, with its schedstat runtime as the baseline.
+fn read_thread(pid: u32, tid: u32) -> Option<[u8; THREAD_ENTRY_LEN]> {
+    let dir = format!("/proc/{pid}/task/{tid}");
+    let schedstat = fs::read_to_string(format!("{dir}/schedstat")).ok()?;
+    let runtime = schedstat.split_whitespace().next()?.parse().ok()?;
+    let name = fs::read_to_string(format!("{dir}/comm")).ok()?;
+    Some(ThreadEntry::to_bytes(
+        pid,
+        runtime,
+        name.trim_end_matches('\n'),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ring_holds_a_second_of_samples() {
+        assert_eq!(ring_size(100, 2), 1 << 20);
+        assert_eq!(ring_size(1000, 2), 1 << 23);
+        assert_eq!(ring_size(100, 64), 1 << 25);
+        assert_eq!(ring_size(10_000, 4096), 1 << 28);
+        assert!(ring_size(100, 8) as usize >= 100 * 8 * RECORD_LEN);
+    }
+
+    #[test]
+    fn the_channel_holds_a_few_seconds_of_samples() {
+        assert_eq!(channel_capacity(100, 2), 1024);
+        assert_eq!(
+            channel_capacity(100, 64),
+            100 * 64 * CHANNEL_SECONDS as usize
+        );
+        assert_eq!(channel_capacity(10_000, 4096), 1 << 22);
+    }
+
+    #[test]
+    fn thread_entries_round_trip() {
+        let bytes = ThreadEntry::to_bytes(42, 1_500, "a-very-long-thread-name");
+        let entry = ThreadEntry::parse(&bytes).expect("40 bytes");
+        assert_eq!(
+            (entry.pid, entry.baseline, entry.runtime),
+            (42, 1_500, 1_500)
+        );
+        assert_eq!(entry.name, "a-very-long-thr");
+        assert!(!entry.exited);
+        assert!(ThreadEntry::parse(&bytes[..39]).is_none());
+    }
+}

@@ -1,0 +1,102 @@
+//! What the sampler needs from the machine before it loads anything: a recent enough kernel and
+//! the right to load BPF programs and open perf events. Each failure is one line that says how
+//! to fix it.
+
+use std::fs;
+
+/// Where the kernel tells its release.
+const OS_RELEASE: &str = "/proc/sys/kernel/osrelease";
+/// The oldest kernel that runs the sampler: bpf_task_pt_regs came in 5.15 (the ring buffer in
+/// 5.8; bpf_loop, used from 5.17 on, is replaced by a bounded loop before).
+pub const MIN_KERNEL: (u32, u32) = (5, 15);
+
+const CAP_SYS_ADMIN: u32 = 21;
+const CAP_PERFMON: u32 = 38;
+const CAP_BPF: u32 = 39;
+
+/// The `major.minor` of a kernel release such as `6.18.44-fc-v669`.
+pub fn parse_release(release: &str) -> Option<(u32, u32)> {
+    let mut parts = release.trim().split(['.', '-']);
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
+/// Fails, naming the version needed, when the running kernel is older than [`MIN_KERNEL`].
+pub fn check_kernel() -> Result<(), String> {
+    let release =
+        fs::read_to_string(OS_RELEASE).map_err(|e| format!("cannot read {OS_RELEASE}: {e}"))?;
+    let version = parse_release(&release).ok_or_else(|| {
+        format!(
+            "{OS_RELEASE} holds {:?}, not a kernel release",
+            release.trim()
+        )
+    })?;
+    if version < MIN_KERNEL {
+        return Err(format!(
+            "Linux {} is too old: joularcode-bpf needs Linux {}.{} or newer (for bpf_task_pt_regs)",
+            release.trim(),
+            MIN_KERNEL.0,
+            MIN_KERNEL.1
+        ));
+    }
+    Ok(())
+}
+
+/// The capabilities missing from an effective set (the `CapEff` hex mask of /proc/PID/status):
+/// empty if it has CAP_SYS_ADMIN, or both CAP_BPF and CAP_PERFMON.
+pub fn missing_capabilities(effective: u64) -> Vec<&'static str> {
+    let has = |cap: u32| effective & (1 << cap) != 0;
+    if has(CAP_SYS_ADMIN) {
+        return Vec::new();
+    }
+    [(CAP_BPF, "CAP_BPF"), (CAP_PERFMON, "CAP_PERFMON")]
+        .into_iter()
+        .filter(|&(cap, _)| !has(cap))
+        .map(|(_, name)| name)
+        .collect()
+}
+
+/// Fails with one line naming what is needed when this process may not load BPF programs and
+/// open system-wide perf events.
+pub fn check_privileges() -> Result<(), String> {
+    let status = fs::read_to_string("/proc/self/status")
+        .map_err(|e| format!("cannot read /proc/self/status: {e}"))?;
+    let effective = status
+        .lines()
+        .find_map(|line| line.strip_prefix("CapEff:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .ok_or("/proc/self/status has no CapEff line")?;
+    let missing = missing_capabilities(effective);
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "loading the BPF sampler needs root, or the capabilities CAP_BPF and CAP_PERFMON (missing: {}): run it with sudo",
+        missing.join(", ")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_kernel_releases() {
+        assert_eq!(parse_release("6.18.44-fc-v669\n"), Some((6, 18)));
+        assert_eq!(parse_release("5.15.0-91-generic"), Some((5, 15)));
+        assert_eq!(parse_release("6.1"), Some((6, 1)));
+        assert_eq!(parse_release("x.y"), None);
+        assert!(parse_release("5.14.21").expect("a release") < MIN_KERNEL);
+        assert!(parse_release("5.15.0").expect("a release") >= MIN_KERNEL);
+    }
+
+    #[test]
+    fn names_the_missing_capabilities() {
+        assert_eq!(missing_capabilities(0), vec!["CAP_BPF", "CAP_PERFMON"]);
+        assert_eq!(missing_capabilities(1 << CAP_BPF), vec!["CAP_PERFMON"]);
+        assert!(missing_capabilities((1 << CAP_BPF) | (1 << CAP_PERFMON)).is_empty());
+        assert!(missing_capabilities(1 << CAP_SYS_ADMIN).is_empty());
+        assert!(missing_capabilities(0x1ff_ffff_ffff).is_empty());
+    }
+}

@@ -1,0 +1,251 @@
+//! `joularcode-bpf raw`: what the sampler sees, per thread, for a few seconds. A debugging view
+//! of the raw material (samples, on-CPU time, walk depths, losses) before any symbolization.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use super::{monotonic_ns, privileges, signals, Sample, Sampler, ThreadTime, CONSUME_INTERVAL};
+use crate::discovery::{Discovery, Target};
+
+/// How often the JVMs are looked for again, with `--all`.
+const RESCAN_INTERVAL: Duration = Duration::from_secs(1);
+
+/// What one thread did during the run.
+#[derive(Debug, Default)]
+struct ThreadReport {
+    name: String,
+    exited: bool,
+    on_cpu_ns: u64,
+    samples: u64,
+    kernel_samples: u64,
+    depths: Vec<usize>,
+}
+
+/// Samples the target for `duration` (or until Ctrl-C) at `rate_hz`, then prints one line per
+/// thread that ran, and the totals, to `out`.
+pub fn run(
+    target: Target,
+    duration: Duration,
+    rate_hz: u64,
+    out: &mut impl Write,
+) -> Result<(), String> {
+    privileges::check_kernel()?;
+    privileges::check_privileges()?;
+    let mut discovery = Discovery::new(target).map_err(|e| e.to_string())?;
+    let sampler = Sampler::new(rate_hz).map_err(|e| e.to_string())?;
+    signals::stop_on_signals()?;
+
+    let mut threads: BTreeMap<(u32, u32), ThreadReport> = BTreeMap::new();
+    let start = Instant::now();
+    let mut last_scan: Option<Instant> = None;
+    while start.elapsed() < duration && !signals::stop_requested() {
+        if last_scan.is_none_or(|at| at.elapsed() >= RESCAN_INTERVAL) {
+            discovery.update(&sampler).map_err(|e| e.to_string())?;
+            add_times(&mut threads, sampler.thread_times());
+            last_scan = Some(Instant::now());
+        }
+        std::thread::sleep(CONSUME_INTERVAL.min(duration.saturating_sub(start.elapsed())));
+        add_samples(&mut threads, sampler.samples().try_iter(), u64::MAX);
+    }
+    let end_ns = monotonic_ns();
+    add_times(&mut threads, sampler.thread_times());
+    // Let the consumer drain what the ring buffer holds up to the end.
+    std::thread::sleep(CONSUME_INTERVAL * 2);
+    add_samples(&mut threads, sampler.samples().try_iter(), end_ns);
+    let summary = Summary {
+        seconds: start.elapsed().as_secs_f64(),
+        rate_hz,
+        cpus: sampler.cpus(),
+        jvms: discovery.jvms().len(),
+        drops: sampler.drops(),
+        thread_drops: sampler.thread_drops(),
+    };
+    print_report(out, &threads, &summary).map_err(|e| format!("cannot write the report: {e}"))
+}
+
+fn add_times(threads: &mut BTreeMap<(u32, u32), ThreadReport>, times: Vec<ThreadTime>) {
+    for time in times {
+        let report = threads.entry((time.pid, time.tid)).or_default();
+        report.name = time.name;
+        report.exited |= time.exited;
+        report.on_cpu_ns = report.on_cpu_ns.max(time.on_cpu_ns);
+    }
+}
+
+fn add_samples(
+    threads: &mut BTreeMap<(u32, u32), ThreadReport>,
+    samples: impl Iterator<Item = Sample>,
+    until_ns: u64,
+) {
+    for sample in samples.filter(|sample| sample.time_ns <= until_ns) {
+        let report = threads.entry((sample.pid, sample.tid)).or_default();
+        report.samples += 1;
+        report.kernel_samples += u64::from(sample.kernel);
+        report.depths.push(sample.frames.len());
+    }
+}
+
+struct Summary {
+    seconds: f64,
+    rate_hz: u64,
+    cpus: usize,
+    jvms: usize,
+    drops: u64,
+    thread_drops: u64,
+}
+
+/// min/median/max of the walk depths, or `-` without samples.
+fn depth_distribution(depths: &mut [usize]) -> String {
+    if depths.is_empty() {
+        return "-".into();
+    }
+    depths.sort_unstable();
+    format!(
+        "{}/{}/{}",
+        depths[0],
+        depths[depths.len() / 2],
+        depths[depths.len() - 1]
+    )
+}
+
+fn print_report(
+    out: &mut impl Write,
+    threads: &BTreeMap<(u32, u32), ThreadReport>,
+    summary: &Summary,
+) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "sampled {} JVM(s) for {:.1} s at {} Hz on {} CPU(s)",
+        summary.jvms, summary.seconds, summary.rate_hz, summary.cpus
+    )?;
+    writeln!(
+        out,
+        "{:>8} {:>8}  {:<24} {:>8} {:>7} {:>10}  {:<14}",
+        "pid", "tid", "name", "samples", "kernel", "on-cpu-ms", "depth min/med/max"
+    )?;
+    let (mut samples, mut on_cpu_ns, mut quiet) = (0, 0, 0);
+    for (&(pid, tid), report) in threads {
+        samples += report.samples;
+        on_cpu_ns += report.on_cpu_ns;
+        if report.samples == 0 && report.on_cpu_ns < 1_000_000 {
+            quiet += 1;
+            continue;
+        }
+        let name = if report.exited {
+            format!("{} (exited)", report.name)
+        } else {
+            report.name.clone()
+        };
+        writeln!(
+            out,
+            "{pid:>8} {tid:>8}  {name:<24} {:>8} {:>7} {:>10.1}  {}",
+            report.samples,
+            report.kernel_samples,
+            report.on_cpu_ns as f64 / 1e6,
+            depth_distribution(&mut report.depths.clone())
+        )?;
+    }
+    writeln!(
+        out,
+        "{quiet} other thread(s) ran less than 1 ms and were not sampled"
+    )?;
+    writeln!(
+        out,
+        "total: {samples} samples, {:.1} ms on CPU, {} samples dropped, {} threads not accounted (table full)",
+        on_cpu_ns as f64 / 1e6,
+        summary.drops,
+        summary.thread_drops
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn depth_distribution_is_min_median_max() {
+        assert_eq!(depth_distribution(&mut []), "-");
+        assert_eq!(depth_distribution(&mut [18, 3, 18, 20, 17]), "3/18/20");
+    }
+
+    #[test]
+    fn the_report_shows_busy_threads_and_counts_quiet_ones() {
+        let mut threads = BTreeMap::new();
+        add_times(
+            &mut threads,
+            vec![
+                ThreadTime {
+                    pid: 1,
+                    tid: 2,
+                    on_cpu_ns: 1_500_000_000,
+                    name: "Busy".into(),
+                    exited: false,
+                },
+                ThreadTime {
+                    pid: 1,
+                    tid: 3,
+                    on_cpu_ns: 10,
+                    name: "Idle".into(),
+                    exited: false,
+                },
+                ThreadTime {
+                    pid: 1,
+                    tid: 4,
+                    on_cpu_ns: 5_000_000,
+                    name: "Short".into(),
+                    exited: true,
+                },
+            ],
+        );
+        let sample = |tid, depth| Sample {
+            pid: 1,
+            tid,
+            cpu: 0,
+            time_ns: 100,
+            kernel: tid == 4,
+            ip: 0,
+            sp: 0,
+            bp: 0,
+            frames: vec![
+                crate::sampler::RawFrame {
+                    fp: 8,
+                    return_address: 1,
+                    method_slot: 0,
+                    bcp_slot: 0
+                };
+                depth
+            ],
+        };
+        add_samples(
+            &mut threads,
+            vec![sample(2, 18), sample(2, 20), sample(4, 9)].into_iter(),
+            u64::MAX,
+        );
+        add_samples(&mut threads, vec![sample(2, 1)].into_iter(), 99);
+        let summary = Summary {
+            seconds: 5.0,
+            rate_hz: 100,
+            cpus: 2,
+            jvms: 1,
+            drops: 0,
+            thread_drops: 0,
+        };
+        let mut out = Vec::new();
+        print_report(&mut out, &threads, &summary).expect("written");
+        let text = String::from_utf8(out).expect("utf-8");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "sampled 1 JVM(s) for 5.0 s at 100 Hz on 2 CPU(s)");
+        assert!(
+            lines[2].contains("Busy")
+                && lines[2].contains("1500.0")
+                && lines[2].ends_with("18/20/20")
+        );
+        assert!(lines[3].contains("Short (exited)") && lines[3].ends_with("9/9/9"));
+        assert_eq!(
+            lines[4],
+            "1 other thread(s) ran less than 1 ms and were not sampled"
+        );
+        assert!(lines[5].starts_with("total: 3 samples, 1505.0 ms on CPU, 0 samples dropped"));
+    }
+}
