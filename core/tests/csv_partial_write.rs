@@ -54,7 +54,7 @@ fn a_failed_write_leaves_no_half_row() {
     }
     let temp = tempfile::tempdir().unwrap();
     let test = std::env::current_exe().unwrap();
-    let status = Command::new("sh")
+    let output = Command::new("sh")
         .arg("-c")
         .arg("trap '' XFSZ; ulimit -f 1 && exec \"$0\" --exact a_failed_write_leaves_no_half_row --nocapture")
         .arg(&test)
@@ -64,11 +64,11 @@ fn a_failed_write_leaves_no_half_row() {
         .output()
         .expect("sh runs");
     assert!(
-        status.status.success(),
+        output.status.success(),
         "the child failed: {}\n{}{}",
-        status.status,
-        String::from_utf8_lossy(&status.stdout),
-        String::from_utf8_lossy(&status.stderr)
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
     );
 
     let text = fs::read_to_string(temp.path().join(ALL_FILE)).unwrap();
