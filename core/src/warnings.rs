@@ -4,6 +4,7 @@
 use std::fmt::Display;
 
 use crate::log::{Level, Log};
+use crate::output::java_float::java_double;
 
 /// Joular's threshold: the sampler is overrunning when the samples missed reach a quarter of
 /// those taken.
@@ -72,7 +73,7 @@ impl Warnings {
                 }
                 return watts;
             }
-            Ok(watts) => format!("The power source reported {watts:?} W."),
+            Ok(watts) => format!("The power source reported {} W.", java_double(watts)),
             Err(error) => error.to_string(),
         };
         if !self.power_lost {

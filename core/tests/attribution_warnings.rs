@@ -101,16 +101,22 @@ fn power_lost_is_said_once_and_its_return_once() {
 
 #[test]
 fn power_that_is_not_a_number_of_watts_is_lost_power() {
-    for watts in [-1.0, f64::NAN, f64::INFINITY] {
+    for (watts, shown) in [
+        (-1.0, "-1.0"),
+        (f64::NAN, "NaN"),
+        (f64::INFINITY, "Infinity"),
+    ] {
         let (log, mut warnings) = (Recorded::default(), Warnings::default());
         assert_eq!(warnings.power(&log, Ok::<_, String>(watts)), 0.0);
-        let messages = said(&log);
-        assert_eq!(messages.len(), 1);
-        assert!(
-            messages[0]
-                .1
-                .starts_with("Could not read the CPU power: The power source reported "),
-            "{messages:?}"
+        assert_eq!(
+            said(&log),
+            [(
+                Level::Warning,
+                format!(
+                    "Could not read the CPU power: The power source reported {shown} W. No energy \
+                     is attributed until it can be read again."
+                )
+            )]
         );
     }
 }

@@ -110,6 +110,15 @@ fn power_joular_ring_buffer_test_throws_for_head_0_head_minus_1_power_minus_1_an
         read_at(&with_newest(2, NOW, f64::NAN)),
         Err("PowerJoular could not measure the CPU power (it wrote NaN).".to_owned())
     );
+    // Quoted as Java's Double.toString writes it
+    assert_eq!(
+        read_at(&with_newest(2, NOW, f64::NEG_INFINITY)),
+        Err("PowerJoular could not measure the CPU power (it wrote -Infinity).".to_owned())
+    );
+    assert_eq!(
+        read_at(&with_newest(2, NOW, -2.5e-4)),
+        Err("PowerJoular could not measure the CPU power (it wrote -2.5E-4).".to_owned())
+    );
     // PowerJoular without a CPU source writes 0, which is a power
     assert_eq!(read_at(&with_newest(2, NOW, 0.0)), Ok(0.0));
 }

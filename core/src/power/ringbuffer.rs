@@ -24,6 +24,7 @@ use memmap2::{Mmap, MmapOptions};
 
 use super::{open_for_reading, Clock, PowerError, PowerSource, ONE_SECOND};
 use crate::log::{Level, Log};
+use crate::output::java_float::java_double;
 
 /// The size of the area.
 pub const AREA_SIZE: usize = 8 + ENTRY_COUNT * ENTRY_SIZE;
@@ -140,7 +141,10 @@ pub fn read_newest(
     }
     if !power.is_finite() || power < 0.0 {
         return Err(failure(
-            format!("PowerJoular could not measure the CPU power (it wrote {power:?})."),
+            format!(
+                "PowerJoular could not measure the CPU power (it wrote {}).",
+                java_double(power)
+            ),
             false,
         ));
     }
