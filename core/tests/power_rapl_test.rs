@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use joularcode_core::log::{Level, Recorded};
-use joularcode_core::power::rapl::{access_denied, energy_between, read_error, Rapl};
+use joularcode_core::power::rapl::{
+    access_denied, energy_between, parse_microjoules, read_error, Rapl,
+};
 use joularcode_core::power::{ManualClock, PowerSource};
 
 const MAX: u64 = 262_143_328_850;
@@ -170,6 +172,34 @@ fn linux_rapl_test_no_package_zone_or_a_malformed_range_makes_open_throw() {
     assert!(error
         .to_string()
         .starts_with(&format!("Cannot read {}: ", missing.display())));
+}
+
+#[test]
+fn linux_rapl_counters_are_read_as_javas_long_parse_long_reads_them() {
+    let file = Path::new("/sys/class/powercap/intel-rapl:0/energy_uj");
+    for (text, uj) in [
+        ("123\n", 123),
+        (" +5 ", 5),
+        ("-0", 0),
+        ("9223372036854775807", i64::MAX as u64),
+    ] {
+        assert_eq!(parse_microjoules(file, text), Ok(uj), "{text:?}");
+    }
+    for text in [
+        "9223372036854775808",
+        "18446744073709551615",
+        "-1",
+        "1.5",
+        "",
+        "0x10",
+        "٣",
+    ] {
+        assert_eq!(
+            parse_microjoules(file, text).unwrap_err().to_string(),
+            format!("Unexpected value in {}: '{}'.", file.display(), text.trim()),
+            "{text:?}"
+        );
+    }
 }
 
 #[test]
