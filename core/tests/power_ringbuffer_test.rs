@@ -138,14 +138,17 @@ fn power_joular_ring_buffer_test_no_new_cycle_throws_twice_then_the_next_cycle_i
     let f = Fixture::new();
     store(&f.path, &area(3));
     let mut ring = f.open();
+    store(&f.path, &area(4));
+    assert_eq!(ring.watts().unwrap(), 13.0);
     let stalled = format!(
         "PowerJoular published no measurement in {} for 2 s. Is it still running with -r?",
         f.path.display()
     );
     assert_eq!(ring.watts().unwrap_err().to_string(), stalled);
+    // Mapped again, the same entry is not charged again
     assert_eq!(ring.watts().unwrap_err().to_string(), stalled);
-    store(&f.path, &area(4));
-    assert_eq!(ring.watts().unwrap(), 13.0);
+    store(&f.path, &area(5));
+    assert_eq!(ring.watts().unwrap(), 14.0);
 }
 
 #[test]
@@ -240,10 +243,15 @@ fn power_joular_ring_buffer_test_window_over() {
     assert!(!ring.window_over(Duration::from_millis(999)));
     assert!(ring.window_over(Duration::from_secs(1)));
     store(&f.path, &area(2));
-    let ring = f.open();
+    let mut ring = f.open();
     assert!(!ring.window_over(Duration::from_millis(1500)));
     assert!(ring.window_over(Duration::from_secs(2)));
     store(&f.path, &area(3));
+    assert!(ring.window_over(Duration::from_millis(10)));
+    // Once read, the next window waits for the cycle after
+    assert_eq!(ring.watts().unwrap(), 12.0);
+    assert!(!ring.window_over(Duration::from_millis(10)));
+    store(&f.path, &area(4));
     assert!(ring.window_over(Duration::from_millis(10)));
 }
 

@@ -259,13 +259,19 @@ fn vm_power_file_test_watts_refuses_minus_1_lots_nan_and_empty() {
 #[test]
 fn vm_power_file_test_watts_a_line_of_300_characters_is_refused() {
     let f = Fixture::new();
-    let long = format!("{}1\n", " ".repeat(299));
+    for long in [format!("{}1\n", " ".repeat(299)), "4".repeat(300)] {
+        assert_eq!(
+            f.read_once(VmFormat::Watts, &long),
+            Err(format!(
+                "The first line of {} is incomplete or too long.",
+                f.name()
+            ))
+        );
+    }
+    // 256 characters and no newline is still a line
     assert_eq!(
-        f.read_once(VmFormat::Watts, &long),
-        Err(format!(
-            "The first line of {} is incomplete or too long.",
-            f.name()
-        ))
+        f.read_once(VmFormat::Watts, &format!("{}7", "0".repeat(255))),
+        Ok(7.0)
     );
 }
 
