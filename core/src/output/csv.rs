@@ -228,6 +228,7 @@ fn open_file(dir: &Path, name: &str) -> io::Result<File> {
     )
     .map_err(|errno| match errno {
         Errno::LOOP => symlink_error(&path),
+        Errno::ISDIR => kind_error(&path, "a regular file"),
         errno => with_path(&path, errno.into()),
     })?;
     let file = File::from(fd);
@@ -267,7 +268,13 @@ fn is_symlink(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok_and(|meta| meta.file_type().is_symlink())
 }
 
-/// `error` with the path it happened on.
+/// `error` with the path it happened on, and the way out.
 fn with_path(path: &Path, error: io::Error) -> io::Error {
-    io::Error::new(error.kind(), format!("{}: {error}", path.display()))
+    io::Error::new(
+        error.kind(),
+        format!(
+            "Cannot open {}: {error}. Set results-path to a directory the profiler can write to.",
+            path.display()
+        ),
+    )
 }
