@@ -7,7 +7,7 @@ use std::path::Path;
 use joularcode_core::attribution::CycleResult;
 use joularcode_core::branch::{BranchId, Branches};
 use joularcode_core::log::{Level, Recorded};
-use joularcode_core::output::csv::{escape, CsvWriter, ALL_FILE, APP_FILE, HEADER};
+use joularcode_core::output::csv::{escape, CsvWriter, ALL_FILE, APP_FILE, HEADER, LINE_END};
 use joularcode_core::output::java_float::fixed;
 use proptest::prelude::*;
 
@@ -78,7 +78,7 @@ fn open_creates_the_directory_and_both_files_with_a_header() {
     assert_eq!(lines(&nested, APP_FILE), [HEADER]);
     assert_eq!(
         fs::read_to_string(nested.join(ALL_FILE)).unwrap(),
-        format!("{HEADER}\n")
+        format!("{HEADER}{LINE_END}")
     );
 }
 
@@ -189,13 +189,13 @@ fn write_each_file_gets_its_own_rows() {
     assert_eq!(
         fs::read_to_string(temp.path().join(ALL_FILE)).unwrap(),
         format!(
-            "{HEADER}\n1746000000000,java.lang.Thread.run;com.app.Main.run,3.000000000,3.000000000,1.000000000,0.7500\n"
+            "{HEADER}{LINE_END}1746000000000,java.lang.Thread.run;com.app.Main.run,3.000000000,3.000000000,1.000000000,0.7500{LINE_END}"
         )
     );
     assert_eq!(
         fs::read_to_string(temp.path().join(APP_FILE)).unwrap(),
         format!(
-            "{HEADER}\n1746000000000,com.app.Main.run,3.000000000,3.000000000,1.000000000,0.7500\n"
+            "{HEADER}{LINE_END}1746000000000,com.app.Main.run,3.000000000,3.000000000,1.000000000,0.7500{LINE_END}"
         )
     );
 }

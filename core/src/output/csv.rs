@@ -23,6 +23,8 @@ pub const ALL_FILE: &str = "methods-power-all.csv";
 pub const APP_FILE: &str = "methods-power-app.csv";
 /// The first line of both files.
 pub const HEADER: &str = "timestamp,branch,power_watts,energy_joules,interval_seconds,coverage";
+/// What ends each line: Java's `%n` and `newLine()`, the platform's line separator.
+pub const LINE_END: &str = if cfg!(windows) { "\r\n" } else { "\n" };
 
 /// `name` as a CSV field: wrapped in `"` when it holds `,`, `"`, `\n` or `\r`, with `"` doubled.
 pub fn escape(name: &str) -> Cow<'_, str> {
@@ -33,7 +35,7 @@ pub fn escape(name: &str) -> Cow<'_, str> {
     }
 }
 
-/// One row, as Java's `String.format(Locale.ROOT, "%d,%s,%.9f,%.9f,%.9f,%.4f%n", ...)` on Linux.
+/// One row, as Java's `String.format(Locale.ROOT, "%d,%s,%.9f,%.9f,%.9f,%.4f%n", ...)`.
 fn push_row(out: &mut String, timestamp_ms: i64, name: &str, power_w: f64, result: &CycleResult) {
     out.push_str(&timestamp_ms.to_string());
     out.push(',');
@@ -47,7 +49,7 @@ fn push_row(out: &mut String, timestamp_ms: i64, name: &str, power_w: f64, resul
         out.push(',');
         push_fixed(out, value, decimals);
     }
-    out.push('\n');
+    out.push_str(LINE_END);
 }
 
 /// The rows of the branches with a positive power.
@@ -172,7 +174,7 @@ fn open_files(dir: &Path) -> io::Result<(File, File)> {
     let mut app = open_file(dir, APP_FILE)?;
     for file in [&mut all, &mut app] {
         if file.metadata()?.len() == 0 {
-            append_whole(file, format!("{HEADER}\n").as_bytes())?;
+            append_whole(file, format!("{HEADER}{LINE_END}").as_bytes())?;
         }
     }
     Ok((all, app))
