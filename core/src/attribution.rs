@@ -9,7 +9,8 @@
 //! ```
 //!
 //! The share of threads that used CPU but were never sampled stays unattributed, and so does the
-//! share of samples whose branch has no name in a file.
+//! share of samples whose branch has no application name in the app file. A sample of an empty
+//! stack is no sample, as Joular skips threads with an empty stack.
 
 use std::collections::HashMap as StdHashMap;
 
@@ -192,8 +193,9 @@ pub fn attribute(input: &CycleInput, branches: &Branches, jvm_threads: JvmThread
         total_ns += u128::from(thread.cpu_ns);
         let thread_samples = thread
             .samples
-            .values()
-            .fold(0u64, |sum, &n| sum.saturating_add(n));
+            .iter()
+            .filter(|&(&branch, _)| !branches.is_empty_stack(branch))
+            .fold(0u64, |sum, (_, &n)| sum.saturating_add(n));
         if thread_samples > 0 {
             sampled_ns += u128::from(thread.cpu_ns);
             sampled.push((thread, thread_samples));
@@ -207,7 +209,7 @@ pub fn attribute(input: &CycleInput, branches: &Branches, jvm_threads: JvmThread
 
     let mut all: HashMap<BranchId, f64> = HashMap::new();
     let mut app: HashMap<AppBranchId, f64> = HashMap::new();
-    let mut unattributed_w = if total_ns > 0 {
+    let unattributed_w = if total_ns > 0 {
         jvm_power_w * (total_ns - sampled_ns) as f64 / total_ns as f64
     } else {
         jvm_power_w
@@ -216,11 +218,10 @@ pub fn attribute(input: &CycleInput, branches: &Branches, jvm_threads: JvmThread
         for (thread, thread_samples) in sampled {
             let thread_power = jvm_power_w * thread.cpu_ns as f64 / total_ns as f64;
             for (&branch, &count) in &thread.samples {
-                let power = thread_power * count as f64 / thread_samples as f64;
-                if branches.name(branch).is_empty() {
-                    unattributed_w += power;
+                if branches.is_empty_stack(branch) {
                     continue;
                 }
+                let power = thread_power * count as f64 / thread_samples as f64;
                 *all.entry(branch).or_insert(0.0) += power;
                 if thread.kind == ThreadKind::Java {
                     if let Some(app_branch) = branches.app(branch) {

@@ -285,6 +285,11 @@ impl Branches {
             .map(|id| &self.frames[id.0 as usize].frame)
     }
 
+    /// Whether the branch has no frame at all (an empty stack).
+    pub fn is_empty_stack(&self, branch: BranchId) -> bool {
+        self.branches.frames(branch.0).is_empty()
+    }
+
     /// How many distinct branches were seen.
     pub fn len(&self) -> usize {
         self.branch_apps.len()

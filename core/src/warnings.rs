@@ -4,6 +4,7 @@
 use std::fmt::Display;
 
 use crate::log::{Level, Log};
+use crate::output::java_float::java_double;
 
 /// Joular's threshold: the sampler is overrunning when the samples missed reach a quarter of
 /// those taken.
@@ -20,19 +21,30 @@ pub struct Warnings {
 }
 
 impl Warnings {
-    /// Warns when the stack sampler could not keep up in the last cycle: `missed` samples were
-    /// due but never arrived (dropped by the BPF ring buffer, or not taken), against `taken`
-    /// that did. `rate_ms` is `stack-monitoring-sample-rate`.
-    pub fn sampler(&mut self, log: &dyn Log, rate_ms: u64, taken: u64, missed: u64) {
-        let overrunning = missed > 0 && missed as f64 >= OVERRUN_SHARE * taken as f64;
+    /// Warns when the stack sampler could not keep up in the last cycle, as Joular does: when a
+    /// quarter or more of the `taken` samples were `missed`. `taken` counts every sample that was
+    /// due in the cycle of `interval_s` seconds, and `missed` those among them that came late (a
+    /// thread dump that took longer than the interval) or were lost (dropped by the BPF ring
+    /// buffer). `rate_ms` is `stack-monitoring-sample-rate`.
+    pub fn sampler(
+        &mut self,
+        log: &dyn Log,
+        rate_ms: u64,
+        interval_s: f64,
+        taken: u64,
+        missed: u64,
+    ) {
+        let overrunning = taken > 0 && missed as f64 / taken as f64 >= OVERRUN_SHARE;
         if overrunning && !self.overrunning {
+            // Java's Math.round, for a positive number
+            let every_ms = (interval_s * 1000.0 / taken as f64).round() as i64;
             log.log(
                 Level::Warning,
                 &format!(
                     "The stack sampler cannot keep up with stack-monitoring-sample-rate={rate_ms} ms: \
-                     {taken} samples were taken in the last window and {missed} were lost. Reading \
-                     the stacks of this many threads costs more than the interval allows. Raise the \
-                     sample rate, or accept coarser data."
+                     {taken} samples were taken in the last window, about one every {every_ms} ms. \
+                     Sampling the stacks of this many threads costs more than the interval allows. \
+                     Raise the sample rate, or accept coarser data."
                 ),
             );
         }
@@ -72,7 +84,7 @@ impl Warnings {
                 }
                 return watts;
             }
-            Ok(watts) => format!("The power source reported {watts:?} W."),
+            Ok(watts) => format!("The power source reported {} W.", java_double(watts)),
             Err(error) => error.to_string(),
         };
         if !self.power_lost {

@@ -20,11 +20,11 @@ fn thread() -> impl Strategy<Value = Thread> {
     (
         prop_oneof![Just(0u64), 1u64..2_000_000_000],
         any::<bool>(),
-        proptest::collection::vec((0usize..12, 1u64..50), 0..6),
+        proptest::collection::vec((0usize..13, 1u64..50), 0..6),
     )
 }
 
-/// Twelve branches: application ones, JDK ones that no prefix matches, and `[GC]`.
+/// Thirteen branches: application ones, JDK ones that no prefix matches, `[GC]` and an empty stack.
 fn branches() -> (Branches, Vec<BranchId>) {
     let mut branches = Branches::new(&["com.app"]);
     let run = branches.frame("java.lang.Thread", "run");
@@ -39,6 +39,7 @@ fn branches() -> (Branches, Vec<BranchId>) {
         let method = branches.frame(class, &format!("m{}", i / 2));
         ids.push(branches.branch(&[run, method]));
     }
+    ids.push(branches.branch(&[]));
     (branches, ids)
 }
 

@@ -254,6 +254,28 @@ fn branch_power_unmatched_samples_stay_in_the_thread_total() {
     close(all_power(&result, &branches)["java.lang.Thread.run"], 6.0);
 }
 
+/// Joular skips a thread whose stack is empty: such a sample is no sample, so a thread caught only
+/// with an empty stack is not sampled, and its share stays unattributed.
+#[test]
+fn branch_power_an_empty_stack_is_no_sample() {
+    let mut branches = Branches::default();
+    let empty = branches.branch(&[]);
+    let a = branch(&mut branches, "a.A.a");
+    let mut samples = Samples::default();
+    samples.add_cpu(1, 300);
+    samples.count(1, empty, 5);
+    samples.add_cpu(2, 100);
+    samples.count(2, empty, 1);
+    samples.count(2, a, 1);
+    let result = attribute_jvm_power(8.0, &samples, &branches, JvmThreads::Own);
+    close(result.coverage, 0.25);
+    assert_eq!(
+        all_power(&result, &branches),
+        HashMap::from([("a.A.a".to_string(), 2.0)])
+    );
+    close(result.unattributed_w, 6.0);
+}
+
 #[test]
 fn branch_power_thread_without_power_is_skipped() {
     let (result, _) = run(&[], 8.0, &[(1, 0, &[("a.A.a", 1)]), (2, 100, &[])]);

@@ -8,35 +8,36 @@ fn said(log: &Recorded) -> Vec<(Level, String)> {
 }
 
 #[test]
-fn overrun_is_said_once_per_episode() {
+fn overrun_is_said_once_per_episode_in_joulars_words() {
     let (log, mut warnings) = (Recorded::default(), Warnings::default());
-    warnings.sampler(&log, 10, 100, 10); // 10% missed: fine
+    warnings.sampler(&log, 10, 1.0, 100, 24); // 24 %: fine
     assert!(said(&log).is_empty());
-    warnings.sampler(&log, 10, 100, 25); // 25%: overrunning
-    warnings.sampler(&log, 10, 100, 90); // still the same episode
+    warnings.sampler(&log, 10, 1.0, 80, 20); // 25 %: overrunning
+    warnings.sampler(&log, 10, 1.0, 100, 90); // still the same episode
     assert_eq!(
         said(&log),
         [(
             Level::Warning,
-            "The stack sampler cannot keep up with stack-monitoring-sample-rate=10 ms: 100 samples \
-             were taken in the last window and 25 were lost. Reading the stacks of this many \
-             threads costs more than the interval allows. Raise the sample rate, or accept coarser \
-             data."
+            "The stack sampler cannot keep up with stack-monitoring-sample-rate=10 ms: 80 samples \
+             were taken in the last window, about one every 13 ms. Sampling the stacks of this \
+             many threads costs more than the interval allows. Raise the sample rate, or accept \
+             coarser data."
                 .to_string()
         )]
     );
-    warnings.sampler(&log, 10, 100, 0); // a fine cycle re-arms it
-    warnings.sampler(&log, 10, 0, 5); // every sample lost
+    warnings.sampler(&log, 10, 1.0, 100, 0); // a fine cycle re-arms it
+    warnings.sampler(&log, 5, 1.02, 40, 40); // every sample late or lost
     assert_eq!(said(&log).len(), 2);
-    assert!(said(&log)[1]
-        .1
-        .contains("0 samples were taken in the last window and 5 were lost"));
+    assert!(said(&log)[1].1.contains(
+        "stack-monitoring-sample-rate=5 ms: 40 samples were taken in the last window, about one every 26 ms."
+    ));
 }
 
 #[test]
-fn no_sample_and_none_lost_is_not_an_overrun() {
+fn no_sample_taken_is_not_an_overrun() {
     let (log, mut warnings) = (Recorded::default(), Warnings::default());
-    warnings.sampler(&log, 10, 0, 0);
+    warnings.sampler(&log, 10, 1.0, 0, 0);
+    warnings.sampler(&log, 10, 1.0, 0, 5);
     assert!(said(&log).is_empty());
 }
 
@@ -101,16 +102,22 @@ fn power_lost_is_said_once_and_its_return_once() {
 
 #[test]
 fn power_that_is_not_a_number_of_watts_is_lost_power() {
-    for watts in [-1.0, f64::NAN, f64::INFINITY] {
+    for (watts, shown) in [
+        (-1.0, "-1.0"),
+        (f64::NAN, "NaN"),
+        (f64::INFINITY, "Infinity"),
+    ] {
         let (log, mut warnings) = (Recorded::default(), Warnings::default());
         assert_eq!(warnings.power(&log, Ok::<_, String>(watts)), 0.0);
-        let messages = said(&log);
-        assert_eq!(messages.len(), 1);
-        assert!(
-            messages[0]
-                .1
-                .starts_with("Could not read the CPU power: The power source reported "),
-            "{messages:?}"
+        assert_eq!(
+            said(&log),
+            [(
+                Level::Warning,
+                format!(
+                    "Could not read the CPU power: The power source reported {shown} W. No energy \
+                     is attributed until it can be read again."
+                )
+            )]
         );
     }
 }

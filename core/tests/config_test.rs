@@ -306,3 +306,35 @@ fn config_every_key_has_a_help_line() {
         assert!(Config::default().set(key, "", &log).is_ok(), "{key}");
     }
 }
+
+#[test]
+fn config_no_file_in_the_working_folder_means_defaults_said_at_info() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Recorded::default();
+    assert_eq!(Config::load(None, dir.path(), &log), Config::default());
+    // A directory where the file should be is no file either, as Files.isRegularFile says
+    std::fs::create_dir(dir.path().join("dir.properties")).unwrap();
+    assert_eq!(
+        Config::load(Some("dir.properties"), dir.path(), &log),
+        Config::default()
+    );
+    assert_eq!(
+        log.messages(),
+        [
+            (
+                Level::Info,
+                format!(
+                    "No configuration file at {}, using defaults.",
+                    dir.path().join("joularcodejava.properties").display()
+                )
+            ),
+            (
+                Level::Info,
+                format!(
+                    "No configuration file at {}, using defaults.",
+                    dir.path().join("dir.properties").display()
+                )
+            ),
+        ]
+    );
+}

@@ -7,7 +7,7 @@ use std::path::Path;
 use joularcode_core::attribution::CycleResult;
 use joularcode_core::branch::{BranchId, Branches};
 use joularcode_core::log::{Level, Recorded};
-use joularcode_core::output::csv::{escape, CsvWriter, ALL_FILE, APP_FILE, HEADER};
+use joularcode_core::output::csv::{escape, CsvWriter, ALL_FILE, APP_FILE, HEADER, LINE_END};
 use joularcode_core::output::java_float::fixed;
 use proptest::prelude::*;
 
@@ -78,7 +78,7 @@ fn open_creates_the_directory_and_both_files_with_a_header() {
     assert_eq!(lines(&nested, APP_FILE), [HEADER]);
     assert_eq!(
         fs::read_to_string(nested.join(ALL_FILE)).unwrap(),
-        format!("{HEADER}\n")
+        format!("{HEADER}{LINE_END}")
     );
 }
 
@@ -87,8 +87,16 @@ fn open_path_is_a_file_fails() {
     let temp = tempfile::tempdir().unwrap();
     let blocking = temp.path().join("blocked");
     fs::write(&blocking, "not a directory").unwrap();
-    let error = CsvWriter::open(&blocking).unwrap_err();
-    assert!(error.to_string().contains("blocked"), "{error}");
+    let error = CsvWriter::open(&blocking).unwrap_err().to_string();
+    let start = format!(
+        "Could not create the results directory {}: ",
+        blocking.display()
+    );
+    assert!(error.starts_with(&start), "{error}");
+    assert!(
+        error.ends_with(". Set results-path to a directory that can be created."),
+        "{error}"
+    );
     assert_eq!(fs::read_to_string(&blocking).unwrap(), "not a directory");
 }
 
@@ -98,9 +106,17 @@ fn open_symbolic_link_is_refused() {
     let temp = tempfile::tempdir().unwrap();
     let target = temp.path().join("target.txt");
     fs::write(&target, "precious").unwrap();
-    std::os::unix::fs::symlink(&target, temp.path().join(ALL_FILE)).unwrap();
+    let link = temp.path().join(ALL_FILE);
+    std::os::unix::fs::symlink(&target, &link).unwrap();
     let error = CsvWriter::open(temp.path()).unwrap_err();
-    assert!(error.to_string().contains("symbolic link"), "{error}");
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "{} is a symbolic link, and results are never written through one. Remove it, or set \
+             results-path to another directory.",
+            link.display()
+        )
+    );
     assert_eq!(fs::read_to_string(&target).unwrap(), "precious");
 }
 
@@ -113,7 +129,13 @@ fn open_symlinked_directory_is_refused() {
     let link = temp.path().join("results");
     std::os::unix::fs::symlink(&real, &link).unwrap();
     let error = CsvWriter::open(&link).unwrap_err();
-    assert!(error.to_string().contains("symbolic link"), "{error}");
+    assert!(
+        error.to_string().starts_with(&format!(
+            "{} is a symbolic link, and results",
+            link.display()
+        )),
+        "{error}"
+    );
     assert_eq!(fs::read_dir(&real).unwrap().count(), 0);
 }
 
@@ -122,7 +144,13 @@ fn open_directory_in_place_of_a_file_is_refused() {
     let temp = tempfile::tempdir().unwrap();
     fs::create_dir(temp.path().join(APP_FILE)).unwrap();
     let error = CsvWriter::open(temp.path()).unwrap_err();
-    assert!(error.to_string().contains(APP_FILE), "{error}");
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "{} is not a regular file. Remove it, or set results-path to another directory.",
+            temp.path().join(APP_FILE).display()
+        )
+    );
 }
 
 #[test]
@@ -161,13 +189,13 @@ fn write_each_file_gets_its_own_rows() {
     assert_eq!(
         fs::read_to_string(temp.path().join(ALL_FILE)).unwrap(),
         format!(
-            "{HEADER}\n1746000000000,java.lang.Thread.run;com.app.Main.run,3.000000000,3.000000000,1.000000000,0.7500\n"
+            "{HEADER}{LINE_END}1746000000000,java.lang.Thread.run;com.app.Main.run,3.000000000,3.000000000,1.000000000,0.7500{LINE_END}"
         )
     );
     assert_eq!(
         fs::read_to_string(temp.path().join(APP_FILE)).unwrap(),
         format!(
-            "{HEADER}\n1746000000000,com.app.Main.run,3.000000000,3.000000000,1.000000000,0.7500\n"
+            "{HEADER}{LINE_END}1746000000000,com.app.Main.run,3.000000000,3.000000000,1.000000000,0.7500{LINE_END}"
         )
     );
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 use joularcode_core::config::{parse_properties, Config, VmFormat};
 use joularcode_core::log::Recorded;
 use joularcode_core::power::ringbuffer::{read_bytes, AREA_SIZE};
-use joularcode_core::power::vm;
+use joularcode_core::power::{perf, rapl, vm};
 use joularcode_core::procstat;
 use proptest::prelude::*;
 
@@ -51,6 +51,38 @@ proptest! {
         let mut window_start = start;
         if let Ok(power) = read_bytes(&bytes, Path::new("/dev/shm/powerjoular"), &mut window_start, now) {
             prop_assert!(power.is_finite() && power >= 0.0);
+        }
+    }
+
+    #[test]
+    fn sysfs_texts_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+        let text = String::from_utf8_lossy(&bytes);
+        let file = Path::new("/sys/class/powercap/intel-rapl:0/energy_uj");
+        if let Ok(uj) = rapl::parse_microjoules(file, &text) {
+            prop_assert!(i64::try_from(uj).is_ok());
+        }
+        let _ = perf::parse_event_config(&text);
+        let _ = perf::parse_cpu_list(&text);
+    }
+
+    #[test]
+    fn sysfs_numbers_and_lists_never_panic(text in "[0-9x,=\\-+ a-z]{0,40}\n?") {
+        let _ = rapl::parse_microjoules(Path::new("/energy_uj"), &text);
+        let _ = perf::parse_event_config(&text);
+        if let Some(cpus) = perf::parse_cpu_list(&text) {
+            prop_assert!(cpus.len() <= 4097 * (text.len() / 3 + 1));
+        }
+    }
+
+    #[test]
+    fn energy_between_counts_a_wrap_and_never_more_than_half_the_range(
+        before in any::<u64>(), after in any::<u64>(), max in any::<u64>(),
+    ) {
+        let energy = rapl::energy_between(before, after, max);
+        if after >= before {
+            prop_assert_eq!(energy, after - before);
+        } else {
+            prop_assert!(energy <= max / 2);
         }
     }
 

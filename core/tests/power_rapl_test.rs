@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use joularcode_core::log::{Level, Recorded};
-use joularcode_core::power::rapl::{access_denied, energy_between, read_error, Rapl};
+use joularcode_core::power::rapl::{
+    access_denied, energy_between, parse_microjoules, read_error, Rapl,
+};
 use joularcode_core::power::{ManualClock, PowerSource};
 
 const MAX: u64 = 262_143_328_850;
@@ -173,6 +175,34 @@ fn linux_rapl_test_no_package_zone_or_a_malformed_range_makes_open_throw() {
 }
 
 #[test]
+fn linux_rapl_counters_are_read_as_javas_long_parse_long_reads_them() {
+    let file = Path::new("/sys/class/powercap/intel-rapl:0/energy_uj");
+    for (text, uj) in [
+        ("123\n", 123),
+        (" +5 ", 5),
+        ("-0", 0),
+        ("9223372036854775807", i64::MAX as u64),
+    ] {
+        assert_eq!(parse_microjoules(file, text), Ok(uj), "{text:?}");
+    }
+    for text in [
+        "9223372036854775808",
+        "18446744073709551615",
+        "-1",
+        "1.5",
+        "",
+        "0x10",
+        "٣",
+    ] {
+        assert_eq!(
+            parse_microjoules(file, text).unwrap_err().to_string(),
+            format!("Unexpected value in {}: '{}'.", file.display(), text.trim()),
+            "{text:?}"
+        );
+    }
+}
+
+#[test]
 fn linux_rapl_test_energy_between() {
     assert_eq!(energy_between(100, 400, 1000), 300);
     assert_eq!(energy_between(400, 400, 1000), 0);
@@ -191,18 +221,75 @@ fn linux_rapl_test_read_twice_at_the_same_instant_is_an_error() {
     );
 }
 
-/// As root, permissions do not stop a read, so the denied path is reached through the error it
-/// maps (the kernel's EACCES), and a counter that cannot be read (a directory) shows the others.
+/// The tree of the root-only test, for the child that runs it as a user who is not root.
+const ROOT_ONLY_TREE: &str = "JOULARCODE_RAPL_ROOT_ONLY_TREE";
+
+/// What a user who is not root sees of a tree whose counter only root may read.
+fn check_root_only(tree: &Path) {
+    let energy = tree.join("intel-rapl:0").join("energy_uj");
+    let log = Recorded::default();
+    let error = Rapl::open(tree, Arc::new(ManualClock::new(0)), &log)
+        .err()
+        .expect("a counter only root may read");
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "Cannot read {}. RAPL is only readable by root on most Linux systems: run as root, give \
+             the user read access to the energy_uj files (for example with a udev rule), or run \
+             PowerJoular with -r as root and set power-source-type=ringbuffer.",
+            energy.display()
+        )
+    );
+    assert_eq!(error, access_denied(&energy));
+}
+
+/// A counter only root may read (mode 000), opened by a user who is not root: as root, the test
+/// runs itself again as `nobody` (uid 65534) to get the kernel's EACCES.
 #[test]
 fn linux_rapl_root_only_files_give_the_three_ways_out() {
-    let file = Path::new("/sys/class/powercap/intel-rapl:0/energy_uj");
-    let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
-    let message = read_error(file, &denied).to_string();
-    assert_eq!(message, access_denied(file).to_string());
-    assert!(message.starts_with("Cannot read /sys/class/powercap/intel-rapl:0/energy_uj. "));
-    for way in ["run as root", "udev rule", "power-source-type=ringbuffer"] {
-        assert!(message.contains(way), "{message}");
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+
+    if let Some(tree) = std::env::var_os(ROOT_ONLY_TREE) {
+        check_root_only(Path::new(&tree));
+        return;
     }
+    let tree = tempfile::tempdir().unwrap();
+    fs::set_permissions(tree.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    zone(tree.path(), "intel-rapl:0", "package-0", 0);
+    let energy = tree.path().join("intel-rapl:0").join("energy_uj");
+    fs::set_permissions(&energy, fs::Permissions::from_mode(0o000)).unwrap();
+    // SAFETY: geteuid has no preconditions
+    if unsafe { libc::geteuid() } != 0 {
+        check_root_only(tree.path());
+        return;
+    }
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "linux_rapl_root_only_files_give_the_three_ways_out",
+            "--nocapture",
+        ])
+        .env(ROOT_ONLY_TREE, tree.path())
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .expect("the test runs itself as nobody");
+    assert!(
+        output.status.success(),
+        "as nobody: {}\n{}{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Any other error reading a counter (here a directory in its place) names the file and the reason.
+#[test]
+fn linux_rapl_a_counter_that_cannot_be_read_names_the_file() {
+    let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+    let file = Path::new("/sys/class/powercap/intel-rapl:0/energy_uj");
+    assert_eq!(read_error(file, &denied), access_denied(file));
 
     let tree = tempfile::tempdir().unwrap();
     zone(tree.path(), "intel-rapl:0", "package-0", 0);

@@ -110,6 +110,15 @@ fn power_joular_ring_buffer_test_throws_for_head_0_head_minus_1_power_minus_1_an
         read_at(&with_newest(2, NOW, f64::NAN)),
         Err("PowerJoular could not measure the CPU power (it wrote NaN).".to_owned())
     );
+    // Quoted as Java's Double.toString writes it
+    assert_eq!(
+        read_at(&with_newest(2, NOW, f64::NEG_INFINITY)),
+        Err("PowerJoular could not measure the CPU power (it wrote -Infinity).".to_owned())
+    );
+    assert_eq!(
+        read_at(&with_newest(2, NOW, -2.5e-4)),
+        Err("PowerJoular could not measure the CPU power (it wrote -2.5E-4).".to_owned())
+    );
     // PowerJoular without a CPU source writes 0, which is a power
     assert_eq!(read_at(&with_newest(2, NOW, 0.0)), Ok(0.0));
 }
@@ -129,14 +138,17 @@ fn power_joular_ring_buffer_test_no_new_cycle_throws_twice_then_the_next_cycle_i
     let f = Fixture::new();
     store(&f.path, &area(3));
     let mut ring = f.open();
+    store(&f.path, &area(4));
+    assert_eq!(ring.watts().unwrap(), 13.0);
     let stalled = format!(
         "PowerJoular published no measurement in {} for 2 s. Is it still running with -r?",
         f.path.display()
     );
     assert_eq!(ring.watts().unwrap_err().to_string(), stalled);
+    // Opened again, the same entry is not charged again
     assert_eq!(ring.watts().unwrap_err().to_string(), stalled);
-    store(&f.path, &area(4));
-    assert_eq!(ring.watts().unwrap(), 13.0);
+    store(&f.path, &area(5));
+    assert_eq!(ring.watts().unwrap(), 14.0);
 }
 
 #[test]
@@ -165,7 +177,7 @@ fn power_joular_ring_buffer_test_an_area_that_appears_later_is_picked_up() {
 }
 
 #[test]
-fn power_joular_ring_buffer_test_a_64_byte_file_is_not_mapped() {
+fn power_joular_ring_buffer_test_a_64_byte_file_is_not_read() {
     let f = Fixture::new();
     store(&f.path, &area(2)[..64]);
     let mut ring = f.open();
@@ -227,14 +239,19 @@ fn power_joular_ring_buffer_test_a_symlink_or_a_directory_is_refused() {
 fn power_joular_ring_buffer_test_window_over() {
     let f = Fixture::new();
     let ring = f.open();
-    // Unmapped: one second
+    // Not open: one second
     assert!(!ring.window_over(Duration::from_millis(999)));
     assert!(ring.window_over(Duration::from_secs(1)));
     store(&f.path, &area(2));
-    let ring = f.open();
+    let mut ring = f.open();
     assert!(!ring.window_over(Duration::from_millis(1500)));
     assert!(ring.window_over(Duration::from_secs(2)));
     store(&f.path, &area(3));
+    assert!(ring.window_over(Duration::from_millis(10)));
+    // Once read, the next window waits for the cycle after
+    assert_eq!(ring.watts().unwrap(), 12.0);
+    assert!(!ring.window_over(Duration::from_millis(10)));
+    store(&f.path, &area(4));
     assert!(ring.window_over(Duration::from_millis(10)));
 }
 
@@ -268,12 +285,12 @@ fn power_ring_buffer_a_torn_read_is_refused() {
         failure.error.to_string(),
         "PowerJoular was writing to /dev/shm/powerjoular while it was read."
     );
-    assert!(!failure.drop_mapping);
+    assert!(!failure.reopen);
     assert_eq!(start, 4);
 }
 
 #[test]
-fn power_ring_buffer_a_stalled_writer_drops_the_mapping() {
+fn power_ring_buffer_a_stalled_writer_closes_the_file() {
     let f = Fixture::new();
     store(&f.path, &area(2));
     let mut ring = f.open();
@@ -286,6 +303,47 @@ fn power_ring_buffer_a_stalled_writer_drops_the_mapping() {
             f.path.display()
         )
     );
-    // Unmapped after that: windows are one second long again
+    // Closed after that: windows are one second long again
     assert!(ring.window_over(Duration::from_secs(1)));
+}
+
+/// Someone cuts the file short while it is open: each reading fails with a message (a mapping
+/// would have faulted), and once the file is closed, it is refused as too short.
+#[test]
+fn power_ring_buffer_a_file_cut_short_while_open_is_refused_not_a_fault() {
+    let f = Fixture::new();
+    store(&f.path, &area(2));
+    let mut ring = f.open();
+    let cut = |head: i64, length: usize| {
+        let mut bytes = area(head);
+        bytes.truncate(length);
+        fs::write(&f.path, &bytes).unwrap();
+    };
+    let path = f.path.display();
+    // No head left: -1
+    cut(2, 4);
+    assert_eq!(
+        ring.watts().unwrap_err().to_string(),
+        format!("PowerJoular has not published a measurement in {path} yet.")
+    );
+    // The newest slot (104..152) keeps its timestamp but not its power: NaN
+    cut(3, 116);
+    assert_eq!(
+        ring.watts().unwrap_err().to_string(),
+        "PowerJoular could not measure the CPU power (it wrote NaN)."
+    );
+    // The newest slot (152..200) is gone: a timestamp of -1 is old, and the file is closed
+    cut(4, 100);
+    assert!(ring
+        .watts()
+        .unwrap_err()
+        .to_string()
+        .starts_with(&format!("The latest measurement in {path} is ")));
+    cut(5, 200);
+    assert_eq!(
+        ring.watts().unwrap_err().to_string(),
+        format!("{path} is too short to be a PowerJoular ring buffer, or is still being created.")
+    );
+    store(&f.path, &area(5));
+    assert_eq!(ring.watts().unwrap(), 14.0);
 }

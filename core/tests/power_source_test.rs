@@ -269,10 +269,19 @@ fn power_source_estimate_refuses_bad_settings_and_a_missing_proc_stat() {
         error_of(source),
         "estimate-max-watts-per-cpu (2) is below estimate-idle-watts-per-cpu (4). Set it to the watts per CPU at full load, at least the idle ones."
     );
-    fs::remove_file(machine.roots.proc.join("stat")).unwrap();
+    let stat = machine.roots.proc.join("stat");
+    fs::write(&stat, "cpu  1 0 0 9 0 0 0 0 0 0\nintr 0\n").unwrap();
+    let (source, _) = machine.open(&[("power-source-type", "estimate")]);
+    assert_eq!(
+        error_of(source),
+        format!(
+            "Cannot use {}: it lists no cpuN line. Point the proc root at a Linux procfs. The CPU power cannot be estimated without it.",
+            stat.display()
+        )
+    );
+    fs::remove_file(&stat).unwrap();
     let (source, _) = machine.open(&[("power-source-type", "estimate")]);
     let error = error_of(source);
-    let stat = machine.roots.proc.join("stat");
     assert!(
         error.starts_with(&format!("Cannot use {}: ", stat.display())),
         "{error}"

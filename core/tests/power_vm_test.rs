@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use joularcode_core::config::VmFormat;
 use joularcode_core::log::{Level, Recorded};
-use joularcode_core::power::vm::VmPowerFile;
+use joularcode_core::power::vm::{self, VmPowerFile};
 use joularcode_core::power::PowerSource;
 
 struct Fixture {
@@ -240,22 +240,70 @@ fn vm_power_file_test_watts_refuses_minus_1_lots_nan_and_empty() {
         f.read_once(VmFormat::Watts, "lots\n"),
         Err(not_watts.clone())
     );
-    assert!(f
-        .read_once(VmFormat::Watts, "NaN\n")
-        .unwrap_err()
-        .contains("holds NaN"));
+    for (text, shown) in [
+        ("NaN\n", "NaN"),
+        ("-Infinity", "-Infinity"),
+        ("-1e10", "-1.0E10"),
+    ] {
+        assert_eq!(
+            f.read_once(VmFormat::Watts, text),
+            Err(format!(
+                "The host could not measure the power of this virtual machine ({} holds {shown}).",
+                f.name()
+            ))
+        );
+    }
     assert_eq!(f.read_once(VmFormat::Watts, ""), Err(not_watts));
 }
 
 #[test]
 fn vm_power_file_test_watts_a_line_of_300_characters_is_refused() {
     let f = Fixture::new();
-    let long = format!("{}1\n", " ".repeat(299));
+    for long in [format!("{}1\n", " ".repeat(299)), "4".repeat(300)] {
+        assert_eq!(
+            f.read_once(VmFormat::Watts, &long),
+            Err(format!(
+                "The first line of {} is incomplete or too long.",
+                f.name()
+            ))
+        );
+    }
+    // 256 characters and no newline is still a line
     assert_eq!(
-        f.read_once(VmFormat::Watts, &long),
-        Err(format!(
-            "The first line of {} is incomplete or too long.",
-            f.name()
-        ))
+        f.read_once(VmFormat::Watts, &format!("{}7", "0".repeat(255))),
+        Ok(7.0)
     );
+}
+
+#[test]
+fn vm_power_file_numbers_are_read_as_javas_double_parse_double_reads_them() {
+    let file = std::path::Path::new("/host/vm.csv");
+    for (text, watts) in [
+        ("42.5d", 42.5),
+        ("42.5F", 42.5),
+        ("1e3", 1000.0),
+        (".5", 0.5),
+        ("5.", 5.0),
+        ("+3", 3.0),
+        ("\t7\u{b}", 7.0),
+        ("-0", 0.0),
+    ] {
+        assert_eq!(vm::parse_power(file, text), Ok(watts), "{text:?}");
+    }
+    let not_watts = "/host/vm.csv does not hold a power in watts where one is expected.";
+    for text in [
+        "inf", "infinity", "nan", "NAN", "1.5dd", "0x1p3", "1,5", "--1", "d", "",
+    ] {
+        assert_eq!(
+            vm::parse_power(file, text).unwrap_err().to_string(),
+            not_watts,
+            "{text:?}"
+        );
+    }
+    for (text, shown) in [("Infinity", "Infinity"), ("-NaN", "NaN"), ("-1d", "-1.0")] {
+        assert_eq!(
+            vm::parse_power(file, text).unwrap_err().to_string(),
+            format!("The host could not measure the power of this virtual machine (/host/vm.csv holds {shown}).")
+        );
+    }
 }

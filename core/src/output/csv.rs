@@ -23,6 +23,8 @@ pub const ALL_FILE: &str = "methods-power-all.csv";
 pub const APP_FILE: &str = "methods-power-app.csv";
 /// The first line of both files.
 pub const HEADER: &str = "timestamp,branch,power_watts,energy_joules,interval_seconds,coverage";
+/// What ends each line: Java's `%n` and `newLine()`, the platform's line separator.
+pub const LINE_END: &str = if cfg!(windows) { "\r\n" } else { "\n" };
 
 /// `name` as a CSV field: wrapped in `"` when it holds `,`, `"`, `\n` or `\r`, with `"` doubled.
 pub fn escape(name: &str) -> Cow<'_, str> {
@@ -33,7 +35,7 @@ pub fn escape(name: &str) -> Cow<'_, str> {
     }
 }
 
-/// One row, as Java's `String.format(Locale.ROOT, "%d,%s,%.9f,%.9f,%.9f,%.4f%n", ...)` on Linux.
+/// One row, as Java's `String.format(Locale.ROOT, "%d,%s,%.9f,%.9f,%.9f,%.4f%n", ...)`.
 fn push_row(out: &mut String, timestamp_ms: i64, name: &str, power_w: f64, result: &CycleResult) {
     out.push_str(&timestamp_ms.to_string());
     out.push(',');
@@ -47,7 +49,7 @@ fn push_row(out: &mut String, timestamp_ms: i64, name: &str, power_w: f64, resul
         out.push(',');
         push_fixed(out, value, decimals);
     }
-    out.push('\n');
+    out.push_str(LINE_END);
 }
 
 /// The rows of the branches with a positive power.
@@ -172,7 +174,7 @@ fn open_files(dir: &Path) -> io::Result<(File, File)> {
     let mut app = open_file(dir, APP_FILE)?;
     for file in [&mut all, &mut app] {
         if file.metadata()?.len() == 0 {
-            append_whole(file, format!("{HEADER}\n").as_bytes())?;
+            append_whole(file, format!("{HEADER}{LINE_END}").as_bytes())?;
         }
     }
     Ok((all, app))
@@ -228,6 +230,7 @@ fn open_file(dir: &Path, name: &str) -> io::Result<File> {
     )
     .map_err(|errno| match errno {
         Errno::LOOP => symlink_error(&path),
+        Errno::ISDIR => kind_error(&path, "a regular file"),
         errno => with_path(&path, errno.into()),
     })?;
     let file = File::from(fd);
@@ -267,7 +270,13 @@ fn is_symlink(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok_and(|meta| meta.file_type().is_symlink())
 }
 
-/// `error` with the path it happened on.
+/// `error` with the path it happened on, and the way out.
 fn with_path(path: &Path, error: io::Error) -> io::Error {
-    io::Error::new(error.kind(), format!("{}: {error}", path.display()))
+    io::Error::new(
+        error.kind(),
+        format!(
+            "Cannot open {}: {error}. Set results-path to a directory the profiler can write to.",
+            path.display()
+        ),
+    )
 }

@@ -1,12 +1,12 @@
-//! Numbers written as Java's `String.format(Locale.ROOT, "%.Nf", x)` writes them.
+//! Numbers written as Java writes them: `String.format(Locale.ROOT, "%.Nf", x)` for the CSV files
+//! ([`fixed`]), and `Double.toString(x)` for the values Joular Code for Java's messages quote
+//! ([`java_double`]).
 //!
 //! Java does not round the double's exact binary value: it takes the shortest decimal that reads
 //! back as the same double (the digits of `Double.toString`) and rounds that HALF_UP. So 0.15 with
 //! `%.1f` is `0.2` in Java (the double is 0.1499999999999999944...), where Rust's `{:.1}` and C's
 //! printf give `0.1`, and 0.03125 with `%.4f` is `0.0313` where Rust gives `0.0312` (half-to-even
 //! on an exact tie). Checked against OpenJDK 17, 21 and 25 by the test `csv_java_float`.
-
-use std::io::Write;
 
 /// Appends `value` with `decimals` digits after the point, exactly as Java's `%.<decimals>f`.
 pub fn push_fixed(out: &mut String, value: f64, decimals: usize) {
@@ -65,27 +65,37 @@ fn round_up(digits: &mut Vec<u8>) -> bool {
     true
 }
 
-/// The shortest decimal digits that read back as `value` (> 0 and finite, or 0), and where the
-/// point goes: `value = 0.DIGITS × 10^point`.
+/// The digits Java writes for `value` (> 0 and finite, or 0), and where the point goes:
+/// `value = 0.DIGITS × 10^point`. They are the fewest that read back as `value`; among the
+/// decimals of that length (of one or two digits when one is enough), Java takes the closest to
+/// `value`, and the even one on a tie.
 fn shortest_digits(value: f64) -> (Vec<u8>, isize) {
     if value == 0.0 {
         return (vec![b'0'], 1);
     }
-    // Rust's `{:e}` prints the shortest round-trip digits, as `d.ddde-5`
-    let mut buffer = [0u8; 40];
-    let mut cursor = std::io::Cursor::new(&mut buffer[..]);
-    write!(cursor, "{value:e}").expect("an f64 in scientific notation fits in 40 bytes");
-    let len = cursor.position() as usize;
-    let text = &buffer[..len];
-    let e = text
-        .iter()
-        .position(|&b| b == b'e')
+    // Rust's `{:e}` prints the fewest digits that read back, but takes the greater of two on a tie
+    let (shortest, point) = scientific(&format!("{value:e}"));
+    // The value rounded half-to-even to that length is Java's choice, when it reads back
+    let rounded = format!("{value:.*e}", shortest.len().max(2) - 1);
+    if rounded.parse::<f64>() != Ok(value) {
+        return (shortest, point);
+    }
+    let (mut digits, point) = scientific(&rounded);
+    while digits.len() > 1 && digits.last() == Some(&b'0') {
+        digits.pop();
+    }
+    (digits, point)
+}
+
+/// The digits and the point of a number Rust wrote in scientific notation (`1.25e-5`).
+fn scientific(text: &str) -> (Vec<u8>, isize) {
+    let (mantissa, exponent) = text
+        .split_once('e')
         .expect("scientific notation has an exponent");
-    let digits: Vec<u8> = text[..e].iter().copied().filter(|&b| b != b'.').collect();
-    let exponent: isize = std::str::from_utf8(&text[e + 1..])
-        .ok()
-        .and_then(|s| s.parse().ok())
+    let exponent: isize = exponent
+        .parse()
         .expect("the exponent of scientific notation is an integer");
+    let digits = mantissa.bytes().filter(u8::is_ascii_digit).collect();
     (digits, exponent + 1)
 }
 
@@ -93,6 +103,46 @@ fn shortest_digits(value: f64) -> (Vec<u8>, isize) {
 pub fn fixed(value: f64, decimals: usize) -> String {
     let mut out = String::new();
     push_fixed(&mut out, value, decimals);
+    out
+}
+
+/// `value` as Java's `Double.toString` writes it since JDK 19: the shortest decimal that reads
+/// back as the same double, in plain notation with at least one decimal from 10^-3 up to 10^7
+/// (`-1.0`, `0.001`, `1234567.0`), else as `d.dddE<n>` (`1.0E7`, `-2.5E-4`); `NaN`, `Infinity`,
+/// `-Infinity`.
+pub fn java_double(value: f64) -> String {
+    if value.is_nan() {
+        return "NaN".to_owned();
+    }
+    let sign = if value.is_sign_negative() { "-" } else { "" };
+    if value.is_infinite() {
+        return format!("{sign}Infinity");
+    }
+    let (digits, point) = shortest_digits(value.abs());
+    let digit = |i: isize| -> char {
+        usize::try_from(i)
+            .ok()
+            .and_then(|i| digits.get(i))
+            .map_or('0', |&d| char::from(d))
+    };
+    let magnitude = value.abs();
+    let mut out = sign.to_owned();
+    if magnitude == 0.0 || (1e-3..1e7).contains(&magnitude) {
+        // Plain: the integer digits (at least a 0), the point, then at least one decimal
+        if point <= 0 {
+            out.push('0');
+        } else {
+            (0..point).for_each(|i| out.push(digit(i)));
+        }
+        out.push('.');
+        let last = (digits.len() as isize).max(point + 1);
+        (point..last).for_each(|i| out.push(digit(i)));
+    } else {
+        out.push(digit(0));
+        out.push('.');
+        (1..(digits.len() as isize).max(2)).for_each(|i| out.push(digit(i)));
+        out.push_str(&format!("E{}", point - 1));
+    }
     out
 }
 
@@ -114,6 +164,11 @@ mod tests {
         assert_eq!(fixed(0.15, 1), "0.2");
         assert_eq!(fixed(1.005, 2), "1.01");
         assert_eq!(fixed(0.1234567895, 9), "0.123456790");
+        // 663295455452.65625 lies halfway between two shortest decimals: Java takes the even one
+        assert_eq!(
+            fixed(f64::from_bits(0x4263_4def_ae1b_9500), 4),
+            "663295455452.6562"
+        );
     }
 
     #[test]
@@ -129,5 +184,39 @@ mod tests {
         assert_eq!(fixed(f64::NAN, 4), "NaN");
         assert_eq!(fixed(f64::INFINITY, 4), "Infinity");
         assert_eq!(fixed(f64::NEG_INFINITY, 4), "-Infinity");
+    }
+
+    #[test]
+    fn double_to_string_as_java() {
+        for (value, java) in [
+            (-1.0, "-1.0"),
+            (0.0, "0.0"),
+            (-0.0, "-0.0"),
+            (42.5, "42.5"),
+            (100.0, "100.0"),
+            (0.1, "0.1"),
+            (0.001, "0.001"),
+            (9.99e-4, "9.99E-4"),
+            (-2.5e-4, "-2.5E-4"),
+            (1234567.0, "1234567.0"),
+            (9999999.5, "9999999.5"),
+            (1e7, "1.0E7"),
+            (-1.5e10, "-1.5E10"),
+            (1.7976931348623157e308, "1.7976931348623157E308"),
+            (f64::MIN_POSITIVE, "2.2250738585072014E-308"),
+            // Two shortest decimals as close: Java takes the even one, Rust's `{:e}` the greater
+            // (1716585017161979.25)
+            (
+                f64::from_bits(0x4318_64e6_60b2_e3ed),
+                "1.7165850171619792E15",
+            ),
+            // One digit reads back, but a second one is closer
+            (5e-324, "4.9E-324"),
+            (f64::NAN, "NaN"),
+            (f64::INFINITY, "Infinity"),
+            (f64::NEG_INFINITY, "-Infinity"),
+        ] {
+            assert_eq!(java_double(value), java, "{value:e}");
+        }
     }
 }

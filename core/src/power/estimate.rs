@@ -13,11 +13,23 @@ use std::path::{Path, PathBuf};
 use super::{PowerError, PowerSource};
 use crate::config::Config;
 use crate::log::{Level, Log};
-use crate::procstat::{self, CpuTimes};
+use crate::procstat::{self, CpuTimes, ProcStat};
 
 /// The model's power for `cpus` CPUs busy for the share `utilisation` of their time.
 pub fn model_watts(cpus: usize, idle_watts: f64, max_watts: f64, utilisation: f64) -> f64 {
     cpus as f64 * (idle_watts + (max_watts - idle_watts) * utilisation.clamp(0.0, 1.0))
+}
+
+/// Reads `stat` under `proc_root`, which must list at least one CPU: the model counts them.
+fn read_stat(proc_root: &Path) -> Result<ProcStat, PowerError> {
+    let stat = procstat::read(proc_root).map_err(|error| PowerError::new(error.to_string()))?;
+    if stat.cpus == 0 {
+        return Err(PowerError::new(format!(
+            "Cannot use {}: it lists no cpuN line. Point the proc root at a Linux procfs.",
+            proc_root.join("stat").display()
+        )));
+    }
+    Ok(stat)
 }
 
 /// CPU power estimated from `/proc/stat`.
@@ -40,7 +52,7 @@ impl Estimate {
                 "estimate-max-watts-per-cpu ({max_watts}) is below estimate-idle-watts-per-cpu ({idle_watts}). Set it to the watts per CPU at full load, at least the idle ones."
             )));
         }
-        let stat = procstat::read(proc_root).map_err(|error| {
+        let stat = read_stat(proc_root).map_err(|error| {
             PowerError::new(format!(
                 "{error} The CPU power cannot be estimated without it."
             ))
@@ -63,8 +75,7 @@ impl Estimate {
 
 impl PowerSource for Estimate {
     fn watts(&mut self) -> Result<f64, PowerError> {
-        let stat =
-            procstat::read(&self.proc_root).map_err(|error| PowerError::new(error.to_string()))?;
+        let stat = read_stat(&self.proc_root)?;
         // No tick since the last reading (or counters that went back): nothing ran that was seen
         let utilisation = stat.cpu.utilisation_since(&self.last).unwrap_or(0.0);
         self.last = stat.cpu;

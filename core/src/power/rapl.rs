@@ -43,11 +43,14 @@ pub fn read_error(path: &Path, error: &io::Error) -> PowerError {
     }
 }
 
-/// Parses a counter file's text: a number of microjoules, which cannot be negative.
+/// Parses a counter file's text: a number of microjoules, which cannot be negative. As Joular
+/// reads it with `Long.parseLong`, it is at most 2^63 − 1, and `+5` and `-0` are numbers.
 pub fn parse_microjoules(path: &Path, text: &str) -> Result<u64, PowerError> {
     text.trim()
-        .parse::<u64>()
-        .map_err(|_| unexpected(path, text))
+        .parse::<i64>()
+        .ok()
+        .and_then(|value| u64::try_from(value).ok())
+        .ok_or_else(|| unexpected(path, text))
 }
 
 /// The energy used between two readings of a counter that wraps back to 0 past `max_uj`. More

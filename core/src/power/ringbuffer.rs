@@ -1,5 +1,5 @@
 //! The shared-memory ring buffer PowerJoular 2.0 writes with `-r`: a 248-byte file in the
-//! machine's byte order, mapped read-only here.
+//! machine's byte order, which PowerJoular maps and this reads word by word.
 //!
 //! ```text
 //! offset 0           u64 head: cycles written since the file was created (0 = none yet)
@@ -11,19 +11,19 @@
 //! PowerJoular stores the slot, issues a full barrier, then stores the new head, once a second.
 //! There is no sequence number per slot: the head is read before and after the entry, with
 //! acquire fences, and a read during which it moved is refused. A restart creates a new file
-//! (a new inode) with the head back at 0; the old mapping then stops moving, so a window with
-//! no new cycle drops the mapping and the next reading maps whatever is at the path by then.
+//! (a new inode) with the head back at 0; the old file, still open here, then stops moving, so a
+//! window with no new cycle closes it and the next reading opens whatever is at the path by then.
 
-use std::io;
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use memmap2::{Mmap, MmapOptions};
-
 use super::{open_for_reading, Clock, PowerError, PowerSource, ONE_SECOND};
 use crate::log::{Level, Log};
+use crate::output::java_float::java_double;
 
 /// The size of the area.
 pub const AREA_SIZE: usize = 8 + ENTRY_COUNT * ENTRY_SIZE;
@@ -53,33 +53,42 @@ impl Area for [u8] {
     }
 }
 
-/// The file, mapped.
-struct Mapped(Mmap);
+/// The file, open, and read one word at a time rather than mapped: a mapping faults (SIGBUS) on
+/// a file that someone cuts short after it was mapped, where a read only comes back short. The
+/// slot read is not rewritten for four cycles, and a head torn by PowerJoular's store of the next
+/// one differs from the head read again after the slot, which [`read_newest`] refuses.
+struct Opened(File);
 
-impl Area for Mapped {
+impl Area for Opened {
+    /// The word at `offset`, or all ones when the file no longer holds it: a head of -1, a
+    /// timestamp of -1 and a NaN power, which every check refuses.
     fn word(&self, offset: usize) -> u64 {
-        debug_assert!(offset % 8 == 0 && offset + 8 <= AREA_SIZE && self.0.len() >= AREA_SIZE);
-        // SAFETY: the mapping holds AREA_SIZE bytes (checked above) and starts on a page
-        // boundary, so the word is in bounds and aligned; a volatile read is one 8-byte load,
-        // as PowerJoular's stores are
-        unsafe { std::ptr::read_volatile(self.0.as_ptr().add(offset).cast::<u64>()) }
+        let mut file = &self.0;
+        let mut bytes = [0u8; 8];
+        let read = file
+            .seek(SeekFrom::Start(offset as u64))
+            .and_then(|_| file.read_exact(&mut bytes));
+        match read {
+            Ok(()) => u64::from_ne_bytes(bytes),
+            Err(_) => u64::MAX,
+        }
     }
 }
 
-/// A reading that failed, and whether the mapping must be dropped so the next one maps the
-/// file at the path again.
+/// A reading that failed, and whether the file must be closed so that the next reading opens
+/// the file at the path again.
 #[derive(Debug)]
 pub struct Failure {
     /// What went wrong.
     pub error: PowerError,
     /// The writer has stopped or restarted on a new file.
-    pub drop_mapping: bool,
+    pub reopen: bool,
 }
 
-fn failure(error: String, drop_mapping: bool) -> Failure {
+fn failure(error: String, reopen: bool) -> Failure {
     Failure {
         error: PowerError::new(error),
-        drop_mapping,
+        reopen,
     }
 }
 
@@ -140,7 +149,10 @@ pub fn read_newest(
     }
     if !power.is_finite() || power < 0.0 {
         return Err(failure(
-            format!("PowerJoular could not measure the CPU power (it wrote {power:?})."),
+            format!(
+                "PowerJoular could not measure the CPU power (it wrote {}).",
+                java_double(power)
+            ),
             false,
         ));
     }
@@ -167,8 +179,8 @@ fn too_short(path: &Path) -> PowerError {
     ))
 }
 
-/// Maps the ring buffer at `path`: a regular file (not a link) of at least [`AREA_SIZE`] bytes.
-fn attach(path: &Path) -> Result<Mapped, PowerError> {
+/// Opens the ring buffer at `path`: a regular file (not a link) of at least [`AREA_SIZE`] bytes.
+fn attach(path: &Path) -> Result<Opened, PowerError> {
     let not_regular = || PowerError::new(format!("{} is not a regular file.", path.display()));
     match path.symlink_metadata() {
         Ok(metadata) if !metadata.is_file() => return Err(not_regular()),
@@ -193,22 +205,17 @@ fn attach(path: &Path) -> Result<Mapped, PowerError> {
     if !metadata.is_file() {
         return Err(not_regular());
     }
-    // Mapping past the end of the file would fault on access rather than fail here
     if metadata.len() < AREA_SIZE as u64 {
         return Err(too_short(path));
     }
-    // SAFETY: a read-only shared mapping of a regular file of at least AREA_SIZE bytes. Another
-    // process writes it while it is mapped, which is why every read goes through
-    // `Mapped::word`'s volatile loads and never through a reference to the bytes
-    let map = unsafe { MmapOptions::new().len(AREA_SIZE).map(&file) }.map_err(cannot_open)?;
-    Ok(Mapped(map))
+    Ok(Opened(file))
 }
 
 /// CPU power from PowerJoular's ring buffer.
 pub struct RingBuffer {
     path: PathBuf,
     clock: Arc<dyn Clock>,
-    mapped: Option<Mapped>,
+    opened: Option<Opened>,
     window_start_head: i64,
 }
 
@@ -216,8 +223,8 @@ impl RingBuffer {
     /// Opens the source, which never fails: PowerJoular may start later, and the first reading
     /// tries again.
     pub fn open(path: &Path, clock: Arc<dyn Clock>, log: &dyn Log) -> RingBuffer {
-        let mapped = attach(path).ok();
-        let window_start_head = mapped.as_ref().map_or(0, |area| area.word(0) as i64);
+        let opened = attach(path).ok();
+        let window_start_head = opened.as_ref().map_or(0, |area| area.word(0) as i64);
         log.log(
             Level::Info,
             &format!(
@@ -228,7 +235,7 @@ impl RingBuffer {
         RingBuffer {
             path: path.to_owned(),
             clock,
-            mapped,
+            opened,
             window_start_head,
         }
     }
@@ -236,19 +243,19 @@ impl RingBuffer {
 
 impl PowerSource for RingBuffer {
     fn watts(&mut self) -> Result<f64, PowerError> {
-        let area = match self.mapped.take() {
+        let area = match self.opened.take() {
             Some(area) => area,
             None => attach(&self.path)?,
         };
         let now = self.clock.unix_seconds();
         match read_newest(&area, &self.path, &mut self.window_start_head, now) {
             Ok(power) => {
-                self.mapped = Some(area);
+                self.opened = Some(area);
                 Ok(power)
             }
             Err(failure) => {
-                if !failure.drop_mapping {
-                    self.mapped = Some(area);
+                if !failure.reopen {
+                    self.opened = Some(area);
                 }
                 Err(failure.error)
             }
@@ -256,7 +263,7 @@ impl PowerSource for RingBuffer {
     }
 
     fn window_over(&self, elapsed: Duration) -> bool {
-        match &self.mapped {
+        match &self.opened {
             None => elapsed >= ONE_SECOND,
             Some(area) => area.word(0) as i64 != self.window_start_head || elapsed >= MAX_WINDOW,
         }

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use super::{open_for_reading, PowerError, PowerSource};
 use crate::config::{java_trim, VmFormat};
 use crate::log::{Level, Log};
+use crate::output::java_float::java_double;
 
 /// A power value never takes that many characters, so a longer line is not one.
 pub const MAX_LINE_LENGTH: usize = 256;
@@ -41,9 +42,33 @@ pub fn first_line(file: &Path, start: &[u8], complete: bool) -> Result<String, P
     }
 }
 
+/// A number as Java's `Double.parseDouble` reads it: trimmed, an optional sign, then `NaN`,
+/// `Infinity`, or decimal digits with an optional point and exponent and an optional `d` or `f`
+/// suffix (`42.5`, `.5`, `1e3`, `42.5d`). Rust's own spellings (`inf`, `nan`) are refused, as Java
+/// refuses them; so are hexadecimal floats (`0x1p3`), which Java would read.
+fn parse_java_double(text: &str) -> Option<f64> {
+    let text = java_trim(text);
+    let unsigned = text.strip_prefix(['+', '-']).unwrap_or(text);
+    let negative = text.starts_with('-');
+    match unsigned {
+        "NaN" => return Some(f64::NAN),
+        "Infinity" if negative => return Some(f64::NEG_INFINITY),
+        "Infinity" => return Some(f64::INFINITY),
+        _ => {}
+    }
+    let decimal = unsigned
+        .strip_suffix(['d', 'D', 'f', 'F'])
+        .unwrap_or(unsigned);
+    if !decimal.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
+        return None;
+    }
+    let value: f64 = decimal.parse().ok()?;
+    Some(if negative { -value } else { value })
+}
+
 /// A power in watts: finite and >= 0.
 pub fn parse_power(file: &Path, text: &str) -> Result<f64, PowerError> {
-    let power: f64 = java_trim(text).parse().map_err(|_| {
+    let power = parse_java_double(text).ok_or_else(|| {
         PowerError::new(format!(
             "{} does not hold a power in watts where one is expected.",
             file.display()
@@ -52,8 +77,9 @@ pub fn parse_power(file: &Path, text: &str) -> Result<f64, PowerError> {
     // PowerJoular writes -1 for a process it could not measure
     if !power.is_finite() || power < 0.0 {
         return Err(PowerError::new(format!(
-            "The host could not measure the power of this virtual machine ({} holds {power:?}).",
-            file.display()
+            "The host could not measure the power of this virtual machine ({} holds {}).",
+            file.display(),
+            java_double(power)
         )));
     }
     Ok(power)

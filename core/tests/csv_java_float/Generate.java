@@ -36,6 +36,12 @@ public class Generate {
             }
             print(d);
         }
+        // Values of 17 significant digits with binary fractions, many halfway between two
+        // shortest decimals (Java takes the even one); kept below 1e15, where OpenJDK 17 agrees
+        Random ties = new Random(20261130L + 1);
+        for (int i = 0; i < 2000; i++) {
+            print((ties.nextLong() >> 14) / Math.pow(2, 8 + ties.nextInt(12)));
+        }
     }
 
     private static void print(double d) {
