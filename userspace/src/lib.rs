@@ -6,4 +6,5 @@ pub mod cli;
 pub mod discovery;
 pub mod hotspot;
 pub mod jit;
+pub mod record;
 pub mod sampler;
