@@ -1,8 +1,9 @@
 //! The command line: `joularcode-bpf <SUBCOMMAND>`.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{ArgGroup, Args, Parser, Subcommand};
 
 use crate::discovery::Target;
 
@@ -22,6 +23,9 @@ pub enum Command {
     /// Debugging: sample JVM threads for a few seconds and show, per thread, the samples, the
     /// on-CPU time, the depth of the frame-pointer walks, and the samples lost.
     Raw(RawArgs),
+    /// Sample JVMs and print their folded stacks: one line per distinct stack, frames named as
+    /// Joular Code for Java names them (package.Class.method), oldest first, then the count.
+    Stacks(StacksArgs),
 }
 
 /// Which JVMs to profile: `--pid PID` or `--all`.
@@ -67,6 +71,36 @@ impl RawArgs {
     }
 }
 
+/// `joularcode-bpf stacks`.
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("target").required(true).args(["pid", "all", "command"])))]
+pub struct StacksArgs {
+    /// The JVM with this process id.
+    #[arg(long, value_name = "PID")]
+    pub pid: Option<u32>,
+    /// Every JVM of the host, including those that start while it runs.
+    #[arg(long)]
+    pub all: bool,
+    /// How long to sample, in seconds (default: until the JVMs or the command end, or Ctrl-C).
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    pub duration: Option<f64>,
+    /// Write the stacks to FILE instead of the standard output.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Samples per second of CPU time of each thread.
+    #[arg(long, value_name = "HZ", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub rate: u64,
+    /// Add the native frames (libjvm.so, libc, ...) newer than the Java frames of each stack.
+    #[arg(long)]
+    pub native: bool,
+    /// The symbolizer agent library (default: libjvm_symbolizer_agent.so beside this program).
+    #[arg(long, value_name = "FILE")]
+    pub agent_path: Option<PathBuf>,
+    /// Run this command and sample the JVMs it starts, until it ends; exit with its exit code.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
 fn parse_seconds(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(seconds) if seconds > 0.0 && seconds <= 86_400.0 => Ok(seconds),
@@ -90,13 +124,17 @@ mod tests {
     fn raw_takes_a_pid_or_all() {
         let cli = Cli::try_parse_from(["joularcode-bpf", "raw", "--pid", "42", "--duration", "2"])
             .expect("valid");
-        let Command::Raw(raw) = cli.command;
+        let Command::Raw(raw) = cli.command else {
+            panic!("raw parsed as {:?}", cli.command)
+        };
         assert_eq!(raw.target.target(), Target::Pid(42));
         assert_eq!(raw.duration(), Duration::from_secs(2));
         assert_eq!(raw.rate, 100);
         let cli = Cli::try_parse_from(["joularcode-bpf", "raw", "--all", "--rate", "1000"])
             .expect("valid");
-        let Command::Raw(raw) = cli.command;
+        let Command::Raw(raw) = cli.command else {
+            panic!("raw parsed as {:?}", cli.command)
+        };
         assert_eq!((raw.target.target(), raw.rate), (Target::All, 1000));
         for bad in [
             &["joularcode-bpf", "raw"][..],
@@ -105,6 +143,37 @@ mod tests {
             &["joularcode-bpf", "raw", "--all", "--rate", "0"],
         ] {
             assert!(Cli::try_parse_from(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    fn stacks(args: &[&str]) -> Result<StacksArgs, clap::Error> {
+        let cli = Cli::try_parse_from(["joularcode-bpf", "stacks"].iter().chain(args))?;
+        match cli.command {
+            Command::Stacks(stacks) => Ok(stacks),
+            other => panic!("stacks parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn stacks_takes_a_pid_all_or_a_command() {
+        let args = stacks(&["--pid", "7", "--duration", "3", "--native"]).expect("valid");
+        assert_eq!(
+            (args.pid, args.duration, args.native),
+            (Some(7), Some(3.0), true)
+        );
+        let args =
+            stacks(&["--output", "out.folded", "--", "java", "-Xint", "Main"]).expect("valid");
+        assert_eq!(args.command, ["java", "-Xint", "Main"]);
+        assert_eq!(args.output, Some(PathBuf::from("out.folded")));
+        assert_eq!((args.rate, args.duration), (100, None));
+        assert!(stacks(&["--all"]).expect("valid").all);
+        for bad in [
+            &[][..],
+            &["--pid", "1", "--all"],
+            &["--pid", "1", "--", "java"],
+            &["--all", "--rate", "0"],
+        ] {
+            assert!(stacks(bad).is_err(), "{bad:?}");
         }
     }
 }
