@@ -1,11 +1,13 @@
 //! The command line: `joularcode-bpf <SUBCOMMAND>`.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{ArgGroup, Args, Parser, Subcommand};
 
 use crate::discovery::Target;
+use crate::record::options::ConfigOptions;
 
 /// Energy per Java execution branch, for one JVM or every JVM of this host, sampled from
 /// outside the JVM with eBPF. Needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE).
@@ -26,6 +28,10 @@ pub enum Command {
     /// Sample JVMs and print their folded stacks: one line per distinct stack, frames named as
     /// Joular Code for Java names them (package.Class.method), oldest first, then the count.
     Stacks(StacksArgs),
+    /// Energy per Java branch of one JVM, of the JVMs a command starts, or of every JVM of the
+    /// host, written in Joular Code for Java's CSV files (methods-power-all.csv and
+    /// methods-power-app.csv in results-path; one folder per JVM when there are several).
+    Record(RecordArgs),
 }
 
 /// Which JVMs to profile: `--pid PID` or `--all`.
@@ -101,6 +107,45 @@ pub struct StacksArgs {
     pub command: Vec<String>,
 }
 
+/// `joularcode-bpf record`.
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("what").required(true).args(["pids", "all", "command"])))]
+pub struct RecordArgs {
+    /// The JVM with this process id (repeat it for several JVMs).
+    #[arg(long = "pid", value_name = "PID", conflicts_with_all = ["all", "command"])]
+    pub pids: Vec<u32>,
+    /// Every JVM of the host, including those that start while it runs.
+    #[arg(long, conflicts_with = "command")]
+    pub all: bool,
+    /// Stop after this many seconds (else at Ctrl-C, SIGTERM, or when the JVMs or the command end).
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    pub duration: Option<f64>,
+    /// The properties file to read instead of ./joularcodejava.properties (it must exist).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Also write, per cycle and JVM, one JSON line with the source's energy, the JVM's share,
+    /// energy, branches' energy and unattributed energy (see docs/record.md).
+    #[arg(long, value_name = "FILE")]
+    pub cycle_log: Option<PathBuf>,
+    /// The symbolizer agent library (default: libjvm_symbolizer_agent.so beside this program).
+    #[arg(long, value_name = "FILE")]
+    pub agent_path: Option<PathBuf>,
+    /// The keys of joularcodejava.properties.
+    #[command(flatten)]
+    pub options: ConfigOptions,
+    /// The command to launch and profile (after `--`), with the JVMs it starts from their
+    /// first instant; record ends when it ends, with its exit code.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+impl RecordArgs {
+    /// `--duration` as a Duration.
+    pub fn duration(&self) -> Option<Duration> {
+        self.duration.map(Duration::from_secs_f64)
+    }
+}
+
 fn parse_seconds(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(seconds) if seconds > 0.0 && seconds <= 86_400.0 => Ok(seconds),
@@ -154,6 +199,14 @@ mod tests {
         }
     }
 
+    fn record(args: &[&str]) -> Result<RecordArgs, clap::Error> {
+        let cli = Cli::try_parse_from(["joularcode-bpf", "record"].iter().chain(args))?;
+        match cli.command {
+            Command::Record(record) => Ok(record),
+            other => panic!("record parsed as {other:?}"),
+        }
+    }
+
     #[test]
     fn stacks_takes_a_pid_all_or_a_command() {
         let args = stacks(&["--pid", "7", "--duration", "3", "--native"]).expect("valid");
@@ -174,6 +227,47 @@ mod tests {
             &["--all", "--rate", "0"],
         ] {
             assert!(stacks(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn record_takes_pids_all_or_a_command() {
+        let args = record(&["--pid", "4", "--pid", "5", "--duration", "1.5"]).expect("valid");
+        assert_eq!(args.pids, [4, 5]);
+        assert_eq!(args.duration(), Some(Duration::from_millis(1500)));
+        let args = record(&[
+            "--results-path",
+            "out",
+            "--jvm-threads=spread",
+            "--",
+            "java",
+            "-cp",
+            ".",
+            "Main",
+        ])
+        .expect("valid");
+        assert_eq!(args.command, ["java", "-cp", ".", "Main"]);
+        assert_eq!(
+            args.options.values,
+            [
+                ("results-path", "out".into()),
+                ("jvm-threads", "spread".into())
+            ]
+        );
+        assert!(
+            record(&["--all", "--cycle-log", "c.json"])
+                .expect("valid")
+                .all
+        );
+        for bad in [
+            &[][..],
+            &["--pid", "1", "--all"],
+            &["--all", "--", "java"],
+            &["--pid", "1", "--", "java"],
+            &["--all", "--duration", "0"],
+            &["--all", "--unknown-key", "1"],
+        ] {
+            assert!(record(bad).is_err(), "{bad:?}");
         }
     }
 }

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use joularcode_bpf::cli::{Cli, Command};
 use joularcode_bpf::commands::stacks;
+use joularcode_bpf::record;
 use joularcode_bpf::sampler::raw;
 
 fn main() -> ExitCode {
@@ -18,6 +19,7 @@ fn main() -> ExitCode {
         )
         .map(|()| 0),
         Command::Stacks(args) => stacks::run(&args),
+        Command::Record(args) => record::run(&args),
     };
     match result {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),

@@ -161,6 +161,8 @@ pub struct Cycle {
     pub power_w: f64,
     /// The machine's busy CPU time used for the shares (see the module's documentation), in ns.
     pub busy_cpu_ns: u64,
+    /// Samples the sampler lost in the cycle (all JVMs together).
+    pub lost_samples: u64,
     /// Each JVM's result.
     pub jvms: Vec<JvmCycle>,
 }
@@ -196,6 +198,7 @@ impl Cycle {
                 "unattributed_energy_j": energy(result.unattributed_w),
                 "coverage": result.coverage,
                 "samples": jvm.samples,
+                "lost_samples": self.lost_samples,
             });
             lines.push_str(&line.to_string());
             lines.push('\n');
@@ -312,6 +315,7 @@ impl Engine {
             interval_s: elapsed_ns as f64 / 1e9,
             power_w,
             busy_cpu_ns,
+            lost_samples: missed,
             jvms: results,
         }
     }
@@ -558,12 +562,13 @@ mod tests {
             },
         ];
         let log = Recorded::default();
-        engine.end(2_000_000_000, 5, &jvms, &log);
+        let cycle = engine.end(2_000_000_000, 5, &jvms, &log);
         let messages: Vec<String> = log.messages().into_iter().map(|(_, m)| m).collect();
         assert_eq!(messages.len(), 3, "{messages:?}");
         assert!(messages[0].starts_with("JVM 7: Only 10% of this JVM's CPU time"));
         assert!(messages[1].starts_with("JVM 8: Only 10%"));
         assert!(messages[2].contains("7 samples were taken in the last window and 5 were lost"));
+        assert!(cycle.json_lines().contains(r#""lost_samples":5"#));
         // The drops are cumulative: the same count again means none lost in this cycle.
         let log = Recorded::default();
         engine.end(3_000_000_000, 5, &jvms[..1], &log);

@@ -8,7 +8,6 @@
 //! behind; the path is checked at start so that a bad one is refused at once.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use joularcode_core::attribution::CycleResult;
@@ -16,27 +15,8 @@ use joularcode_core::branch::Branches;
 use joularcode_core::log::Log;
 use joularcode_core::output::csv::CsvWriter;
 
-/// The most of `/proc/PID/cmdline` read to find the main class.
-const MAX_CMDLINE: u64 = 64 * 1024;
-/// The longest main class kept in a folder name, in bytes.
+/// The longest main class kept in a folder name, in characters.
 const MAX_NAME: usize = 120;
-
-/// Java launcher options that take the next argument as their value.
-const OPTIONS_WITH_VALUE: &[&str] = &[
-    "-cp",
-    "-classpath",
-    "--class-path",
-    "-p",
-    "--module-path",
-    "--upgrade-module-path",
-    "--add-modules",
-    "--limit-modules",
-    "--add-reads",
-    "--add-exports",
-    "--add-opens",
-    "--patch-module",
-    "--enable-native-access",
-];
 
 /// The results of every JVM of a run.
 #[derive(Debug)]
@@ -122,82 +102,15 @@ impl Results {
     }
 }
 
-/// The folder of one JVM among several: `<pid>-<main class>`, with every character that is not
-/// a letter, a digit, `.`, `_`, `$` or `-` replaced by `_`.
+/// The folder of one JVM among several: `<pid>-<main class>`, the main class as
+/// [`crate::session::main_class`] gives it (already fit for a file name), cut to a length every
+/// file system takes.
 pub fn folder_name(pid: u32, main_class: &str) -> String {
-    let mut name: String = main_class
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '$' | '-') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    name.truncate(MAX_NAME);
-    let name = name.trim_start_matches('.');
-    if name.is_empty() {
-        pid.to_string()
-    } else {
-        format!("{pid}-{name}")
-    }
-}
-
-/// The main class of JVM `pid` from its command line (see [`main_class_of`]), else its process
-/// name, else `java`.
-pub fn main_class(proc_root: &Path, pid: u32) -> String {
-    let dir = proc_root.join(pid.to_string());
-    let mut cmdline = Vec::new();
-    let read = std::fs::File::open(dir.join("cmdline"))
-        .and_then(|file| file.take(MAX_CMDLINE).read_to_end(&mut cmdline));
-    read.ok()
-        .and_then(|_| main_class_of(&cmdline))
-        .or_else(|| {
-            std::fs::read_to_string(dir.join("comm"))
-                .ok()
-                .map(|comm| comm.trim().to_owned())
-                .filter(|comm| !comm.is_empty())
-        })
-        .unwrap_or_else(|| "java".to_owned())
-}
-
-/// The main class in a Java launcher's command line (NUL-separated, as `/proc/PID/cmdline`): the
-/// first argument after the options, the jar's file name for `-jar`, the class of `-m
-/// module/class`, the source file's name in source-file mode.
-pub fn main_class_of(cmdline: &[u8]) -> Option<String> {
-    let mut args = cmdline
-        .split(|&b| b == 0)
-        .map(String::from_utf8_lossy)
-        .skip(1)
-        .filter(|arg| !arg.is_empty());
-    while let Some(arg) = args.next() {
-        if arg == "-jar" {
-            let jar = args.next()?;
-            return Some(base_name(&jar).trim_end_matches(".jar").to_owned());
-        }
-        if arg == "-m" || arg == "--module" {
-            let module = args.next()?;
-            return Some(module.rsplit('/').next().unwrap_or(&module).to_owned());
-        }
-        if let Some(module) = arg.strip_prefix("--module=") {
-            return Some(module.rsplit('/').next().unwrap_or(module).to_owned());
-        }
-        if OPTIONS_WITH_VALUE.contains(&arg.as_ref()) {
-            args.next();
-            continue;
-        }
-        if arg.starts_with('-') || arg.starts_with('@') {
-            continue;
-        }
-        return Some(base_name(&arg).trim_end_matches(".java").to_owned());
-    }
-    None
-}
-
-/// What follows the last `/`.
-fn base_name(path: &str) -> &str {
-    path.rsplit('/').next().unwrap_or(path)
+    let cut = main_class
+        .char_indices()
+        .nth(MAX_NAME)
+        .map_or(main_class, |(at, _)| &main_class[..at]);
+    format!("{pid}-{cut}")
 }
 
 #[cfg(test)]
@@ -205,62 +118,13 @@ mod tests {
     use super::*;
     use joularcode_core::output::csv::{ALL_FILE, APP_FILE};
 
-    fn cmdline(args: &[&str]) -> Vec<u8> {
-        args.iter()
-            .flat_map(|a| [a.as_bytes(), b"\0"].concat())
-            .collect()
-    }
-
     #[test]
-    fn the_main_class_is_found_after_the_options() {
-        for (args, main) in [
-            (
-                &["java", "-cp", "a:b", "-Xmx1g", "com.example.Main", "x"][..],
-                "com.example.Main",
-            ),
-            (&["java", "--class-path", "lib", "-Dk=v", "Main"], "Main"),
-            (
-                &[
-                    "java",
-                    "-XX:+PreserveFramePointer",
-                    "-jar",
-                    "/opt/app/server.jar",
-                    "--port",
-                ],
-                "server",
-            ),
-            (
-                &[
-                    "java",
-                    "--add-opens",
-                    "java.base/java.lang=ALL-UNNAMED",
-                    "-m",
-                    "app/com.example.App",
-                ],
-                "com.example.App",
-            ),
-            (&["java", "--module=app/com.example.App"], "com.example.App"),
-            (&["java", "@args.txt", "demo/Hello.java"], "Hello"),
-        ] {
-            assert_eq!(
-                main_class_of(&cmdline(args)).as_deref(),
-                Some(main),
-                "{args:?}"
-            );
-        }
-        assert_eq!(main_class_of(&cmdline(&["java", "-version"])), None);
-        assert_eq!(main_class_of(&cmdline(&["java", "-jar"])), None);
-        assert_eq!(main_class_of(b""), None);
-    }
-
-    #[test]
-    fn folder_names_are_safe() {
+    fn folder_names_are_cut() {
         assert_eq!(
             folder_name(12345, "com.example.Main"),
             "12345-com.example.Main"
         );
-        assert_eq!(folder_name(7, "../../etc/x y"), "7-_.._etc_x_y");
-        assert_eq!(folder_name(7, ".."), "7");
+        assert_eq!(folder_name(7, ".."), "7-..");
         assert_eq!(folder_name(7, &"a".repeat(500)).len(), 2 + MAX_NAME);
     }
 
