@@ -38,6 +38,8 @@ pub struct ThreadUse {
     pub cpu_ns: u64,
     /// The thread's name (comm).
     pub name: String,
+    /// The thread ended during the cycle.
+    pub exited: bool,
 }
 
 /// Each thread's CPU time per cycle, from the sampler's cumulative times
@@ -69,6 +71,7 @@ impl ThreadCpu {
                     tid: time.tid,
                     cpu_ns,
                     name: time.name,
+                    exited: time.exited,
                 });
             }
         }

@@ -71,6 +71,7 @@ pub fn run(args: &RecordArgs) -> Result<i32, String> {
     let mut engine = Engine::start(source, &config, Path::new("/proc"), cpus, monotonic_ns());
     let mut recorder = Recorder {
         threads: ThreadCpu::default(),
+        carried: HashMap::new(),
         opened: HashSet::new(),
         source: describe_source(&config),
         status: Status::default(),
@@ -88,14 +89,21 @@ pub fn run(args: &RecordArgs) -> Result<i32, String> {
         let now_ns = monotonic_ns();
         if stop || engine.window_over(now_ns) {
             let uses = recorder.threads.cycle(session.sampler().thread_times());
-            if stop {
-                // The samples of the last instants are still in the sampler's ring buffer
-                std::thread::sleep(2 * CONSUME_INTERVAL);
+            // A sample reaches the session up to one consumer pass after it was taken: wait for
+            // those of this cycle (the later ones of threads that ran on are counted here too,
+            // and those of threads that only ran after now_ns are carried to the next cycle).
+            let lag_ns = u64::try_from((2 * CONSUME_INTERVAL).as_nanos()).unwrap_or(u64::MAX);
+            let until_ns = now_ns.saturating_add(lag_ns);
+            loop {
+                let left = until_ns.saturating_sub(monotonic_ns());
+                if left == 0 {
+                    break;
+                }
                 session
-                    .pump(Duration::ZERO)
+                    .pump(Duration::from_nanos(left))
                     .map_err(|error| error.to_string())?;
-                recorder.open_new(&session, &mut results, &*log)?;
             }
+            recorder.open_new(&session, &mut results, &*log)?;
             let cycle = recorder.cycle(&mut session, &mut engine, now_ns, &uses, &*log);
             for jvm in &cycle.jvms {
                 if let Some(profiled) = session.jvm(jvm.pid) {
@@ -193,6 +201,8 @@ fn open_cycle_log(path: &Path) -> Result<File, String> {
 /// The state of the loop between cycles.
 struct Recorder {
     threads: ThreadCpu,
+    /// Per JVM, the samples of threads that had not run yet in the cycle they were counted in.
+    carried: HashMap<u32, HashMap<u32, ThreadCounts>>,
     opened: HashSet<u32>,
     source: String,
     status: Status,
@@ -233,19 +243,25 @@ impl Recorder {
         uses: &[ThreadUse],
         log: &dyn Log,
     ) -> cycle::Cycle {
-        let mut counts = session.take_counts();
-        let jvms: Vec<JvmInput> = session
-            .jvms()
-            .map(|jvm| JvmInput {
+        let mut fresh = session.take_counts();
+        let mut carried = std::mem::take(&mut self.carried);
+        let mut jvms = Vec::new();
+        for jvm in session.jvms() {
+            let (samples, carry) = jvm_samples(
+                jvm.pid(),
+                fresh.remove(&jvm.pid()).unwrap_or_default(),
+                carried.remove(&jvm.pid()).unwrap_or_default(),
+                uses,
+            );
+            if !carry.is_empty() {
+                self.carried.insert(jvm.pid(), carry);
+            }
+            jvms.push(JvmInput {
                 pid: jvm.pid(),
                 branches: jvm.branches(),
-                samples: jvm_samples(
-                    jvm.pid(),
-                    counts.remove(&jvm.pid()).unwrap_or_default(),
-                    uses,
-                ),
-            })
-            .collect();
+                samples,
+            });
+        }
         let cycle = engine.end(now_ns, session.sampler().drops(), &jvms, log);
         self.status.cycles += 1;
         self.status.samples += cycle.jvms.iter().map(|jvm| jvm.samples).sum::<u64>();
@@ -255,23 +271,145 @@ impl Recorder {
     }
 }
 
-/// One JVM's samples for core: the counts of its sampled threads, and the CPU time of all its
-/// threads that ran, each classified as a Java thread or one of the JVM's own.
-fn jvm_samples(pid: u32, counts: HashMap<u32, ThreadCounts>, uses: &[ThreadUse]) -> Samples {
+/// The key under which the threads of one kind that ended during a cycle are pooled, above every
+/// tid (tids are u32).
+fn ended_pool(kind: ThreadKind) -> u64 {
+    match kind {
+        ThreadKind::Java => 1 << 32,
+        ThreadKind::Jvm => (1 << 32) + 1,
+    }
+}
+
+/// One JVM's samples for core: the CPU time of all its threads that ran in the cycle, each
+/// classified as a Java thread or one of the JVM's own, and the samples of those threads, the
+/// `fresh` ones counted in this cycle and those `carried` from the previous one.
+///
+/// The threads that ended during the cycle are pooled by kind, as if they were one thread: their
+/// CPU time together is shared by all their samples together. A thread that lives a few
+/// milliseconds may run less than one sample period and get no sample, although the samples of
+/// many such threads are in proportion to their CPU time; alone, its share would stay
+/// unattributed (Joular's coverage).
+///
+/// Returns the samples with the fresh samples of threads that have not run in this cycle (they
+/// started after its end, and their CPU time is in the next): carried once, then dropped.
+fn jvm_samples(
+    pid: u32,
+    fresh: HashMap<u32, ThreadCounts>,
+    carried: HashMap<u32, ThreadCounts>,
+    uses: &[ThreadUse],
+) -> (Samples, HashMap<u32, ThreadCounts>) {
     let mut samples = Samples::default();
+    let mut ran = HashMap::new();
     for thread in uses.iter().filter(|thread| thread.pid == pid) {
-        let tid = u64::from(thread.tid);
-        samples.add_cpu(tid, thread.cpu_ns);
-        if threads::classify(&thread.name).is_some() {
-            samples.set_kind(tid, ThreadKind::Jvm);
-        }
+        let kind = if threads::classify(&thread.name).is_some() {
+            ThreadKind::Jvm
+        } else {
+            ThreadKind::Java
+        };
+        let key = if thread.exited {
+            ended_pool(kind)
+        } else {
+            u64::from(thread.tid)
+        };
+        ran.insert(thread.tid, key);
+        samples.add_cpu(key, thread.cpu_ns);
+        samples.set_kind(key, kind);
     }
-    for (tid, thread) in counts {
-        let tid = u64::from(tid);
-        samples.set_kind(tid, thread.kind);
+    let mut carry = HashMap::new();
+    let counted = carried
+        .into_iter()
+        .map(|thread| (false, thread))
+        .chain(fresh.into_iter().map(|thread| (true, thread)));
+    for (is_fresh, (tid, thread)) in counted {
+        let Some(&key) = ran.get(&tid) else {
+            if is_fresh {
+                carry.insert(tid, thread);
+            }
+            continue;
+        };
+        if key == u64::from(tid) {
+            samples.set_kind(key, thread.kind);
+        }
         for (branch, n) in thread.counts {
-            samples.count(tid, branch, n);
+            samples.count(key, branch, n);
         }
     }
-    samples
+    (samples, carry)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use joularcode_core::branch::Branches;
+
+    fn counts(branch: joularcode_core::branch::BranchId, n: u64) -> ThreadCounts {
+        ThreadCounts {
+            name: "t".into(),
+            kind: ThreadKind::Java,
+            counts: HashMap::from([(branch, n)]),
+        }
+    }
+
+    fn used(pid: u32, tid: u32, cpu_ns: u64, name: &str) -> ThreadUse {
+        ThreadUse {
+            pid,
+            tid,
+            cpu_ns,
+            name: name.into(),
+            exited: name.starts_with("brief"),
+        }
+    }
+
+    #[test]
+    fn samples_of_threads_that_have_not_run_yet_are_carried_once() {
+        let mut branches = Branches::new::<&str>(&[]);
+        let frame = branches.frame("a.B", "run");
+        let branch = branches.branch(&[frame]);
+        let uses = [
+            used(1, 10, 500, "main"),
+            used(1, 11, 300, "G1 Conc#0"),
+            used(2, 20, 999, "other JVM"),
+        ];
+        let (samples, carry) = jvm_samples(
+            1,
+            HashMap::from([(10, counts(branch, 3)), (12, counts(branch, 2))]),
+            HashMap::from([(10, counts(branch, 1)), (13, counts(branch, 4))]),
+            &uses,
+        );
+        let threads: HashMap<u64, _> = samples.threads().collect();
+        assert_eq!(threads.len(), 2);
+        assert_eq!(threads[&10].cpu_ns, 500);
+        assert_eq!(threads[&10].samples[&branch], 4, "fresh and carried");
+        assert_eq!(threads[&11].kind, ThreadKind::Jvm, "classified by name");
+        assert!(threads[&11].samples.is_empty());
+        assert_eq!(
+            carry.keys().collect::<Vec<_>>(),
+            [&12],
+            "13 was carried already"
+        );
+    }
+
+    #[test]
+    fn threads_that_ended_are_pooled_by_kind() {
+        let mut branches = Branches::new::<&str>(&[]);
+        let frame = branches.frame("a.B", "brief");
+        let branch = branches.branch(&[frame]);
+        let uses = [
+            used(1, 10, 4_000_000, "brief-1"),
+            used(1, 11, 6_000_000, "brief-2"),
+            used(1, 12, 1_000_000, "main"),
+        ];
+        let (samples, _) = jvm_samples(
+            1,
+            HashMap::from([(11, counts(branch, 1))]),
+            HashMap::new(),
+            &uses,
+        );
+        let threads: HashMap<u64, _> = samples.threads().collect();
+        let pool = &threads[&ended_pool(ThreadKind::Java)];
+        assert_eq!((pool.cpu_ns, pool.samples[&branch]), (10_000_000, 1));
+        assert_eq!(pool.kind, ThreadKind::Java);
+        assert_eq!(threads[&12].cpu_ns, 1_000_000);
+        assert_eq!(threads.len(), 2);
+    }
 }

@@ -47,6 +47,8 @@ impl Args for ConfigOptions {
                 .help_heading("Settings of joularcodejava.properties (override the file)")
                 // so that `--stack-monitoring-sample-rate -5` reaches the validation below
                 .allow_hyphen_values(true)
+                // the last one given wins, as in the file
+                .overrides_with(key)
         }))
     }
 
@@ -155,6 +157,12 @@ mod tests {
         let keys: Vec<&str> = parsed.options.values.iter().map(|(k, _)| *k).collect();
         let expected: Vec<&str> = KEYS.iter().map(|(k, _)| *k).collect();
         assert_eq!(keys, expected);
+    }
+
+    #[test]
+    fn the_last_value_given_wins() {
+        let given = options(&["--results-path", "a", "--results-path", "b"]);
+        assert_eq!(given.values, [("results-path", "b".to_owned())]);
     }
 
     #[test]
