@@ -130,6 +130,10 @@ pub struct RecordArgs {
     /// The symbolizer agent library (default: libjvm_symbolizer_agent.so beside this program).
     #[arg(long, value_name = "FILE")]
     pub agent_path: Option<PathBuf>,
+    /// Do not load the symbolizer agent into running JVMs (--pid, --all): their compiled frames
+    /// are then named from their code caches, by their outer methods only.
+    #[arg(long)]
+    pub no_attach: bool,
     /// The keys of joularcodejava.properties.
     #[command(flatten)]
     pub options: ConfigOptions,

@@ -285,20 +285,20 @@ fn short_lived_threads_get_their_share() {
 #[test]
 fn two_jvms_at_once_by_their_cpu() {
     let _serial = serial();
-    let busy = Jvm::start(
-        &jdk(25),
-        &["-XX:+PreserveFramePointer"],
-        "RecordBusy",
-        &["2"],
-    );
-    let calm = Jvm::start(
-        &jdk(25),
-        &["-XX:+PreserveFramePointer"],
-        "RecordBusy",
-        &["1"],
-    );
+    // Each busy thread on CPU 30% of its time: 0.9 CPU in all, so that the 2 CPUs are not full
+    // and each thread gets the same CPU time wherever the scheduler puts it.
+    let start = |threads| {
+        Jvm::start(
+            &jdk(25),
+            &["-XX:+PreserveFramePointer"],
+            "RecordBusy",
+            &[threads, "1000000", "30"],
+        )
+    };
+    let (busy, calm) = (start("2"), start("1"));
     let run = Run::new();
-    let output = run.record(&["--all", "--duration", "8"]);
+    // Other JVMs of the machine are profiled too: leave them without our agent.
+    let output = run.record(&["--all", "--no-attach", "--duration", "8"]);
     assert!(output.status.success());
     let cycles = run.cycles();
     assert_conservation(&cycles);

@@ -63,6 +63,7 @@ pub fn run(args: &RecordArgs) -> Result<i32, String> {
     session_options.rate_hz = 1000 / config.sample_rate_ms;
     session_options.prefixes = config.methods_filtering_prefix.clone();
     session_options.agent_path = args.agent_path.clone();
+    session_options.attach_agent = !args.no_attach;
     let mut session =
         Session::start(targets(args), &session_options).map_err(|error| error.to_string())?;
     signals::stop_on_signals()?;
