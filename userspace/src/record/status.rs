@@ -53,14 +53,18 @@ impl Terminal {
         }
     }
 
-    /// Draws `status` in place of the previous status line (nothing when stderr is not a
-    /// terminal).
+    /// Draws `status` in place of the previous status line, if it changed (nothing when stderr is
+    /// not a terminal).
     pub fn show(&self, status: &Status) {
         if let Some(shown) = &self.shown {
             let mut shown = shown
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
-            *shown = status.line();
+            let line = status.line();
+            if *shown == line {
+                return;
+            }
+            *shown = line;
             let mut stderr = std::io::stderr().lock();
             // A terminal that cannot be written to has nowhere to say so
             let _ = write!(stderr, "{ERASE_LINE}{shown}");
