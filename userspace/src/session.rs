@@ -625,7 +625,10 @@ fn agent_code_map(pid: u32) -> JitNames {
 fn warn_without_frame_pointers(hotspot: &HotSpot, jvm: &ProfiledJvm, log: &dyn Log) {
     if hotspot.flag_bool("PreserveFramePointer") == Some(false) {
         let message = format!(
-            "JVM {} ({}) runs without -XX:+PreserveFramePointer: its JIT-compiled code uses the frame              pointer as a plain register, so stack walks stop at compiled frames and their callers              are lost (truncated stacks). Restart it with -XX:+PreserveFramePointer, or profile it              from its start with `joularcode-bpf stacks -- java ...`.",
+            "JVM {} ({}) runs without -XX:+PreserveFramePointer: its JIT-compiled code uses the frame \
+             pointer as a plain register, so stack walks stop at compiled frames and their callers \
+             are lost (truncated stacks). Restart it with -XX:+PreserveFramePointer, or profile it \
+             from its start with `joularcode-bpf stacks -- java ...`.",
             jvm.pid, jvm.main_class
         );
         log.log(Level::Warning, &message);
