@@ -49,15 +49,6 @@ impl Run {
             .sum()
     }
 
-    /// Samples of exactly `stack`.
-    fn count(&self, stack: &str) -> u64 {
-        self.folded
-            .iter()
-            .filter(|(s, _)| s == stack)
-            .map(|(_, count)| count)
-            .sum()
-    }
-
     /// The stderr lines that contain `text`.
     fn said(&self, text: &str) -> usize {
         self.stderr
@@ -200,33 +191,41 @@ fn the_chain_is_named_interpreted_with_c1_and_with_c2_inlining() {
     }
 }
 
+/// Starts StacksChain with `flags`, lets it run `warm_up`, then profiles it for 3 s by pid.
+fn profile_running(jdk: &Jdk, flags: &[&str], warm_up: Duration) -> Run {
+    let jvm = Jvm::start(jdk, flags, "StacksChain", &[]);
+    std::thread::sleep(warm_up);
+    let run = stacks(&["--pid", &jvm.pid().to_string(), "--duration", "3"]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    run
+}
+
+impl Run {
+    /// Checks that at least `share` of the samples of StacksChain's main thread are `stack`
+    /// (or longer stacks that start with it).
+    fn assert_main_share(&self, jdk: &Jdk, stack: &str, share: f64) {
+        let main = self.samples("StacksChain.main");
+        let found = self.samples(stack);
+        eprintln!(
+            "Java {}: {found} of {main} samples of main are {stack}",
+            jdk.major
+        );
+        assert!(
+            main >= 50 && found as f64 >= share * main as f64,
+            "Java {}: {found} of {main} samples of main are {stack}\n{}",
+            jdk.major,
+            self.stderr
+        );
+    }
+}
+
 #[test]
 fn a_running_jvm_gets_the_agent_and_its_compiled_code_named() {
     let _serial = serial();
     for jdk in all_jdks() {
-        let jvm = Jvm::start(&jdk, &["-XX:+PreserveFramePointer"], "StacksChain", &[]);
         // Let the JIT compile the chain before the agent comes.
-        std::thread::sleep(Duration::from_secs(3));
-        let pid = jvm.pid().to_string();
-        let run = stacks(&["--pid", &pid, "--duration", "3"]);
-        assert_eq!(run.code, Some(0), "{}", run.stderr);
-        let main = run.samples("StacksChain.main");
-        let full = run.count(CHAIN);
-        eprintln!(
-            "Java {}: {full} of {main} samples of main show the chain",
-            jdk.major
-        );
-        assert!(
-            main >= 50,
-            "Java {}: {main} samples\n{}",
-            jdk.major,
-            run.stderr
-        );
-        assert!(
-            full as f64 >= 0.85 * main as f64,
-            "Java {}: {full} of {main} samples show the chain",
-            jdk.major
-        );
+        let run = profile_running(&jdk, &["-XX:+PreserveFramePointer"], Duration::from_secs(3));
+        run.assert_main_share(&jdk, CHAIN, 0.85);
         assert_eq!(run.said("cannot be loaded"), 0, "{}", run.stderr);
         assert_eq!(run.said("PreserveFramePointer"), 0, "{}", run.stderr);
     }
@@ -237,55 +236,20 @@ fn a_jvm_that_refuses_attach_is_named_from_its_code_cache() {
     let _serial = serial();
     for jdk in all_jdks() {
         let flags = ["-XX:+DisableAttachMechanism", "-XX:+PreserveFramePointer"];
-        let jvm = Jvm::start(&jdk, &flags, "StacksChain", &[]);
-        std::thread::sleep(Duration::from_secs(2));
-        let run = stacks(&["--pid", &jvm.pid().to_string(), "--duration", "3"]);
-        drop(jvm);
-        assert_eq!(run.code, Some(0), "{}", run.stderr);
+        let run = profile_running(&jdk, &flags, Duration::from_secs(2));
         // The chain is compiled into run (inlined): without the agent, the outer method.
-        let main = run.samples("StacksChain.main");
-        let outer = run.samples("StacksChain.main;StacksChain.run");
-        assert!(
-            main >= 50,
-            "Java {}: {main} samples\n{}",
-            jdk.major,
-            run.stderr
-        );
-        assert!(
-            outer as f64 >= 0.9 * main as f64,
-            "Java {}: {outer} of {main} samples name run",
-            jdk.major
-        );
+        run.assert_main_share(&jdk, "StacksChain.main;StacksChain.run", 0.9);
         assert_eq!(run.said("DisableAttachMechanism"), 1, "{}", run.stderr);
-        assert_eq!(
-            run.said("from its code cache (VMStructs)"),
-            1,
-            "{}",
-            run.stderr
-        );
+        let fallback = run.said("from its code cache (VMStructs)");
+        assert_eq!(fallback, 1, "{}", run.stderr);
 
         // Interpreted frames need nothing: the whole chain, and the missing
         // PreserveFramePointer is told once.
-        let jvm = Jvm::start(
-            &jdk,
-            &["-XX:+DisableAttachMechanism", "-Xint"],
-            "StacksChain",
-            &[],
-        );
-        let run = stacks(&["--pid", &jvm.pid().to_string(), "--duration", "3"]);
-        let (main, full) = (run.samples("StacksChain.main"), run.count(CHAIN));
-        assert!(
-            main >= 50 && full as f64 >= 0.9 * main as f64,
-            "Java {}: {full} of {main} samples show the chain\n{}",
-            jdk.major,
-            run.stderr
-        );
-        assert_eq!(
-            run.said("without -XX:+PreserveFramePointer"),
-            1,
-            "{}",
-            run.stderr
-        );
+        let flags = ["-XX:+DisableAttachMechanism", "-Xint"];
+        let run = profile_running(&jdk, &flags, Duration::ZERO);
+        run.assert_main_share(&jdk, CHAIN, 0.9);
+        let warned = run.said("without -XX:+PreserveFramePointer");
+        assert_eq!(warned, 1, "{}", run.stderr);
     }
 }
 
