@@ -2,14 +2,13 @@
  * A worker thread that runs a lambda (an instance of a hidden class) in a loop. Prints
  * `READY <pid> <the lambda's class name>`, the name Java gives the hidden class
  * (`StacksLambda$$Lambda/0x...`, or `StacksLambda$$Lambda$14/0x...` on Java 17).
- * Runs until killed, or for the number of seconds given as the first argument.
+ * Runs for the number of seconds given as the first argument.
  */
 public class StacksLambda {
     static volatile long sink;
 
     public static void main(String[] args) throws Exception {
-        long seconds = args.length > 0 ? Long.parseLong(args[0]) : 1_000_000L;
-        long deadline = System.nanoTime() + seconds * 1_000_000_000L;
+        long deadline = System.nanoTime() + Long.parseLong(args[0]) * 1_000_000_000L;
         Runnable work = () -> {
             while (System.nanoTime() < deadline) {
                 sink += spin(sink);
@@ -24,12 +23,10 @@ public class StacksLambda {
     }
 
     static long spin(long x) {
-        long h = x | 1;
-        for (int i = 0; i < 10_000; i++) {
-            h ^= h << 13;
-            h ^= h >>> 7;
-            h ^= h << 17;
+        double d = x;
+        for (int i = 1; i < 2_000; i++) {
+            d = Math.sqrt(d * i + 1.0);
         }
-        return h;
+        return (long) d;
     }
 }

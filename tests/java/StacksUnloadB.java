@@ -8,12 +8,11 @@ public class StacksUnloadB implements LongUnaryOperator {
     }
 
     static long work(long x) {
-        long h = x | 3;
-        for (int i = 0; i < 5_000; i++) {
-            h ^= h << 13;
-            h ^= h >>> 7;
-            h ^= h << 17;
-        }
+        long h = x;
+        int i = 0;
+        do {
+            h = h * 6364136223846793005L + 1442695040888963407L;
+        } while (++i < 8_000);
         return h;
     }
 }
