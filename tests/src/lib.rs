@@ -89,8 +89,8 @@ pub fn workload_classes() -> &'static Path {
     })
 }
 
-/// The symbolizer agent library, built once per test process with the same Cargo
-/// (`cargo build -p jvm-symbolizer-agent`, debug).
+/// The jvm-symbolizer-agent library, built once per test process with the same Cargo (into the
+/// target folder, beside the `joularcode-bpf` executable, where the profiler looks for it).
 pub fn agent_library() -> &'static Path {
     static LIBRARY: OnceLock<PathBuf> = OnceLock::new();
     LIBRARY.get_or_init(|| {

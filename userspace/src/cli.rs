@@ -99,6 +99,10 @@ pub struct StacksArgs {
     /// Add the native frames (libjvm.so, libc, ...) newer than the Java frames of each stack.
     #[arg(long)]
     pub native: bool,
+    /// Do not load the symbolizer agent into running JVMs (`--pid`, `--all`): their compiled
+    /// frames are then named by their outer methods only.
+    #[arg(long)]
+    pub no_attach: bool,
     /// The symbolizer agent library (default: libjvm_symbolizer_agent.so beside this program).
     #[arg(long, value_name = "FILE")]
     pub agent_path: Option<PathBuf>,

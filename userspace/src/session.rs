@@ -52,6 +52,8 @@ const MAX_PENDING: usize = 20_000;
 /// A process of a launched command is checked this many times for libjvm.so (after its start or
 /// its last exec) before it is taken for something else than a JVM.
 const LAUNCH_CHECKS: u32 = 20;
+/// How long an agent's code map may stay unreadable (not written yet) before it is given up.
+const MAP_PATIENCE: Duration = Duration::from_secs(10);
 
 /// What to profile.
 #[derive(Debug)]
@@ -150,6 +152,7 @@ pub struct ProfiledJvm {
     native: HashMap<(BranchId, NativeStack), u64>,
     attaching: Option<JoinHandle<(JitNames, Option<String>)>>,
     unresolved: u64,
+    map_failing_since: Option<Instant>,
 }
 
 impl ProfiledJvm {
@@ -313,18 +316,7 @@ impl Session {
         self.open_jvms();
         self.finish_attaches();
         for jvm in self.jvms.values_mut() {
-            if let State::Ready(resolver) = &mut jvm.state {
-                if let Err(e) = resolver.refresh() {
-                    if !jvm.ended {
-                        let message = format!(
-                            "JVM {} ({}): {e}; compiled frames are named from its code cache (outer methods only)",
-                            jvm.pid, jvm.main_class
-                        );
-                        self.options.log.log(Level::Warning, &message);
-                        resolver.set_jit(JitNames::CodeCache);
-                    }
-                }
-            }
+            jvm.refresh_code_map(&*self.options.log);
         }
         for sample in samples {
             if let Some(jvm) = self.jvms.get_mut(&sample.pid) {
@@ -560,6 +552,31 @@ impl ProfiledJvm {
             native: HashMap::new(),
             attaching: None,
             unresolved: 0,
+            map_failing_since: None,
+        }
+    }
+
+    /// Reads what the agent appended to the code map. A map that cannot be read for
+    /// [`MAP_PATIENCE`] while the JVM runs is given up, once, for the code cache; a JVM that has
+    /// just ended takes its map with it, which is no reason to say anything.
+    fn refresh_code_map(&mut self, log: &dyn Log) {
+        let State::Ready(resolver) = &mut self.state else {
+            return;
+        };
+        match resolver.refresh() {
+            Ok(()) => self.map_failing_since = None,
+            Err(_) if self.ended || !alive(self.pid) => {}
+            Err(e) => {
+                let since = *self.map_failing_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= MAP_PATIENCE {
+                    let message = format!(
+                        "JVM {} ({}): {e}; compiled frames are named from its code cache (outer methods only)",
+                        self.pid, self.main_class
+                    );
+                    log.log(Level::Warning, &message);
+                    resolver.set_jit(JitNames::CodeCache);
+                }
+            }
         }
     }
 
@@ -625,7 +642,10 @@ fn agent_code_map(pid: u32) -> JitNames {
 fn warn_without_frame_pointers(hotspot: &HotSpot, jvm: &ProfiledJvm, log: &dyn Log) {
     if hotspot.flag_bool("PreserveFramePointer") == Some(false) {
         let message = format!(
-            "JVM {} ({}) runs without -XX:+PreserveFramePointer: its JIT-compiled code uses the frame              pointer as a plain register, so stack walks stop at compiled frames and their callers              are lost (truncated stacks). Restart it with -XX:+PreserveFramePointer, or profile it              from its start with `joularcode-bpf stacks -- java ...`.",
+            "JVM {} ({}) runs without -XX:+PreserveFramePointer: its JIT-compiled code uses the frame \
+             pointer as a plain register, so stack walks stop at compiled frames and their callers \
+             are lost (truncated stacks). Restart it with -XX:+PreserveFramePointer, or profile it \
+             from its start with `joularcode-bpf stacks -- java ...`.",
             jvm.pid, jvm.main_class
         );
         log.log(Level::Warning, &message);

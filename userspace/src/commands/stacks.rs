@@ -37,6 +37,7 @@ pub fn run(args: &StacksArgs) -> Result<i32, String> {
     options.rate_hz = args.rate;
     options.agent_path = args.agent_path.clone();
     options.native_frames = args.native;
+    options.attach_agent = !args.no_attach;
     // Open the output first: a bad path fails before anything is sampled.
     let mut out: Box<dyn Write> = match &args.output {
         Some(path) => Box::new(BufWriter::new(create_output(path)?)),
