@@ -126,10 +126,13 @@ pub fn run(args: &RecordArgs) -> Result<i32, String> {
                     cycle_log = None;
                 }
             }
+            // A JVM that ended is forgotten everywhere, so that a new one with its pid starts afresh
             for jvm in session.jvms().filter(|jvm| jvm.ended()) {
                 results.close(jvm.pid());
                 engine.forget(jvm.pid());
                 recorder.threads.forget(jvm.pid());
+                recorder.opened.remove(&jvm.pid());
+                recorder.carried.remove(&jvm.pid());
             }
             session.forget_ended();
         }
@@ -210,7 +213,9 @@ struct Recorder {
 }
 
 impl Recorder {
-    /// Opens the results of the JVMs seen for the first time, and says what is profiled.
+    /// Opens the results of the JVMs seen for the first time, and says what is profiled. The
+    /// results of the first JVM that cannot be written to end the run; later ones are said
+    /// (SEVERE) and the run goes on for the other JVMs.
     fn open_new(
         &mut self,
         session: &Session,
@@ -218,18 +223,25 @@ impl Recorder {
         log: &dyn Log,
     ) -> Result<(), String> {
         for jvm in session.jvms() {
-            if self.opened.insert(jvm.pid()) {
-                let dir = results.open(jvm.pid(), jvm.main_class())?;
-                log.log(
+            let first = self.opened.is_empty();
+            if !self.opened.insert(jvm.pid()) {
+                continue;
+            }
+            let name = format!("JVM {} ({})", jvm.pid(), jvm.main_class());
+            match results.open(jvm.pid(), jvm.main_class()) {
+                Ok(dir) => log.log(
                     Level::Info,
                     &format!(
-                        "Profiling JVM {} ({}), power from {}, results in {}.",
-                        jvm.pid(),
-                        jvm.main_class(),
+                        "Profiling {name}, power from {}, results in {}.",
                         self.source,
                         dir.display()
                     ),
-                );
+                ),
+                Err(error) if first => return Err(error),
+                Err(error) => log.log(
+                    Level::Severe,
+                    &format!("{name} is profiled without results: {error}"),
+                ),
             }
         }
         Ok(())
