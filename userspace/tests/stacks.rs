@@ -300,6 +300,22 @@ fn a_jvm_that_refuses_attach_is_named_from_its_code_cache() {
 }
 
 #[test]
+fn a_jvm_that_refuses_agents_is_named_from_its_code_cache_and_perf_map() {
+    let _serial = serial();
+    for jdk in [joularcode_tests::jdk(21), joularcode_tests::jdk(25)] {
+        let flags = [
+            "-XX:-EnableDynamicAgentLoading",
+            "-XX:+PreserveFramePointer",
+        ];
+        let run = profile_running(&jdk, &flags, Duration::from_secs(2));
+        run.assert_main_share(&jdk, "StacksChain.main;StacksChain.run", 0.9);
+        assert_eq!(run.said("EnableDynamicAgentLoading"), 1, "{}", run.stderr);
+        let fallback = run.said("from its code cache and its perf map (Compiler.perfmap)");
+        assert_eq!(fallback, 1, "{}", run.stderr);
+    }
+}
+
+#[test]
 fn lambdas_are_named_as_java_names_their_hidden_classes() {
     let _serial = serial();
     for jdk in all_jdks() {
