@@ -539,6 +539,17 @@ fn exit_codes_and_errors() {
         "joularcode-bpf: process 4000000 does not exist"
     );
 
+    let unprivileged = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_joularcode-bpf"))
+        .args(["stacks", "--all", "--duration", "1"])
+        .output()
+        .expect("run setpriv (util-linux)");
+    let stderr = String::from_utf8_lossy(&unprivileged.stderr);
+    assert_eq!(unprivileged.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("needs root"), "{stderr}");
+
     let missing = Path::new("/nonexistent/libjvm_symbolizer_agent.so");
     let run = stacks(&["--agent-path", &missing.display().to_string(), "--", "true"]);
     assert_eq!(run.code, Some(1));
