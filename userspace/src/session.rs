@@ -656,11 +656,11 @@ fn warn_without_frame_pointers(hotspot: &HotSpot, jvm: &ProfiledJvm, log: &dyn L
 /// the JDK's perf map when the JVM refuses agents but not attach, else its code cache. Returns
 /// the names to use and the message to say once, if any.
 fn attach_agent(pid: u32, agent: &std::path::Path, name: &str) -> (JitNames, Option<String>) {
-    let ns_pid = match attach::Target::new(pid) {
-        Ok(target) => target.ns_pid,
+    let target = match attach::Target::new(pid) {
+        Ok(target) => target,
         Err(e) => return (JitNames::CodeCache, Some(format!("{name}: {e}"))),
     };
-    let map = CodeMap::of_process(pid, ns_pid);
+    let map = CodeMap::of_process(pid, target.ns_pid);
     if agent_runs(map.path()) {
         return (JitNames::Agent(Box::new(map)), None);
     }
@@ -670,7 +670,10 @@ fn attach_agent(pid: u32, agent: &std::path::Path, name: &str) -> (JitNames, Opt
     };
     let outer_only = "compiled frames are named by their outer method only (methods inlined into them are not shown)";
     if !matches!(refused, AttachError::AttachDisabled(_)) {
-        if let Ok(perf_map) = PerfMap::from_jvm(pid) {
+        let perf_map = PerfMap::from_jvm(pid);
+        // Read once and kept: the file would only go stale in the JVM's /tmp.
+        let _ = std::fs::remove_file(target.root_path(&format!("/tmp/perf-{}.map", target.ns_pid)));
+        if let Ok(perf_map) = perf_map {
             let message = format!(
                 "{name}: the symbolizer agent cannot be loaded ({refused}); {outer_only}, from its code cache and its perf map (Compiler.perfmap)"
             );

@@ -111,10 +111,21 @@ fn session_options() -> SessionOptions {
     options
 }
 
-/// Launches StacksChain for `seconds` under `jvm_args` in a session, forgets the first 2 s
-/// (start-up), and returns the share of the busiest thread's samples that show the whole chain,
-/// and what resolving met.
-fn chain_share(jdk: &Jdk, jvm_args: &[&str], seconds: u64) -> (f64, u64, ResolveStats) {
+/// What one run of StacksChain in a session gave.
+struct ChainRun {
+    /// The JVM's pid.
+    pid: u32,
+    /// The share of its busiest thread's samples that show the whole chain.
+    share: f64,
+    /// The busiest thread's samples.
+    samples: u64,
+    /// What resolving met.
+    stats: ResolveStats,
+}
+
+/// Launches StacksChain for `seconds` under `jvm_args` in a session, forgets its first
+/// `warm_up`, and measures the rest.
+fn chain_run(jdk: &Jdk, jvm_args: &[&str], seconds: u64, warm_up: Duration) -> ChainRun {
     let mut command = Command::new(jdk.java());
     command
         .args(jvm_args)
@@ -125,7 +136,7 @@ fn chain_share(jdk: &Jdk, jvm_args: &[&str], seconds: u64) -> (f64, u64, Resolve
     let mut session =
         Session::start(Targets::Launch(command), &session_options()).expect("session starts");
     let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(2) {
+    while start.elapsed() < warm_up {
         session.pump(Duration::from_millis(100)).expect("pump");
     }
     session.take_counts();
@@ -150,7 +161,35 @@ fn chain_share(jdk: &Jdk, jvm_args: &[&str], seconds: u64) -> (f64, u64, Resolve
         .filter(|(&branch, _)| jvm.branches().name(branch) == CHAIN)
         .map(|(_, count)| count)
         .sum();
-    (full as f64 / total as f64, total, jvm.stats())
+    ChainRun {
+        pid,
+        share: full as f64 / total as f64,
+        samples: total,
+        stats: jvm.stats(),
+    }
+}
+
+impl ChainRun {
+    /// Checks that at least 90% of the samples show the chain.
+    fn assert_chain(&self, jdk: &Jdk, mode: &str) {
+        let (share, samples, stats) = (self.share, self.samples, self.stats);
+        eprintln!(
+            "Java {} {mode}: {:.1}% of {samples} samples show the chain; {stats:?}",
+            jdk.major,
+            share * 100.0
+        );
+        assert!(
+            samples >= 50,
+            "Java {} {mode}: {samples} samples",
+            jdk.major
+        );
+        assert!(
+            share >= 0.9,
+            "Java {} {mode}: only {:.1}% of the main thread's samples show the chain",
+            jdk.major,
+            share * 100.0
+        );
+    }
 }
 
 #[test]
@@ -162,23 +201,9 @@ fn the_chain_is_named_interpreted_with_c1_and_with_c2_inlining() {
             ("C1", &["-XX:TieredStopAtLevel=1"][..]),
             ("C2", &["-XX:-TieredCompilation"][..]),
         ] {
-            let (share, samples, stats) = chain_share(&jdk, jvm_args, 6);
-            eprintln!(
-                "Java {} {mode}: {:.1}% of {samples} samples show the chain; {stats:?}",
-                jdk.major,
-                share * 100.0
-            );
-            assert!(
-                samples >= 50,
-                "Java {} {mode}: {samples} samples",
-                jdk.major
-            );
-            assert!(
-                share >= 0.9,
-                "Java {} {mode}: only {:.1}% of the main thread's samples show the chain",
-                jdk.major,
-                share * 100.0
-            );
+            let run = chain_run(&jdk, jvm_args, 6, Duration::from_secs(2));
+            run.assert_chain(&jdk, mode);
+            let (samples, stats) = (run.samples, run.stats);
             match mode {
                 "interpreted" => assert_eq!(stats.inlined_frames, 0, "Java {}", jdk.major),
                 _ => assert!(
@@ -220,6 +245,27 @@ impl Run {
 }
 
 #[test]
+fn a_method_recompiled_at_a_higher_tier_keeps_its_names() {
+    let _serial = serial();
+    for jdk in all_jdks() {
+        // Tiered compilation, measured from half a second in: C1, then C2 code.
+        let run = chain_run(&jdk, &[], 6, Duration::from_millis(500));
+        run.assert_chain(&jdk, "tiered");
+        let path = format!("/tmp/joularcode-{}.map", run.pid);
+        let mut map = CodeMap::new(&path);
+        map.refresh().expect("the agent's code map");
+        let copies = |name: &str| map.iter().filter(|code| code.frames().eq([name])).count();
+        let (leaf, run_copies) = (copies("StacksChain.leaf"), copies("StacksChain.run"));
+        assert!(
+            leaf >= 2 || run_copies >= 2,
+            "Java {}: compiled copies: leaf {leaf}, run {run_copies}",
+            jdk.major
+        );
+        let _ = std::fs::remove_file(&path);
+    }
+}
+
+#[test]
 fn a_running_jvm_gets_the_agent_and_its_compiled_code_named() {
     let _serial = serial();
     for jdk in all_jdks() {
@@ -250,6 +296,22 @@ fn a_jvm_that_refuses_attach_is_named_from_its_code_cache() {
         run.assert_main_share(&jdk, CHAIN, 0.9);
         let warned = run.said("without -XX:+PreserveFramePointer");
         assert_eq!(warned, 1, "{}", run.stderr);
+    }
+}
+
+#[test]
+fn a_jvm_that_refuses_agents_is_named_from_its_code_cache_and_perf_map() {
+    let _serial = serial();
+    for jdk in [joularcode_tests::jdk(21), joularcode_tests::jdk(25)] {
+        let flags = [
+            "-XX:-EnableDynamicAgentLoading",
+            "-XX:+PreserveFramePointer",
+        ];
+        let run = profile_running(&jdk, &flags, Duration::from_secs(2));
+        run.assert_main_share(&jdk, "StacksChain.main;StacksChain.run", 0.9);
+        assert_eq!(run.said("EnableDynamicAgentLoading"), 1, "{}", run.stderr);
+        let fallback = run.said("from its code cache and its perf map (Compiler.perfmap)");
+        assert_eq!(fallback, 1, "{}", run.stderr);
     }
 }
 
@@ -476,6 +538,17 @@ fn exit_codes_and_errors() {
         run.stderr.trim_end(),
         "joularcode-bpf: process 4000000 does not exist"
     );
+
+    let unprivileged = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_joularcode-bpf"))
+        .args(["stacks", "--all", "--duration", "1"])
+        .output()
+        .expect("run setpriv (util-linux)");
+    let stderr = String::from_utf8_lossy(&unprivileged.stderr);
+    assert_eq!(unprivileged.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("needs root"), "{stderr}");
 
     let missing = Path::new("/nonexistent/libjvm_symbolizer_agent.so");
     let run = stacks(&["--agent-path", &missing.display().to_string(), "--", "true"]);
