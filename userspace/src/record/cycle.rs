@@ -433,6 +433,11 @@ mod tests {
 
     /// An engine over the real `vm` source reading a constant `watts`, and a fake /proc.
     fn engine(watts: &str, proc: &Path, dir: &Path) -> Engine {
+        engine_with(watts, proc, dir, "own")
+    }
+
+    /// The same, with `jvm-threads` set to `jvm_threads`.
+    fn engine_with(watts: &str, proc: &Path, dir: &Path, jvm_threads: &str) -> Engine {
         let file = dir.join("watts");
         std::fs::write(&file, watts).unwrap();
         let mut config = Config::default();
@@ -441,6 +446,7 @@ mod tests {
             ("power-source-type", "vm"),
             ("vm-power-format", "watts"),
             ("vm-power-file", file.to_str().unwrap()),
+            ("jvm-threads", jvm_threads),
         ] {
             config.set(key, value, &log).unwrap();
         }
@@ -509,6 +515,29 @@ mod tests {
         assert!(close(heavy, a.result.jvm_power_w * 0.75 * 0.75));
         assert_eq!((a.samples, b.samples, a.cpu_ns), (4, 5, 1_000_000_000));
         assert!(log.messages().is_empty(), "{:?}", log.messages());
+    }
+
+    #[test]
+    fn jvm_threads_spread_leaves_the_jvms_own_threads_out_of_the_total() {
+        let proc = tempfile::tempdir().unwrap();
+        write_stat(proc.path(), 0, 0);
+        for (mode, coverage) in [("own", 0.5), ("spread", 1.0)] {
+            let mut engine = engine_with("10", proc.path(), proc.path(), mode);
+            let mut branches = Branches::new::<&str>(&[]);
+            let jvm = JvmInput {
+                pid: 1,
+                samples: jvm_samples(
+                    &mut branches,
+                    &[
+                        (1, 500_000_000, ThreadKind::Java, &[("run", 5)]),
+                        (2, 500_000_000, ThreadKind::Jvm, &[]),
+                    ],
+                ),
+                branches: &branches,
+            };
+            let cycle = engine.end(2_000_000_000, 0, &[jvm], &Recorded::default());
+            assert!(close(cycle.jvms[0].result.coverage, coverage), "{mode}");
+        }
     }
 
     #[test]
