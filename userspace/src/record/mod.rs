@@ -44,7 +44,7 @@ pub fn run(args: &RecordArgs) -> Result<i32, String> {
     let working_dir = std::env::current_dir()
         .map_err(|error| format!("cannot read the working directory: {error}"))?;
     let config = options::load(args.config.as_deref(), &args.options, &working_dir, &*log)?;
-    let mut results = Results::new(&config.results_path, args.all || args.pids.len() > 1)?;
+    let results = Results::new(&config.results_path, args.all || args.pids.len() > 1)?;
     let mut source = power::open(
         &config,
         &SystemRoots::default(),
@@ -67,7 +67,7 @@ pub fn run(args: &RecordArgs) -> Result<i32, String> {
     let mut session =
         Session::start(targets(args), &session_options).map_err(|error| error.to_string())?;
     signals::stop_on_signals()?;
-    let mut cycle_log = args.cycle_log.as_deref().map(open_cycle_log).transpose()?;
+    let cycle_log = args.cycle_log.as_deref().map(open_cycle_log).transpose()?;
     let cpus = u32::try_from(session.sampler().cpus()).unwrap_or(u32::MAX);
     let mut engine = Engine::start(source, &config, Path::new("/proc"), cpus, monotonic_ns());
     let mut recorder = Recorder {
@@ -76,6 +76,8 @@ pub fn run(args: &RecordArgs) -> Result<i32, String> {
         opened: HashSet::new(),
         source: describe_source(&config),
         status: Status::default(),
+        results,
+        cycle_log,
     };
 
     let deadline = args.duration().map(|duration| Instant::now() + duration);
@@ -83,58 +85,13 @@ pub fn run(args: &RecordArgs) -> Result<i32, String> {
         session
             .pump(PUMP_INTERVAL)
             .map_err(|error| error.to_string())?;
-        recorder.open_new(&session, &mut results, &*log)?;
+        recorder.open_new(&session, &*log)?;
         let stop = signals::stop_requested()
             || deadline.is_some_and(|deadline| Instant::now() >= deadline)
             || session.finished();
         let now_ns = monotonic_ns();
         if stop || engine.window_over(now_ns) {
-            let uses = recorder.threads.cycle(session.sampler().thread_times());
-            // A sample reaches the session up to one consumer pass after it was taken: wait for
-            // those of this cycle (the later ones of threads that ran on are counted here too,
-            // and those of threads that only ran after now_ns are carried to the next cycle).
-            let lag_ns = u64::try_from((2 * CONSUME_INTERVAL).as_nanos()).unwrap_or(u64::MAX);
-            let until_ns = now_ns.saturating_add(lag_ns);
-            loop {
-                let left = until_ns.saturating_sub(monotonic_ns());
-                if left == 0 {
-                    break;
-                }
-                session
-                    .pump(Duration::from_nanos(left))
-                    .map_err(|error| error.to_string())?;
-            }
-            recorder.open_new(&session, &mut results, &*log)?;
-            let cycle = recorder.cycle(&mut session, &mut engine, now_ns, &uses, &*log);
-            for jvm in &cycle.jvms {
-                if let Some(profiled) = session.jvm(jvm.pid) {
-                    results.write(
-                        jvm.pid,
-                        cycle.timestamp_ms,
-                        &jvm.result,
-                        profiled.branches(),
-                        &*log,
-                    );
-                }
-            }
-            if let Some(file) = cycle_log.as_mut() {
-                if let Err(error) = file.write_all(cycle.json_lines().as_bytes()) {
-                    log.log(
-                        Level::Severe,
-                        &format!("Could not write the cycle log: {error}"),
-                    );
-                    cycle_log = None;
-                }
-            }
-            // A JVM that ended is forgotten everywhere, so that a new one with its pid starts afresh
-            for jvm in session.jvms().filter(|jvm| jvm.ended()) {
-                results.close(jvm.pid());
-                engine.forget(jvm.pid());
-                recorder.threads.forget(jvm.pid());
-                recorder.opened.remove(&jvm.pid());
-                recorder.carried.remove(&jvm.pid());
-            }
-            session.forget_ended();
+            recorder.end_cycle(&mut session, &mut engine, now_ns, &*log)?;
         }
         recorder.status.jvms = session.jvms().count();
         terminal.show(&recorder.status);
@@ -143,7 +100,7 @@ pub fn run(args: &RecordArgs) -> Result<i32, String> {
         }
     }
     terminal.finish();
-    drop(results);
+    drop(recorder);
     let exit = session.launched_exit();
     match (exit, session.stop()) {
         (Some(code), _) => Ok(code),
@@ -202,7 +159,7 @@ fn open_cycle_log(path: &Path) -> Result<File, String> {
         })
 }
 
-/// The state of the loop between cycles.
+/// The state of the loop between cycles, and where the cycles' results go.
 struct Recorder {
     threads: ThreadCpu,
     /// Per JVM, the samples of threads that had not run yet in the cycle they were counted in.
@@ -210,25 +167,22 @@ struct Recorder {
     opened: HashSet<u32>,
     source: String,
     status: Status,
+    results: Results,
+    cycle_log: Option<File>,
 }
 
 impl Recorder {
     /// Opens the results of the JVMs seen for the first time, and says what is profiled. The
     /// results of the first JVM that cannot be written to end the run; later ones are said
     /// (SEVERE) and the run goes on for the other JVMs.
-    fn open_new(
-        &mut self,
-        session: &Session,
-        results: &mut Results,
-        log: &dyn Log,
-    ) -> Result<(), String> {
+    fn open_new(&mut self, session: &Session, log: &dyn Log) -> Result<(), String> {
         for jvm in session.jvms() {
             let first = self.opened.is_empty();
             if !self.opened.insert(jvm.pid()) {
                 continue;
             }
             let name = format!("JVM {} ({})", jvm.pid(), jvm.main_class());
-            match results.open(jvm.pid(), jvm.main_class()) {
+            match self.results.open(jvm.pid(), jvm.main_class()) {
                 Ok(dir) => log.log(
                     Level::Info,
                     &format!(
@@ -247,15 +201,33 @@ impl Recorder {
         Ok(())
     }
 
-    /// Ends the cycle at `now_ns` with the threads' CPU `uses` and the samples counted.
-    fn cycle(
+    /// Ends the cycle at `now_ns`: takes the threads' CPU time, waits for the cycle's samples,
+    /// shares the power out and writes the rows, the cycle log and the status; then forgets the
+    /// JVMs that ended, so that a new one with the same pid starts afresh.
+    fn end_cycle(
         &mut self,
         session: &mut Session,
         engine: &mut Engine,
         now_ns: u64,
-        uses: &[ThreadUse],
         log: &dyn Log,
-    ) -> cycle::Cycle {
+    ) -> Result<(), String> {
+        let uses = self.threads.cycle(session.sampler().thread_times());
+        // A sample reaches the session up to one consumer pass after it was taken: wait for those
+        // of this cycle (the later ones of threads that ran on are counted here too, and those of
+        // threads that only ran after now_ns are carried to the next cycle).
+        let lag_ns = u64::try_from((2 * CONSUME_INTERVAL).as_nanos()).unwrap_or(u64::MAX);
+        let until_ns = now_ns.saturating_add(lag_ns);
+        loop {
+            let left = until_ns.saturating_sub(monotonic_ns());
+            if left == 0 {
+                break;
+            }
+            session
+                .pump(Duration::from_nanos(left))
+                .map_err(|error| error.to_string())?;
+        }
+        self.open_new(session, log)?;
+
         let mut fresh = session.take_counts();
         let mut carried = std::mem::take(&mut self.carried);
         let mut jvms = Vec::new();
@@ -264,7 +236,7 @@ impl Recorder {
                 jvm.pid(),
                 fresh.remove(&jvm.pid()).unwrap_or_default(),
                 carried.remove(&jvm.pid()).unwrap_or_default(),
-                uses,
+                &uses,
             );
             if !carry.is_empty() {
                 self.carried.insert(jvm.pid(), carry);
@@ -276,11 +248,38 @@ impl Recorder {
             });
         }
         let cycle = engine.end(now_ns, session.sampler().drops(), &jvms, log);
+        for (jvm, input) in cycle.jvms.iter().zip(&jvms) {
+            self.results.write(
+                jvm.pid,
+                cycle.timestamp_ms,
+                &jvm.result,
+                input.branches,
+                log,
+            );
+        }
+        if let Some(file) = self.cycle_log.as_mut() {
+            if let Err(error) = file.write_all(cycle.json_lines().as_bytes()) {
+                log.log(
+                    Level::Severe,
+                    &format!("Could not write the cycle log: {error}"),
+                );
+                self.cycle_log = None;
+            }
+        }
         self.status.cycles += 1;
         self.status.samples += cycle.jvms.iter().map(|jvm| jvm.samples).sum::<u64>();
         self.status.energy_j += cycle.jvms_energy_j();
         self.status.drops = session.sampler().drops();
-        cycle
+
+        for jvm in session.jvms().filter(|jvm| jvm.ended()) {
+            self.results.close(jvm.pid());
+            engine.forget(jvm.pid());
+            self.threads.forget(jvm.pid());
+            self.opened.remove(&jvm.pid());
+            self.carried.remove(&jvm.pid());
+        }
+        session.forget_ended();
+        Ok(())
     }
 }
 
