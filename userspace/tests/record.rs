@@ -177,10 +177,18 @@ fn assert_conservation(cycles: &[serde_json::Value]) {
     }
 }
 
-/// Sends SIGINT to a child, as Ctrl-C does.
-fn interrupt(child: &std::process::Child) {
+/// Lets record run for `seconds`, then sends it `signal` (SIGINT is what Ctrl-C sends) and
+/// checks that it ends cleanly.
+fn stop_after(mut command: Command, seconds: u64, signal: nix::sys::signal::Signal) {
+    let mut child = command
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("start joularcode-bpf");
+    std::thread::sleep(Duration::from_secs(seconds));
     let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("a pid"));
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("SIGINT");
+    nix::sys::signal::kill(pid, signal).expect("send the signal");
+    let status = child.wait().expect("joularcode-bpf ends");
+    assert!(status.success(), "{signal} ends record cleanly: {status:?}");
 }
 
 #[test]
@@ -188,8 +196,8 @@ fn a_known_split_between_two_methods() {
     let _serial = serial();
     let jvm = Jvm::start(&jdk(17), &["-XX:+PreserveFramePointer"], "RecordSplit", &[]);
     let run = Run::new();
-    let child = run
-        .command(&[
+    stop_after(
+        run.command(&[
             "--pid",
             &jvm.pid().to_string(),
             "--methods-filtering-prefix",
@@ -197,13 +205,10 @@ fn a_known_split_between_two_methods() {
             // 500 Hz: about 5,000 samples, for a sampling error well under the 3 points allowed
             "--stack-monitoring-sample-rate",
             "2",
-        ])
-        .spawn()
-        .expect("start joularcode-bpf");
-    std::thread::sleep(Duration::from_secs(10));
-    interrupt(&child);
-    let output = child.wait_with_output().expect("joularcode-bpf ends");
-    assert!(output.status.success(), "Ctrl-C ends record cleanly");
+        ]),
+        10,
+        nix::sys::signal::Signal::SIGINT,
+    );
     let app = rows(&run.results().join("methods-power-app.csv"));
     let heavy = energy_of(&app, "RecordSplit.heavy");
     let light = energy_of(&app, "RecordSplit.light");
@@ -299,8 +304,11 @@ fn two_jvms_at_once_by_their_cpu() {
     let (busy, calm) = (start("2"), start("1"));
     let run = Run::new();
     // Other JVMs of the machine are profiled too: leave them without our agent.
-    let output = run.record(&["--all", "--no-attach", "--duration", "8"]);
-    assert!(output.status.success());
+    stop_after(
+        run.command(&["--all", "--no-attach"]),
+        8,
+        nix::sys::signal::Signal::SIGTERM,
+    );
     let cycles = run.cycles();
     assert_conservation(&cycles);
     let energy = |pid: u32| -> f64 {
