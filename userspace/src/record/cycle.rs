@@ -129,6 +129,19 @@ pub fn clock_ticks_per_second() -> u64 {
     u64::try_from(ticks).ok().filter(|&t| t > 0).unwrap_or(100)
 }
 
+/// What was measured at the end of a cycle ([`Engine::measure`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Measures {
+    /// Unix milliseconds at the end of the cycle.
+    pub timestamp_ms: i64,
+    /// The cycle's length, in ns.
+    pub elapsed_ns: u64,
+    /// The CPU power over the cycle, in W (0 when it could not be read).
+    pub power_w: f64,
+    /// The machine's busy CPU time in the cycle, in ns, if `/proc/stat` could be read.
+    pub busy_cpu_ns: Option<u64>,
+}
+
 /// One JVM's material for a cycle.
 #[derive(Debug)]
 pub struct JvmInput<'a> {
@@ -255,13 +268,36 @@ impl Engine {
             .window_over(Duration::from_nanos(now_ns.saturating_sub(self.start_ns)))
     }
 
-    /// Ends the cycle at `now_ns`: reads the power and the machine's busy time, and shares the
-    /// power out between `jvms`. `drops` is the sampler's cumulative count of lost samples.
-    /// Warnings (power unreadable or back, low coverage, lost samples) go to `log`.
-    pub fn end(&mut self, now_ns: u64, drops: u64, jvms: &[JvmInput], log: &dyn Log) -> Cycle {
+    /// Ends the cycle at `now_ns`: reads the power over it and the machine's busy CPU time in it,
+    /// and starts the next one. Its samples may still be on their way: share the power out with
+    /// [`Engine::share`] once they are in.
+    pub fn measure(&mut self, now_ns: u64, log: &dyn Log) -> Measures {
         let elapsed_ns = now_ns.saturating_sub(self.start_ns);
         self.start_ns = now_ns;
-        let power_w = self.warnings.power(log, self.source.watts());
+        Measures {
+            timestamp_ms: unix_ms(),
+            elapsed_ns,
+            power_w: self.warnings.power(log, self.source.watts()),
+            busy_cpu_ns: self.busy.since_last(),
+        }
+    }
+
+    /// Shares the power `measures` gave out between `jvms` (their threads' CPU time in the cycle
+    /// and their samples). `drops` is the sampler's cumulative count of lost samples. Warnings
+    /// (low coverage, lost samples) go to `log`.
+    pub fn share(
+        &mut self,
+        measures: &Measures,
+        drops: u64,
+        jvms: &[JvmInput],
+        log: &dyn Log,
+    ) -> Cycle {
+        let Measures {
+            timestamp_ms,
+            elapsed_ns,
+            power_w,
+            busy_cpu_ns,
+        } = *measures;
         let cpu_ns = |samples: &Samples| {
             samples
                 .threads()
@@ -270,9 +306,7 @@ impl Engine {
         let all_jvms_ns = jvms
             .iter()
             .fold(0u64, |sum, jvm| sum.saturating_add(cpu_ns(&jvm.samples)));
-        let busy_cpu_ns = self
-            .busy
-            .since_last()
+        let busy_cpu_ns = busy_cpu_ns
             .unwrap_or_else(|| elapsed_ns.saturating_mul(u64::from(self.cpus)))
             .max(all_jvms_ns);
 
@@ -314,7 +348,7 @@ impl Engine {
         self.warnings
             .sampler(log, self.rate_ms, taken.saturating_add(missed), missed);
         Cycle {
-            timestamp_ms: unix_ms(),
+            timestamp_ms,
             interval_s: elapsed_ns as f64 / 1e9,
             power_w,
             busy_cpu_ns,
@@ -460,6 +494,18 @@ mod tests {
         Engine::start(source, &config, proc, 2, 1_000_000_000)
     }
 
+    /// Ends the cycle at `now_ns` with every sample in.
+    fn end(
+        engine: &mut Engine,
+        now_ns: u64,
+        drops: u64,
+        jvms: &[JvmInput],
+        log: &dyn Log,
+    ) -> Cycle {
+        let measures = engine.measure(now_ns, log);
+        engine.share(&measures, drops, jvms, log)
+    }
+
     fn close(a: f64, b: f64) -> bool {
         (a - b).abs() < 1e-9 * a.abs().max(1.0)
     }
@@ -499,7 +545,7 @@ mod tests {
             },
         ];
         let log = Recorded::default();
-        let cycle = engine.end(2_000_000_000, 0, &jvms, &log);
+        let cycle = end(&mut engine, 2_000_000_000, 0, &jvms, &log);
         assert_eq!(cycle.interval_s, 1.0);
         assert_eq!(cycle.power_w, 100.0);
         assert_eq!(cycle.busy_cpu_ns, 1_500_000_000);
@@ -535,7 +581,7 @@ mod tests {
                 ),
                 branches: &branches,
             };
-            let cycle = engine.end(2_000_000_000, 0, &[jvm], &Recorded::default());
+            let cycle = end(&mut engine, 2_000_000_000, 0, &[jvm], &Recorded::default());
             assert!(close(cycle.jvms[0].result.coverage, coverage), "{mode}");
         }
     }
@@ -555,7 +601,7 @@ mod tests {
             ),
             branches: &branches,
         };
-        let cycle = engine.end(1_500_000_000, 0, &[jvm], &Recorded::default());
+        let cycle = end(&mut engine, 1_500_000_000, 0, &[jvm], &Recorded::default());
         assert_eq!(cycle.busy_cpu_ns, 300_000_000);
         assert!(close(cycle.jvms_energy_j(), 50.0 * 0.5));
         let line: serde_json::Value =
@@ -594,7 +640,7 @@ mod tests {
             },
         ];
         let log = Recorded::default();
-        let cycle = engine.end(2_000_000_000, 5, &jvms, &log);
+        let cycle = end(&mut engine, 2_000_000_000, 5, &jvms, &log);
         let messages: Vec<String> = log.messages().into_iter().map(|(_, m)| m).collect();
         assert_eq!(messages.len(), 3, "{messages:?}");
         assert!(messages[0].starts_with("JVM 7: Only 10% of this JVM's CPU time"));
@@ -603,7 +649,7 @@ mod tests {
         assert!(cycle.json_lines().contains(r#""lost_samples":5"#));
         // The drops are cumulative: the same count again means none lost in this cycle.
         let log = Recorded::default();
-        engine.end(3_000_000_000, 5, &jvms[..1], &log);
+        end(&mut engine, 3_000_000_000, 5, &jvms[..1], &log);
         assert!(log.messages().is_empty(), "{:?}", log.messages());
     }
 }

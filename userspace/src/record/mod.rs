@@ -201,9 +201,10 @@ impl Recorder {
         Ok(())
     }
 
-    /// Ends the cycle at `now_ns`: takes the threads' CPU time, waits for the cycle's samples,
-    /// shares the power out and writes the rows, the cycle log and the status; then forgets the
-    /// JVMs that ended, so that a new one with the same pid starts afresh.
+    /// Ends the cycle at `now_ns`: takes the threads' CPU time, the power and the machine's busy
+    /// time, waits for the cycle's samples, shares the power out and writes the rows, the cycle
+    /// log and the status; then forgets the JVMs that ended, so that a new one with the same pid
+    /// starts afresh.
     fn end_cycle(
         &mut self,
         session: &mut Session,
@@ -212,6 +213,7 @@ impl Recorder {
         log: &dyn Log,
     ) -> Result<(), String> {
         let uses = self.threads.cycle(session.sampler().thread_times());
+        let measures = engine.measure(now_ns, log);
         // A sample reaches the session up to one consumer pass after it was taken: wait for those
         // of this cycle (the later ones of threads that ran on are counted here too, and those of
         // threads that only ran after now_ns are carried to the next cycle).
@@ -247,7 +249,7 @@ impl Recorder {
                 samples,
             });
         }
-        let cycle = engine.end(now_ns, session.sampler().drops(), &jvms, log);
+        let cycle = engine.share(&measures, session.sampler().drops(), &jvms, log);
         for (jvm, input) in cycle.jvms.iter().zip(&jvms) {
             self.results.write(
                 jvm.pid,
