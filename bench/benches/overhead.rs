@@ -1,21 +1,28 @@
-//! Overhead of the sampler on a profiled JVM: `cargo bench -p joularcode-bench --bench overhead`
+//! Overhead of the profiler on a profiled JVM: `cargo bench -p joularcode-bench --bench overhead`
 //! as root (see bench/README.md).
 //!
 //! The workload (tests/java/SamplerOverhead.java) runs two busy threads doing fixed work units
 //! beside hundreds of idle threads that wake every 100 ms. Phases without (A) and with (B) the
-//! sampler attached at 100 Hz alternate, A B A B ..., in one JVM. Each phase gives two figures
+//! profiler alternate, A B A B ..., in one JVM. Each phase gives two figures
 //! the JVM reports: work units per second (wall), which other load on the machine moves, and work
 //! units per CPU second of the two workers, which it does not: the sampler's interrupts and BPF
-//! programs run on the workers' CPU time, so they show in both. During B phases the bench does what the profiler's
-//! cycle does with the sampler (drain the samples, read the thread times once a second), and
-//! measures its own CPU time (getrusage), the BPF programs' run time (kernel.bpf_stats_enabled)
-//! and its peak RSS.
-
+//! programs run on the workers' CPU time, so they show in both.
+//!
+//! `JOULAR_BENCH_MODE` says what runs in B phases:
+//! - `sampler` (default): the sampler alone, in this process, at 100 Hz, doing what the
+//!   profiler's cycle does with it (drain the samples, read the thread times once a second);
+//! - `record`: the whole `joularcode-bpf record --pid` command (release build), at
+//!   `JOULAR_BENCH_RATE_MS` (stack-monitoring-sample-rate, default 10), with the vm power source.
+//!
+//! It measures the profiler's CPU time (getrusage, or /proc/PID/stat of the record process), the
+//! BPF programs' run time (kernel.bpf_stats_enabled), its memory, and the samples taken and lost.
 use std::fs;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use joularcode_bpf::sampler::Sampler;
-use joularcode_tests::{jdk, Jvm};
+use joularcode_tests::{jdk, target_dir, Jvm};
 
 const BPF_STATS: &str = "/proc/sys/kernel/bpf_stats_enabled";
 
@@ -75,16 +82,6 @@ fn rusage() -> (Duration, u64) {
     )
 }
 
-/// This process's resident memory now (VmRSS), in KiB.
-fn rss_kib() -> u64 {
-    let status = fs::read_to_string("/proc/self/status").expect("read /proc/self/status");
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("a VmRSS line")
-}
-
 /// Total run time of the sampler's BPF programs so far (with kernel.bpf_stats_enabled on).
 fn bpf_run_time() -> Duration {
     let ns = libbpf_rs::query::ProgInfoIter::default()
@@ -113,6 +110,164 @@ fn phase(jvm: &mut Jvm, seconds: u64, mut each_second: impl FnMut()) -> Throughp
     }
 }
 
+/// What runs during the B phases.
+enum Profiler {
+    /// The sampler in this process; the RSS before it was loaded, the samples drained.
+    Sampler {
+        sampler: Box<Sampler>,
+        rss_before: u64,
+        samples: u64,
+    },
+    /// `joularcode-bpf record`, in the folder of its files.
+    Record {
+        child: Child,
+        dir: tempfile::TempDir,
+    },
+}
+
+/// The `joularcode-bpf` binary the record mode runs.
+fn record_binary() -> PathBuf {
+    let binary = std::env::var_os("JOULAR_BENCH_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| target_dir().join("release/joularcode-bpf"));
+    assert!(
+        binary.is_file(),
+        "no {}: build it with cargo build --release -p joularcode-bpf, or set JOULAR_BENCH_BIN",
+        binary.display()
+    );
+    binary
+}
+
+/// utime + stime of a process, from /proc/PID/stat.
+fn process_cpu(pid: u32) -> Duration {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).expect("the profiler's stat");
+    let fields: Vec<u64> = stat
+        .rsplit_once(')')
+        .expect("a stat line")
+        .1
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .map(|f| f.parse().expect("ticks"))
+        .collect();
+    // SAFETY: sysconf only reads a configuration value.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    Duration::from_nanos((fields[0] + fields[1]) * 1_000_000_000 / ticks)
+}
+
+/// A `Vm...:` line of /proc/PID/status, in KiB.
+fn status_kib(pid: &str, key: &str) -> u64 {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).expect("read a status");
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(key))
+        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("a {key} line"))
+}
+
+impl Profiler {
+    fn start(record: bool, pid: u32, rate_ms: u64) -> Profiler {
+        if !record {
+            let rss_before = status_kib("self", "VmRSS:");
+            let sampler =
+                Box::new(Sampler::new(1000 / rate_ms).expect("load the sampler (run as root)"));
+            sampler.track(pid).expect("track the JVM");
+            return Profiler::Sampler {
+                sampler,
+                rss_before,
+                samples: 0,
+            };
+        }
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        fs::write(dir.path().join("watts"), "100\n").expect("the watts file");
+        let log = fs::File::create(dir.path().join("stderr")).expect("the stderr file");
+        let child = Command::new(record_binary())
+            .current_dir(dir.path())
+            .args(["record", "--pid", &pid.to_string()])
+            .args(["--power-source-type", "vm", "--vm-power-format", "watts"])
+            .args(["--vm-power-file", "watts", "--results-path", "results"])
+            .args([
+                "--cycle-log",
+                "cycles.jsonl",
+                "--stack-monitoring-sample-rate",
+            ])
+            .arg(rate_ms.to_string())
+            .stdin(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start joularcode-bpf record");
+        let started = Instant::now();
+        while !fs::read_to_string(dir.path().join("stderr"))
+            .unwrap_or_default()
+            .contains("Profiling JVM")
+        {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "record did not start"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Profiler::Record { child, dir }
+    }
+
+    /// What the profiler does once a second (record runs on its own).
+    fn each_second(&mut self) {
+        if let Profiler::Sampler {
+            sampler, samples, ..
+        } = self
+        {
+            *samples += sampler.samples().try_iter().count() as u64;
+            sampler.thread_times();
+        }
+    }
+
+    /// The profiler's CPU time so far.
+    fn cpu(&self) -> Duration {
+        match self {
+            Profiler::Sampler { .. } => rusage().0,
+            Profiler::Record { child, .. } => process_cpu(child.id()),
+        }
+    }
+
+    /// The memory the profiler adds: the RSS the sampler added to this process, or the record
+    /// process's RSS.
+    fn rss_kib(&self) -> u64 {
+        match self {
+            Profiler::Sampler { rss_before, .. } => {
+                status_kib("self", "VmRSS:").saturating_sub(*rss_before)
+            }
+            Profiler::Record { child, .. } => status_kib(&child.id().to_string(), "VmRSS:"),
+        }
+    }
+
+    /// Stops it; returns the samples taken and lost.
+    fn finish(self) -> (u64, u64) {
+        match self {
+            Profiler::Sampler {
+                sampler, samples, ..
+            } => (samples, sampler.drops()),
+            Profiler::Record { mut child, dir } => {
+                let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+                nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("SIGINT");
+                assert!(
+                    child.wait().expect("record ends").success(),
+                    "record failed"
+                );
+                let cycles = fs::read_to_string(dir.path().join("cycles.jsonl")).expect("the log");
+                cycles
+                    .lines()
+                    .map(|line| serde_json::from_str::<serde_json::Value>(line).expect("JSON"))
+                    .fold((0, 0), |(samples, lost), cycle| {
+                        (
+                            samples + cycle["samples"].as_u64().expect("samples"),
+                            lost + cycle["lost_samples"].as_u64().expect("lost"),
+                        )
+                    })
+            }
+        }
+    }
+}
+
 struct Round {
     without: Throughput,
     with: Throughput,
@@ -120,6 +275,7 @@ struct Round {
     bpf_cpu: Duration,
     wall: Duration,
     samples: u64,
+    lost: u64,
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -131,6 +287,13 @@ fn main() {
     let rounds = env_or("JOULAR_BENCH_ROUNDS", 5);
     let seconds = env_or("JOULAR_BENCH_SECONDS", 10);
     let idle = env_or("JOULAR_BENCH_IDLE_THREADS", 300).to_string();
+    let record = std::env::var("JOULAR_BENCH_MODE").is_ok_and(|mode| mode == "record");
+    let rate_ms = if record {
+        env_or("JOULAR_BENCH_RATE_MS", 10)
+    } else {
+        10
+    };
+    let what = if record { "record" } else { "the sampler" };
     let stats_before =
         fs::read_to_string(BPF_STATS).expect("read kernel.bpf_stats_enabled (run as root)");
     fs::write(BPF_STATS, "1").expect("enable kernel.bpf_stats_enabled (run as root)");
@@ -151,28 +314,28 @@ fn main() {
     let mut rss_growth = 0;
     for round in 1..=rounds {
         let without = phase(&mut jvm, seconds, || {});
-        let rss_before = rss_kib();
-        let sampler = Sampler::new(100).expect("load the sampler (run as root)");
-        sampler.track(jvm.pid()).expect("track the JVM");
-        let (cpu0, bpf0, start) = (rusage().0, bpf_run_time(), Instant::now());
-        let mut samples = 0;
-        let with = phase(&mut jvm, seconds, || {
-            samples += sampler.samples().try_iter().count() as u64;
-            sampler.thread_times();
-        });
+        let mut profiler = Profiler::start(record, jvm.pid(), rate_ms);
+        let (cpu0, bpf0, start) = (profiler.cpu(), bpf_run_time(), Instant::now());
+        let with = phase(&mut jvm, seconds, || profiler.each_second());
+        let (profiler_cpu, bpf_cpu, wall) = (
+            profiler.cpu() - cpu0,
+            bpf_run_time() - bpf0,
+            start.elapsed(),
+        );
+        rss_growth = rss_growth.max(profiler.rss_kib());
+        let (samples, lost) = profiler.finish();
         let result = Round {
             without,
             with,
-            profiler_cpu: rusage().0 - cpu0,
-            bpf_cpu: bpf_run_time() - bpf0,
-            wall: start.elapsed(),
+            profiler_cpu,
+            bpf_cpu,
+            wall,
             samples,
+            lost,
         };
-        rss_growth = rss_growth.max(rss_kib().saturating_sub(rss_before));
-        drop(sampler);
         println!(
             "round {round}: units/s {:.1} -> {:.1} (x{:.4}), units per CPU s {:.1} -> {:.1} (x{:.4}); \
-             profiler {:.3}% of a core, BPF {:.3}% of a core, {} samples",
+             profiler {:.3}% of a core, BPF {:.3}% of a core, {} samples, {} lost",
             result.without.wall,
             result.with.wall,
             result.with.wall / result.without.wall,
@@ -181,7 +344,8 @@ fn main() {
             result.with.cpu / result.without.cpu,
             100.0 * result.profiler_cpu.as_secs_f64() / result.wall.as_secs_f64(),
             100.0 * result.bpf_cpu.as_secs_f64() / result.wall.as_secs_f64(),
-            result.samples
+            result.samples,
+            result.lost
         );
         results.push(result);
     }
@@ -199,7 +363,7 @@ fn main() {
     let wall: f64 = results.iter().map(|r| r.wall.as_secs_f64()).sum();
     let profiler: f64 = results.iter().map(|r| r.profiler_cpu.as_secs_f64()).sum();
     let bpf: f64 = results.iter().map(|r| r.bpf_cpu.as_secs_f64()).sum();
-    println!("median over {rounds} rounds, with / without the sampler:");
+    println!("median over {rounds} rounds, with / without {what} at {rate_ms} ms:");
     println!(
         "  units per second:         x{wall_ratio:.4} ({:+.2}%)",
         100.0 * (wall_ratio - 1.0)
@@ -213,8 +377,15 @@ fn main() {
         100.0 * profiler / wall,
         100.0 * bpf / wall
     );
-    println!(
-        "RSS: +{rss_growth} KiB at most with the sampler loaded (the bench's peak RSS: {} KiB)",
-        rusage().1
-    );
+    let lost: u64 = results.iter().map(|r| r.lost).sum();
+    let samples: u64 = results.iter().map(|r| r.samples).sum();
+    println!("samples: {samples} counted, {lost} lost");
+    if record {
+        println!("RSS of the record process: {rss_growth} KiB at most");
+    } else {
+        println!(
+            "RSS: +{rss_growth} KiB at most with the sampler loaded (the bench's peak RSS: {} KiB)",
+            rusage().1
+        );
+    }
 }

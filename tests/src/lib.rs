@@ -89,6 +89,26 @@ pub fn workload_classes() -> &'static Path {
     })
 }
 
+/// The jvm-symbolizer-agent library, built once per test process with the same Cargo (into the
+/// target folder, beside the `joularcode-bpf` executable, where the profiler looks for it).
+pub fn agent_library() -> &'static Path {
+    static LIBRARY: OnceLock<PathBuf> = OnceLock::new();
+    LIBRARY.get_or_init(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "--quiet", "-p", "jvm-symbolizer-agent"])
+            .status()
+            .expect("run cargo to build jvm-symbolizer-agent");
+        assert!(
+            status.success(),
+            "cargo build -p jvm-symbolizer-agent failed"
+        );
+        let library = target_dir().join("debug/libjvm_symbolizer_agent.so");
+        assert!(library.is_file(), "no {}", library.display());
+        library
+    })
+}
+
 /// A JVM started by a test, killed when dropped.
 pub struct Jvm {
     /// The child process.

@@ -3,8 +3,15 @@
 
 pub mod attach;
 pub mod cli;
+pub mod commands;
 pub mod discovery;
 pub mod hotspot;
 pub mod jit;
+pub mod launch;
+pub mod output;
+pub mod record;
 pub mod report;
+pub mod resolve;
 pub mod sampler;
+pub mod session;
+pub mod threads;

@@ -4,6 +4,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use joularcode_bpf::cli::{Cli, Command};
+use joularcode_bpf::commands::stacks;
+use joularcode_bpf::record;
 use joularcode_bpf::sampler::raw;
 
 fn main() -> ExitCode {
@@ -14,10 +16,13 @@ fn main() -> ExitCode {
             args.duration(),
             args.rate,
             &mut std::io::stdout(),
-        ),
+        )
+        .map(|()| 0),
+        Command::Stacks(args) => stacks::run(&args),
+        Command::Record(args) => record::run(&args),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         Err(message) => {
             eprintln!("joularcode-bpf: {message}");
             ExitCode::FAILURE

@@ -5,15 +5,15 @@
 //! scripts/setup.sh; they fail, saying so, when something is missing.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use joularcode_bpf::attach::{self, AttachError};
 use joularcode_bpf::jit::codemap::{CodeKind, CodeMap};
 use joularcode_bpf::jit::perfmap::PerfMap;
-use joularcode_tests::{all_jdks, jdk, target_dir, workload_classes, Jdk, Jvm};
+use joularcode_tests::{agent_library, all_jdks, jdk, workload_classes, Jdk, Jvm};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -21,25 +21,6 @@ fn serial() -> MutexGuard<'static, ()> {
     SERIAL
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// The agent library, built once per test process with the same Cargo.
-fn agent_library() -> &'static Path {
-    static LIBRARY: OnceLock<PathBuf> = OnceLock::new();
-    LIBRARY.get_or_init(|| {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "--quiet", "-p", "jvm-symbolizer-agent"])
-            .status()
-            .expect("run cargo to build jvm-symbolizer-agent");
-        assert!(
-            status.success(),
-            "cargo build -p jvm-symbolizer-agent failed"
-        );
-        let library = target_dir().join("debug/libjvm_symbolizer_agent.so");
-        assert!(library.is_file(), "no {}", library.display());
-        library
-    })
 }
 
 fn monotonic_ns() -> u64 {

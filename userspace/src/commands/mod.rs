@@ -1,0 +1,3 @@
+//! The subcommands that run a profiling session.
+
+pub mod stacks;

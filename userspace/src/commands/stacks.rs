@@ -1,0 +1,148 @@
+//! `joularcode-bpf stacks`: samples JVMs and prints their folded stacks (one line per distinct
+//! stack with its sample count), frames named as Joular Code for Java names them, oldest first.
+//! See docs/stacks.md.
+
+use std::fs::OpenOptions;
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use joularcode_core::log::{Level, Log, Stderr};
+
+use crate::cli::StacksArgs;
+use crate::output::folded::Folded;
+use crate::sampler::{signals, CONSUME_INTERVAL};
+use crate::session::{Session, SessionOptions, Targets};
+
+/// Runs `stacks`; returns the exit code (the launched command's, or 0), or the error to print.
+pub fn run(args: &StacksArgs) -> Result<i32, String> {
+    let log: Arc<dyn Log> = Arc::new(Stderr::default());
+    let targets = if let Some(pid) = args.pid {
+        Targets::Pids(vec![pid])
+    } else if args.all {
+        Targets::All
+    } else {
+        let (program, rest) = args
+            .command
+            .split_first()
+            .ok_or("give --pid PID, --all, or -- COMMAND ARGS...")?;
+        let mut command = Command::new(program);
+        command.args(rest);
+        Targets::Launch(command)
+    };
+    let mut options = SessionOptions::new(log.clone());
+    options.rate_hz = args.rate;
+    options.agent_path = args.agent_path.clone();
+    options.native_frames = args.native;
+    options.attach_agent = !args.no_attach;
+    // Open the output first: a bad path fails before anything is sampled.
+    let mut out: Box<dyn Write> = match &args.output {
+        Some(path) => Box::new(BufWriter::new(create_output(path)?)),
+        None => Box::new(BufWriter::new(std::io::stdout())),
+    };
+    signals::stop_on_signals()?;
+    let mut session = Session::start(targets, &options).map_err(|e| e.to_string())?;
+    let start = Instant::now();
+    let duration = args.duration.map(Duration::from_secs_f64);
+    while !session.finished()
+        && !signals::stop_requested()
+        && duration.is_none_or(|d| start.elapsed() < d)
+    {
+        session.pump(CONSUME_INTERVAL).map_err(|e| e.to_string())?;
+    }
+    // The samples taken up to now reach the channel within one consumer pass.
+    std::thread::sleep(CONSUME_INTERVAL * 2);
+    session.pump(Duration::ZERO).map_err(|e| e.to_string())?;
+    let folded = fold(&mut session, args.native);
+    report(&session, &*log);
+    let child = session.stop();
+    folded
+        .write(&mut out)
+        .and_then(|()| out.flush())
+        .map_err(|e| format!("cannot write the stacks: {e}"))?;
+    match child {
+        Some(mut child) => {
+            let status = child
+                .wait()
+                .map_err(|e| format!("cannot wait for the command: {e}"))?;
+            Ok(crate::launch::exit_code(status))
+        }
+        None => Ok(0),
+    }
+}
+
+/// Creates (or truncates) the output file, refusing to follow a symbolic link.
+fn create_output(path: &Path) -> Result<std::fs::File, String> {
+    OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| format!("--output {}: {e}", path.display()))
+}
+
+/// The folded stacks of every JVM sampled. With more than one JVM, each stack starts with a
+/// root frame `[PID MainClass]` naming its JVM.
+fn fold(session: &mut Session, native: bool) -> Folded {
+    let several = session.jvms().count() > 1;
+    let mut folded = Folded::new();
+    let root = |pid: u32, session: &Session| {
+        session
+            .jvm(pid)
+            .filter(|_| several)
+            .map(|jvm| format!("[{} {}]", pid, jvm.main_class()))
+    };
+    if native {
+        for (pid, stacks) in session.take_native_counts() {
+            let (root, Some(jvm)) = (root(pid, session), session.jvm(pid)) else {
+                continue;
+            };
+            for ((branch, natives), count) in stacks {
+                let java = jvm.branches().name(branch).split(';');
+                let frames = root.as_deref().into_iter().chain(java);
+                folded.add(frames.chain(natives.iter().map(|n| &**n)), count);
+            }
+        }
+    } else {
+        for (pid, threads) in session.take_counts() {
+            let (root, Some(jvm)) = (root(pid, session), session.jvm(pid)) else {
+                continue;
+            };
+            for (branch, count) in threads.values().flat_map(|t| &t.counts) {
+                let java = jvm.branches().name(*branch).split(';');
+                folded.add(root.as_deref().into_iter().chain(java), *count);
+            }
+        }
+    }
+    folded
+}
+
+/// Says, per JVM, how many samples were taken and how many frames could not be named.
+fn report(session: &Session, log: &dyn Log) {
+    for jvm in session.jvms() {
+        let stats = jvm.stats();
+        let message = format!(
+            "JVM {} ({}): {} samples, {} Java frames named ({} inlined), {} frames [unknown], \
+             {} samples of application threads without a named Java frame",
+            jvm.pid(),
+            jvm.main_class(),
+            stats.samples,
+            stats.java_frames,
+            stats.inlined_frames,
+            stats.unknown_frames,
+            stats.without_java_frame,
+        );
+        log.log(Level::Info, &message);
+    }
+    let drops = session.sampler().drops();
+    if drops > 0 {
+        log.log(
+            Level::Warning,
+            &format!("{drops} samples were lost (the ring buffer or the channel was full)"),
+        );
+    }
+}

@@ -1,0 +1,3 @@
+//! Outputs fed by the profiler's results.
+
+pub mod folded;

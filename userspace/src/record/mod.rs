@@ -1,0 +1,429 @@
+//! `joularcode-bpf record`: energy per Java branch for one JVM, a launched command, or every JVM
+//! of the host, written in Joular Code for Java's CSV files (see docs/record.md).
+//!
+//! A thin loop over a [`Session`] (which samples, follows the JVMs and counts samples per thread
+//! and branch): at the end of each power window, the [`cycle::Engine`] shares the power read out
+//! between the JVMs, and each JVM's rows go to its results folder ([`results::Results`]).
+
+pub mod cycle;
+pub mod options;
+pub mod results;
+pub mod status;
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::Write;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use joularcode_core::attribution::{Samples, ThreadKind};
+use joularcode_core::config::{Config, SourceKind};
+use joularcode_core::log::{Level, Log};
+use joularcode_core::power::{self, SystemClock, SystemRoots};
+
+use crate::cli::RecordArgs;
+use crate::launch;
+use crate::sampler::{monotonic_ns, signals, CONSUME_INTERVAL};
+use crate::session::{Session, SessionOptions, Targets, ThreadCounts};
+use crate::threads;
+use cycle::{Engine, JvmInput, ThreadCpu, ThreadUse};
+use results::Results;
+use status::{Status, Terminal};
+
+/// How long the loop waits for samples between two looks at the clock.
+const PUMP_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Runs `record` until its duration is over, a signal arrives, or the JVMs (or the command) end.
+/// Returns the exit code: the launched command's (once it has ended: it is waited for), else 0.
+/// Errors are one line each.
+pub fn run(args: &RecordArgs) -> Result<i32, String> {
+    let terminal = Arc::new(Terminal::new());
+    let log: Arc<dyn Log> = terminal.clone();
+    let working_dir = std::env::current_dir()
+        .map_err(|error| format!("cannot read the working directory: {error}"))?;
+    let config = options::load(args.config.as_deref(), &args.options, &working_dir, &*log)?;
+    let results = Results::new(&config.results_path, args.all || args.pids.len() > 1)?;
+    let mut source = power::open(
+        &config,
+        &SystemRoots::default(),
+        Arc::new(SystemClock::default()),
+        &*log,
+    )
+    .map_err(|error| format!("Cannot measure the CPU power: {error}"))?;
+    if config.source_kind() == Ok(SourceKind::Vm) {
+        // The file must be there now: a typo would otherwise only show as warnings
+        source
+            .watts()
+            .map_err(|error| format!("Cannot measure the CPU power: {error}"))?;
+    }
+
+    let mut session_options = SessionOptions::new(log.clone());
+    session_options.rate_hz = 1000 / config.sample_rate_ms;
+    session_options.prefixes = config.methods_filtering_prefix.clone();
+    session_options.agent_path = args.agent_path.clone();
+    session_options.attach_agent = !args.no_attach;
+    let mut session =
+        Session::start(targets(args), &session_options).map_err(|error| error.to_string())?;
+    signals::stop_on_signals()?;
+    let cycle_log = args.cycle_log.as_deref().map(open_cycle_log).transpose()?;
+    let cpus = u32::try_from(session.sampler().cpus()).unwrap_or(u32::MAX);
+    let mut engine = Engine::start(source, &config, Path::new("/proc"), cpus, monotonic_ns());
+    let mut recorder = Recorder {
+        threads: ThreadCpu::default(),
+        carried: HashMap::new(),
+        opened: HashSet::new(),
+        source: describe_source(&config),
+        status: Status::default(),
+        results,
+        cycle_log,
+    };
+
+    let deadline = args.duration().map(|duration| Instant::now() + duration);
+    loop {
+        session
+            .pump(PUMP_INTERVAL)
+            .map_err(|error| error.to_string())?;
+        recorder.open_new(&session, &*log)?;
+        let stop = signals::stop_requested()
+            || deadline.is_some_and(|deadline| Instant::now() >= deadline)
+            || session.finished();
+        let now_ns = monotonic_ns();
+        if stop || engine.window_over(now_ns) {
+            recorder.end_cycle(&mut session, &mut engine, now_ns, &*log)?;
+        }
+        recorder.status.jvms = session.jvms().count();
+        terminal.show(&recorder.status);
+        if stop {
+            break;
+        }
+    }
+    terminal.finish();
+    drop(recorder);
+    let exit = session.launched_exit();
+    match (exit, session.stop()) {
+        (Some(code), _) => Ok(code),
+        (None, Some(mut child)) => child
+            .wait()
+            .map(launch::exit_code)
+            .map_err(|error| format!("cannot wait for the command: {error}")),
+        (None, None) => Ok(0),
+    }
+}
+
+/// What the command line asks to profile.
+fn targets(args: &RecordArgs) -> Targets {
+    match args.command.split_first() {
+        Some((program, rest)) => {
+            let mut command = Command::new(program);
+            command.args(rest);
+            Targets::Launch(command)
+        }
+        None if args.all => Targets::All,
+        None => Targets::Pids(args.pids.clone()),
+    }
+}
+
+/// The power source, as the start lines name it.
+fn describe_source(config: &Config) -> String {
+    let path = |path: Option<&Path>| path.map_or(String::new(), |p| format!(" {}", p.display()));
+    match config.source_kind() {
+        Ok(SourceKind::Vm) => format!(
+            "vm ({} file{})",
+            config.vm_power_format,
+            path(config.vm_power_file.as_deref())
+        ),
+        Ok(SourceKind::RingBuffer) => {
+            format!("ringbuffer{}", path(config.ringbuffer_path.as_deref()))
+        }
+        _ => config.power_source_type.clone(),
+    }
+}
+
+/// Opens the `--cycle-log` file, emptied, refusing a symbolic link.
+fn open_cycle_log(path: &Path) -> Result<File, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|error| {
+            format!(
+                "--cycle-log {}: {error}. Give a path to a file that can be written (not a \
+                 symbolic link).",
+                path.display()
+            )
+        })
+}
+
+/// The state of the loop between cycles, and where the cycles' results go.
+struct Recorder {
+    threads: ThreadCpu,
+    /// Per JVM, the samples of threads that had not run yet in the cycle they were counted in.
+    carried: HashMap<u32, HashMap<u32, ThreadCounts>>,
+    opened: HashSet<u32>,
+    source: String,
+    status: Status,
+    results: Results,
+    cycle_log: Option<File>,
+}
+
+impl Recorder {
+    /// Opens the results of the JVMs seen for the first time, and says what is profiled. The
+    /// results of the first JVM that cannot be written to end the run; later ones are said
+    /// (SEVERE) and the run goes on for the other JVMs.
+    fn open_new(&mut self, session: &Session, log: &dyn Log) -> Result<(), String> {
+        for jvm in session.jvms() {
+            let first = self.opened.is_empty();
+            if !self.opened.insert(jvm.pid()) {
+                continue;
+            }
+            let name = format!("JVM {} ({})", jvm.pid(), jvm.main_class());
+            match self.results.open(jvm.pid(), jvm.main_class()) {
+                Ok(dir) => log.log(
+                    Level::Info,
+                    &format!(
+                        "Profiling {name}, power from {}, results in {}.",
+                        self.source,
+                        dir.display()
+                    ),
+                ),
+                Err(error) if first => return Err(error),
+                Err(error) => log.log(
+                    Level::Severe,
+                    &format!("{name} is profiled without results: {error}"),
+                ),
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the cycle at `now_ns`: takes the threads' CPU time, the power and the machine's busy
+    /// time, waits for the cycle's samples, shares the power out and writes the rows, the cycle
+    /// log and the status; then forgets the JVMs that ended, so that a new one with the same pid
+    /// starts afresh.
+    fn end_cycle(
+        &mut self,
+        session: &mut Session,
+        engine: &mut Engine,
+        now_ns: u64,
+        log: &dyn Log,
+    ) -> Result<(), String> {
+        let uses = self.threads.cycle(session.sampler().thread_times());
+        let measures = engine.measure(now_ns, log);
+        // A sample reaches the session up to one consumer pass after it was taken: wait for those
+        // of this cycle (the later ones of threads that ran on are counted here too, and those of
+        // threads that only ran after now_ns are carried to the next cycle).
+        let lag_ns = u64::try_from((2 * CONSUME_INTERVAL).as_nanos()).unwrap_or(u64::MAX);
+        let until_ns = now_ns.saturating_add(lag_ns);
+        loop {
+            let left = until_ns.saturating_sub(monotonic_ns());
+            if left == 0 {
+                break;
+            }
+            session
+                .pump(Duration::from_nanos(left))
+                .map_err(|error| error.to_string())?;
+        }
+        self.open_new(session, log)?;
+
+        let mut fresh = session.take_counts();
+        let mut carried = std::mem::take(&mut self.carried);
+        let mut jvms = Vec::new();
+        for jvm in session.jvms() {
+            let (samples, carry) = jvm_samples(
+                jvm.pid(),
+                fresh.remove(&jvm.pid()).unwrap_or_default(),
+                carried.remove(&jvm.pid()).unwrap_or_default(),
+                &uses,
+            );
+            if !carry.is_empty() {
+                self.carried.insert(jvm.pid(), carry);
+            }
+            jvms.push(JvmInput {
+                pid: jvm.pid(),
+                branches: jvm.branches(),
+                samples,
+            });
+        }
+        let cycle = engine.share(&measures, session.sampler().drops(), &jvms, log);
+        for (jvm, input) in cycle.jvms.iter().zip(&jvms) {
+            self.results.write(
+                jvm.pid,
+                cycle.timestamp_ms,
+                &jvm.result,
+                input.branches,
+                log,
+            );
+        }
+        if let Some(file) = self.cycle_log.as_mut() {
+            if let Err(error) = file.write_all(cycle.json_lines().as_bytes()) {
+                log.log(
+                    Level::Severe,
+                    &format!("Could not write the cycle log: {error}"),
+                );
+                self.cycle_log = None;
+            }
+        }
+        self.status.cycles += 1;
+        self.status.samples += cycle.jvms.iter().map(|jvm| jvm.samples).sum::<u64>();
+        self.status.energy_j += cycle.jvms_energy_j();
+        self.status.drops = session.sampler().drops();
+
+        for jvm in session.jvms().filter(|jvm| jvm.ended()) {
+            self.results.close(jvm.pid());
+            engine.forget(jvm.pid());
+            self.threads.forget(jvm.pid());
+            self.opened.remove(&jvm.pid());
+            self.carried.remove(&jvm.pid());
+        }
+        session.forget_ended();
+        Ok(())
+    }
+}
+
+/// The key under which the threads of one kind that ended during a cycle are pooled, above every
+/// tid (tids are u32).
+fn ended_pool(kind: ThreadKind) -> u64 {
+    match kind {
+        ThreadKind::Java => 1 << 32,
+        ThreadKind::Jvm => (1 << 32) + 1,
+    }
+}
+
+/// One JVM's samples for core: the CPU time of all its threads that ran in the cycle, each
+/// classified as a Java thread or one of the JVM's own, and the samples of those threads, the
+/// `fresh` ones counted in this cycle and those `carried` from the previous one.
+///
+/// The threads that ended during the cycle are pooled by kind, as if they were one thread: their
+/// CPU time together is shared by all their samples together. A thread that lives a few
+/// milliseconds may run less than one sample period and get no sample, although the samples of
+/// many such threads are in proportion to their CPU time; alone, its share would stay
+/// unattributed (Joular's coverage).
+///
+/// Returns the samples with the fresh samples of threads that have not run in this cycle (they
+/// started after its end, and their CPU time is in the next): carried once, then dropped.
+fn jvm_samples(
+    pid: u32,
+    fresh: HashMap<u32, ThreadCounts>,
+    carried: HashMap<u32, ThreadCounts>,
+    uses: &[ThreadUse],
+) -> (Samples, HashMap<u32, ThreadCounts>) {
+    let mut samples = Samples::default();
+    let mut ran = HashMap::new();
+    for thread in uses.iter().filter(|thread| thread.pid == pid) {
+        let kind = if threads::classify(&thread.name).is_some() {
+            ThreadKind::Jvm
+        } else {
+            ThreadKind::Java
+        };
+        let key = if thread.exited {
+            ended_pool(kind)
+        } else {
+            u64::from(thread.tid)
+        };
+        ran.insert(thread.tid, key);
+        samples.add_cpu(key, thread.cpu_ns);
+        samples.set_kind(key, kind);
+    }
+    let mut carry = HashMap::new();
+    let counted = carried
+        .into_iter()
+        .map(|thread| (false, thread))
+        .chain(fresh.into_iter().map(|thread| (true, thread)));
+    for (is_fresh, (tid, thread)) in counted {
+        let Some(&key) = ran.get(&tid) else {
+            if is_fresh {
+                carry.insert(tid, thread);
+            }
+            continue;
+        };
+        if key == u64::from(tid) {
+            samples.set_kind(key, thread.kind);
+        }
+        for (branch, n) in thread.counts {
+            samples.count(key, branch, n);
+        }
+    }
+    (samples, carry)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use joularcode_core::branch::Branches;
+
+    fn counts(branch: joularcode_core::branch::BranchId, n: u64) -> ThreadCounts {
+        ThreadCounts {
+            name: "t".into(),
+            kind: ThreadKind::Java,
+            counts: HashMap::from([(branch, n)]),
+        }
+    }
+
+    fn used(pid: u32, tid: u32, cpu_ns: u64, name: &str) -> ThreadUse {
+        ThreadUse {
+            pid,
+            tid,
+            cpu_ns,
+            name: name.into(),
+            exited: name.starts_with("brief"),
+        }
+    }
+
+    #[test]
+    fn samples_of_threads_that_have_not_run_yet_are_carried_once() {
+        let mut branches = Branches::new::<&str>(&[]);
+        let frame = branches.frame("a.B", "run");
+        let branch = branches.branch(&[frame]);
+        let uses = [
+            used(1, 10, 500, "main"),
+            used(1, 11, 300, "G1 Conc#0"),
+            used(2, 20, 999, "other JVM"),
+        ];
+        let (samples, carry) = jvm_samples(
+            1,
+            HashMap::from([(10, counts(branch, 3)), (12, counts(branch, 2))]),
+            HashMap::from([(10, counts(branch, 1)), (13, counts(branch, 4))]),
+            &uses,
+        );
+        let threads: HashMap<u64, _> = samples.threads().collect();
+        assert_eq!(threads.len(), 2);
+        assert_eq!(threads[&10].cpu_ns, 500);
+        assert_eq!(threads[&10].samples[&branch], 4, "fresh and carried");
+        assert_eq!(threads[&11].kind, ThreadKind::Jvm, "classified by name");
+        assert!(threads[&11].samples.is_empty());
+        assert_eq!(
+            carry.keys().collect::<Vec<_>>(),
+            [&12],
+            "13 was carried already"
+        );
+    }
+
+    #[test]
+    fn threads_that_ended_are_pooled_by_kind() {
+        let mut branches = Branches::new::<&str>(&[]);
+        let frame = branches.frame("a.B", "brief");
+        let branch = branches.branch(&[frame]);
+        let uses = [
+            used(1, 10, 4_000_000, "brief-1"),
+            used(1, 11, 6_000_000, "brief-2"),
+            used(1, 12, 1_000_000, "main"),
+        ];
+        let (samples, _) = jvm_samples(
+            1,
+            HashMap::from([(11, counts(branch, 1))]),
+            HashMap::new(),
+            &uses,
+        );
+        let threads: HashMap<u64, _> = samples.threads().collect();
+        let pool = &threads[&ended_pool(ThreadKind::Java)];
+        assert_eq!((pool.cpu_ns, pool.samples[&branch]), (10_000_000, 1));
+        assert_eq!(pool.kind, ThreadKind::Java);
+        assert_eq!(threads[&12].cpu_ns, 1_000_000);
+        assert_eq!(threads.len(), 2);
+    }
+}

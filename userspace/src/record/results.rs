@@ -1,0 +1,165 @@
+//! Where each JVM's results go. With one JVM (one `--pid`, or the first JVM a launched command
+//! starts), the two CSV files are in `results-path` itself, as Joular Code for Java writes them.
+//! With several (`--all`, several `--pid`, or a command that starts more than one JVM), each JVM
+//! gets its own folder in `results-path`, named by its pid and main class:
+//! `12345-com.example.Main`.
+//!
+//! Nothing is created before the first JVM is there, so a run refused at start leaves nothing
+//! behind; the path is checked at start so that a bad one is refused at once.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use joularcode_core::attribution::CycleResult;
+use joularcode_core::branch::Branches;
+use joularcode_core::log::Log;
+use joularcode_core::output::csv::CsvWriter;
+
+/// The longest main class kept in a folder name, in characters.
+const MAX_NAME: usize = 120;
+
+/// The results of every JVM of a run.
+#[derive(Debug)]
+pub struct Results {
+    root: PathBuf,
+    per_jvm: bool,
+    open: BTreeMap<u32, Output>,
+    root_taken: bool,
+}
+
+/// One JVM's results folder and its writer.
+#[derive(Debug)]
+struct Output {
+    dir: PathBuf,
+    writer: CsvWriter,
+}
+
+impl Results {
+    /// The results under `root` (`results-path`), each JVM in its own folder when `per_jvm`,
+    /// else the first in `root` itself. Refuses a `root` that is a symbolic link or exists and is
+    /// not a directory, without creating anything.
+    pub fn new(root: &Path, per_jvm: bool) -> Result<Results, String> {
+        if let Ok(meta) = root.symlink_metadata() {
+            if meta.file_type().is_symlink() {
+                return Err(format!(
+                    "results-path {} is a symbolic link, and results are never written through \
+                     one. Remove it, or set --results-path to another directory.",
+                    root.display()
+                ));
+            }
+            if !meta.is_dir() {
+                return Err(format!(
+                    "results-path {} is not a directory. Remove it, or set --results-path to \
+                     another directory.",
+                    root.display()
+                ));
+            }
+        }
+        Ok(Results {
+            root: root.to_path_buf(),
+            per_jvm,
+            open: BTreeMap::new(),
+            root_taken: false,
+        })
+    }
+
+    /// Opens the results of JVM `pid` (creating its folder and both files) and returns where
+    /// they go. A JVM already open keeps its folder.
+    pub fn open(&mut self, pid: u32, main_class: &str) -> Result<&Path, String> {
+        if !self.open.contains_key(&pid) {
+            let in_root = !self.per_jvm && !self.root_taken;
+            let dir = if in_root {
+                self.root.clone()
+            } else {
+                self.root.join(folder_name(pid, main_class))
+            };
+            let writer = CsvWriter::open(&dir).map_err(|error| error.to_string())?;
+            self.root_taken |= in_root;
+            self.open.insert(pid, Output { dir, writer });
+        }
+        Ok(&self.open[&pid].dir)
+    }
+
+    /// Appends one cycle's rows of JVM `pid`, if its results are open.
+    pub fn write(
+        &mut self,
+        pid: u32,
+        timestamp_ms: i64,
+        result: &CycleResult,
+        branches: &Branches,
+        log: &dyn Log,
+    ) {
+        if let Some(output) = self.open.get_mut(&pid) {
+            output.writer.write(timestamp_ms, result, branches, log);
+        }
+    }
+
+    /// Closes the files of JVM `pid` (it ended).
+    pub fn close(&mut self, pid: u32) {
+        if let Some(mut output) = self.open.remove(&pid) {
+            output.writer.close();
+        }
+    }
+}
+
+/// The folder of one JVM among several: `<pid>-<main class>`, the main class as
+/// [`crate::session::main_class`] gives it (already fit for a file name), cut to a length every
+/// file system takes.
+pub fn folder_name(pid: u32, main_class: &str) -> String {
+    let cut = main_class
+        .char_indices()
+        .nth(MAX_NAME)
+        .map_or(main_class, |(at, _)| &main_class[..at]);
+    format!("{pid}-{cut}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use joularcode_core::output::csv::{ALL_FILE, APP_FILE};
+
+    #[test]
+    fn folder_names_are_cut() {
+        assert_eq!(
+            folder_name(12345, "com.example.Main"),
+            "12345-com.example.Main"
+        );
+        assert_eq!(folder_name(7, ".."), "7-..");
+        assert_eq!(folder_name(7, &"a".repeat(500)).len(), 2 + MAX_NAME);
+    }
+
+    #[test]
+    fn the_first_jvm_writes_in_the_root_unless_per_jvm() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("results");
+        let mut results = Results::new(&root, false).unwrap();
+        assert!(!root.exists(), "nothing is created before a JVM is there");
+        assert_eq!(results.open(10, "a.Main").unwrap(), root);
+        assert_eq!(results.open(10, "a.Main").unwrap(), root);
+        assert_eq!(results.open(11, "b.Main").unwrap(), root.join("11-b.Main"));
+        for file in [ALL_FILE, APP_FILE] {
+            assert!(root.join(file).is_file() && root.join("11-b.Main").join(file).is_file());
+        }
+        let mut results = Results::new(&dir.path().join("all"), true).unwrap();
+        assert_eq!(
+            results.open(10, "a.Main").unwrap(),
+            dir.path().join("all/10-a.Main")
+        );
+    }
+
+    #[test]
+    fn a_link_or_a_file_is_refused_before_anything_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("file");
+        std::fs::write(&file, "x").unwrap();
+        let error = Results::new(&file, false).unwrap_err();
+        assert!(error.contains("is not a directory"), "{error}");
+        let link = dir.path().join("link");
+        let target = dir.path().join("target");
+        std::fs::create_dir(&target).unwrap();
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let error = Results::new(&link, false).unwrap_err();
+        assert!(error.contains("is a symbolic link"), "{error}");
+        assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0);
+    }
+}

@@ -1,0 +1,330 @@
+//! Turning one stack sample of a JVM thread into Java frames and a branch of
+//! `joularcode_core::branch` (architecture decision 4). For each pc of the sampled frame-pointer
+//! walk, newest first:
+//!
+//! - a pc in the template interpreter: the frame's `Method*` (the slot the sampler read at fp-3
+//!   words) names it through VMStructs;
+//! - a pc in JIT-compiled code: the symbolizer agent's code map, at the sample's time, names the
+//!   compiled method and the methods inlined into it; without an entry valid at that time (the
+//!   agent is missing, or its load line is not written yet), the nmethod's own `Method*` read
+//!   from the live code cache names the outer method, then the JDK's perf map if there is one;
+//! - a stub or adapter of the code cache is no Java frame and is left out;
+//! - a pc outside the code cache is native code: left out of the branch, and named by blazesym
+//!   when native frames are asked for (the native frames newer than the newest Java frame).
+//!
+//! A Java frame that cannot be named becomes [`UNKNOWN`] (a run of them, one), counted in
+//! [`ResolveStats::unknown_frames`]. A sample of an application thread without any Java frame
+//! gets the branch `[unknown]` when it was in Java code that could not be named, or
+//! [`NATIVE`] when all its frames were native. A sample of one of the JVM's own threads gets its
+//! pseudo-frame (`[GC]`, `[JIT compiler]`, `[VM]`) as its whole branch.
+//!
+//! Everything read from the target is untrusted: a bad pointer gives `[unknown]`, never a panic.
+
+pub mod native;
+
+use std::sync::Arc;
+
+use joularcode_core::branch::{BranchId, Branches, FrameId, UNKNOWN};
+
+use crate::hotspot::HotSpot;
+use crate::jit::codemap::{CodeKind, CodeMap};
+use crate::jit::perfmap::PerfMap;
+use crate::sampler::Sample;
+use crate::threads::JvmThread;
+use native::NativeNames;
+
+/// Pseudo-frame of an application thread's sample whose frames were all native code (JNI, the
+/// JVM's own code called outside any Java method, a thread that has not entered Java yet).
+pub const NATIVE: &str = "[native]";
+
+/// Where the names of JIT-compiled frames come from.
+#[derive(Debug)]
+pub enum JitNames {
+    /// The symbolizer agent's code map (with inlined methods and validity times), then the live
+    /// code cache for code not in it yet.
+    Agent(Box<CodeMap>),
+    /// The JDK's perf map (`Compiler.perfmap`), for code the live code cache cannot name.
+    PerfMap(PerfMap),
+    /// Only the live code cache: each compiled frame named by its nmethod's outer method.
+    CodeCache,
+}
+
+impl JitNames {
+    /// A short description, for messages.
+    pub fn describe(&self) -> &'static str {
+        match self {
+            JitNames::Agent(_) => "the symbolizer agent's code map",
+            JitNames::PerfMap(_) => "the JVM's perf map (Compiler.perfmap) and its code cache",
+            JitNames::CodeCache => "the JVM's code cache (VMStructs)",
+        }
+    }
+}
+
+/// What resolving has met so far, for one JVM.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ResolveStats {
+    /// Samples resolved.
+    pub samples: u64,
+    /// Java frames named.
+    pub java_frames: u64,
+    /// Java frames named from the agent's inline records (methods inlined into compiled code).
+    pub inlined_frames: u64,
+    /// Compiled frames named from the live code cache, because no code map entry was valid at
+    /// the sample's time.
+    pub code_cache_frames: u64,
+    /// Frames in Java code (interpreter or compiled) that could not be named: `[unknown]`.
+    pub unknown_frames: u64,
+    /// Samples of application threads without a single named Java frame.
+    pub without_java_frame: u64,
+}
+
+/// One resolved sample.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    /// Its branch, in the [`Branches`] given to [`Resolver::resolve`].
+    pub branch: BranchId,
+    /// With native frames asked for: the native functions newer than the newest Java frame
+    /// (for a JVM thread, or a sample without Java frames: all of them), oldest first.
+    pub native: Vec<Arc<str>>,
+}
+
+/// Resolves the samples of one JVM.
+#[derive(Debug)]
+pub struct Resolver {
+    hotspot: HotSpot,
+    jit: JitNames,
+    native: Option<NativeNames>,
+    stats: ResolveStats,
+    /// Scratch space reused by every sample: frames newest first, leaf-side native pcs.
+    frames: Vec<FrameId>,
+    native_pcs: Vec<u64>,
+}
+
+/// A pc of a sample: where it is, and whether it is a return address (a caller's frame).
+#[derive(Debug, Clone, Copy)]
+struct Pc {
+    pc: u64,
+    caller: bool,
+    /// The word the sampler read at fp-3 words of this pc's frame (an interpreter frame's
+    /// Method*), if the walk reached that frame.
+    method_slot: Option<u64>,
+}
+
+impl Pc {
+    /// The address of the instruction: a return address follows its call instruction.
+    fn instruction(self) -> u64 {
+        if self.caller {
+            self.pc.saturating_sub(1)
+        } else {
+            self.pc
+        }
+    }
+}
+
+/// The pcs of a sample, newest first: the leaf's `ip`, then each frame's return address (the pc
+/// in its caller), with the Method* slot of the frame that pc runs in.
+fn pcs(sample: &Sample) -> impl Iterator<Item = Pc> + '_ {
+    let leaf = Pc {
+        pc: sample.ip,
+        caller: false,
+        method_slot: sample.frames.first().map(|f| f.method_slot),
+    };
+    let callers = sample.frames.iter().enumerate().map(|(i, frame)| Pc {
+        pc: frame.return_address,
+        caller: true,
+        method_slot: sample.frames.get(i + 1).map(|f| f.method_slot),
+    });
+    std::iter::once(leaf).chain(callers)
+}
+
+impl Resolver {
+    /// A resolver for the JVM read by `hotspot`, naming compiled code through `jit`, and native
+    /// code too when `native_frames` is set.
+    pub fn new(hotspot: HotSpot, jit: JitNames, native_frames: bool) -> Resolver {
+        let native = native_frames.then(|| NativeNames::new(hotspot.pid()));
+        Resolver {
+            hotspot,
+            jit,
+            native,
+            stats: ResolveStats::default(),
+            frames: Vec::with_capacity(64),
+            native_pcs: Vec::with_capacity(16),
+        }
+    }
+
+    /// The JVM read.
+    pub fn hotspot(&self) -> &HotSpot {
+        &self.hotspot
+    }
+
+    /// Where compiled frames get their names.
+    pub fn jit(&self) -> &JitNames {
+        &self.jit
+    }
+
+    /// Changes where compiled frames get their names (once an agent has been attached, or has
+    /// been refused).
+    pub fn set_jit(&mut self, jit: JitNames) {
+        self.jit = jit;
+    }
+
+    /// Reads what the agent appended to its code map since the last refresh; call it before
+    /// resolving samples, so that code loaded before them is known. Returns the error of an
+    /// unreadable map (the caller says it once; resolving goes on with the code cache).
+    pub fn refresh(&mut self) -> Result<(), crate::jit::codemap::CodeMapError> {
+        match &mut self.jit {
+            JitNames::Agent(map) => map.refresh().map(|_| ()),
+            _ => Ok(()),
+        }
+    }
+
+    /// What was met so far.
+    pub fn stats(&self) -> ResolveStats {
+        self.stats
+    }
+
+    /// Resolves `sample` into a branch of `branches`. `thread` is the JVM's own thread it was
+    /// taken on, if it was one (its branch is then the thread's pseudo-frame).
+    pub fn resolve(
+        &mut self,
+        sample: &Sample,
+        thread: Option<JvmThread>,
+        branches: &mut Branches,
+    ) -> Resolved {
+        self.stats.samples += 1;
+        self.frames.clear();
+        self.native_pcs.clear();
+        if let Some(thread) = thread {
+            if self.native.is_some() {
+                self.native_pcs.extend(pcs(sample).map(Pc::instruction));
+            }
+            let frame = branches.jvm_frame(thread.frame());
+            return Resolved {
+                branch: branches.branch(&[frame]),
+                native: self.native_names(),
+            };
+        }
+        let mut in_java_code = false;
+        let mut named_java = false;
+        let mut last_unknown = false;
+        for pc in pcs(sample) {
+            if !self.hotspot.in_code_cache(pc.pc) {
+                if !in_java_code && self.native.is_some() {
+                    self.native_pcs.push(pc.instruction());
+                }
+                continue;
+            }
+            in_java_code = true;
+            let before = self.frames.len();
+            let named = if self.hotspot.is_interpreter(pc.pc) {
+                self.interpreted(pc, branches)
+            } else {
+                self.compiled(pc, sample.time_ns, branches)
+            };
+            match named {
+                Named::Frames => {
+                    self.stats.java_frames += (self.frames.len() - before) as u64;
+                    named_java = true;
+                    last_unknown = false;
+                }
+                Named::Stub => {}
+                Named::Unknown => {
+                    self.stats.unknown_frames += 1;
+                    if !last_unknown {
+                        self.frames.push(branches.jvm_frame(UNKNOWN));
+                    }
+                    last_unknown = true;
+                }
+            }
+        }
+        if !named_java {
+            self.stats.without_java_frame += 1;
+            self.frames.clear();
+            let pseudo = if in_java_code { UNKNOWN } else { NATIVE };
+            self.frames.push(branches.jvm_frame(pseudo));
+        }
+        self.frames.reverse();
+        Resolved {
+            branch: branches.branch(&self.frames),
+            native: self.native_names(),
+        }
+    }
+
+    /// Names the native pcs gathered for this sample, oldest first.
+    fn native_names(&mut self) -> Vec<Arc<str>> {
+        let Some(native) = self.native.as_mut() else {
+            return Vec::new();
+        };
+        let mut names = native.names(&self.native_pcs);
+        names.reverse();
+        names
+    }
+
+    /// An interpreted frame, by the Method* in its frame.
+    fn interpreted(&mut self, pc: Pc, branches: &mut Branches) -> Named {
+        match pc.method_slot.and_then(|m| self.hotspot.method(m)) {
+            Some(method) => {
+                self.frames
+                    .push(branches.frame(&method.class, &method.name));
+                Named::Frames
+            }
+            None => Named::Unknown,
+        }
+    }
+
+    /// A frame in compiled code (or a stub), at the sample's time.
+    fn compiled(&mut self, pc: Pc, time_ns: u64, branches: &mut Branches) -> Named {
+        let at = pc.instruction();
+        if let JitNames::Agent(map) = &self.jit {
+            if let Some(code) = map.lookup(at, time_ns) {
+                if code.kind == CodeKind::Stub {
+                    return Named::Stub;
+                }
+                let inlined = code.frames().len().saturating_sub(1);
+                for name in code.frames().rev() {
+                    let (class, method) = name.rsplit_once('.').unwrap_or(("", name));
+                    self.frames.push(branches.frame(class, method));
+                }
+                self.stats.inlined_frames += inlined as u64;
+                return Named::Frames;
+            }
+        }
+        match self.hotspot.blob_at(pc.pc) {
+            Some(blob) if !blob.is_nmethod() => Named::Stub,
+            Some(_) => match self.hotspot.compiled_method_at(pc.pc) {
+                Some(compiled) => {
+                    self.stats.code_cache_frames += 1;
+                    self.frames
+                        .push(branches.frame(&compiled.method.class, &compiled.method.name));
+                    Named::Frames
+                }
+                None => self.named_by_perf_map(at, branches),
+            },
+            None => self.named_by_perf_map(at, branches),
+        }
+    }
+
+    /// The last resort for compiled code: the JDK's perf map, when there is one.
+    fn named_by_perf_map(&mut self, at: u64, branches: &mut Branches) -> Named {
+        let JitNames::PerfMap(map) = &self.jit else {
+            return Named::Unknown;
+        };
+        match map.lookup(at).and_then(|entry| entry.name.rsplit_once('.')) {
+            Some((class, method)) => {
+                self.frames.push(branches.frame(class, method));
+                Named::Frames
+            }
+            None => Named::Unknown,
+        }
+    }
+}
+
+/// What became of one pc in Java code.
+enum Named {
+    /// One or more Java frames were pushed.
+    Frames,
+    /// A stub or adapter: no Java frame.
+    Stub,
+    /// Java code that could not be named.
+    Unknown,
+}

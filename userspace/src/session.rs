@@ -1,0 +1,869 @@
+//! A profiling session: the sampler, the JVMs it samples, and for each JVM its resolver, its
+//! branches and the samples counted per thread since the last [`Session::take_counts`]. The
+//! `stacks` and `record` commands are loops over [`Session::pump`].
+//!
+//! ```text
+//! let mut session = Session::start(Targets::Pids(vec![pid]), &options)?;
+//! while !session.finished() {
+//!     session.pump(Duration::from_millis(100))?;   // receive and resolve the samples
+//!     // every cycle: session.take_counts(), session.sampler().thread_times(), ...
+//! }
+//! ```
+//!
+//! What it does for each JVM (see docs/stacks.md):
+//! - opens it with the HotSpot reader once (retried while the JVM starts);
+//! - names compiled code with the symbolizer agent's code map: a launched JVM gets the agent at
+//!   start; a running one gets it attached (in the background), unless it refuses, in which case
+//!   the JDK's perf map or its code cache name the outer methods, and the session says once
+//!   which fallback is used;
+//! - warns once when a running JVM lacks -XX:+PreserveFramePointer;
+//! - classifies its threads by name (`[GC]`, `[JIT compiler]`, `[VM]`);
+//! - counts each sample in its thread's branch.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::{Child, Command};
+use std::sync::mpsc::RecvTimeoutError;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use joularcode_core::attribution::ThreadKind;
+use joularcode_core::branch::{BranchId, Branches, UNKNOWN};
+use joularcode_core::log::{Level, Log};
+
+use crate::attach::{self, AttachError};
+use crate::discovery::{self, Discovery, DiscoveryError, Target};
+use crate::hotspot::HotSpot;
+use crate::jit::codemap::CodeMap;
+use crate::jit::perfmap::PerfMap;
+use crate::launch;
+use crate::resolve::{JitNames, ResolveStats, Resolver};
+use crate::sampler::{Sample, Sampler, SamplerError};
+use crate::threads::{self, JvmThread};
+
+/// How often the JVMs are looked for again (`--pid`, `--all`).
+const RESCAN_INTERVAL: Duration = Duration::from_secs(1);
+/// How often opening a starting JVM is retried, and for how long.
+const OPEN_RETRY: Duration = Duration::from_millis(250);
+const OPEN_GIVE_UP: Duration = Duration::from_secs(20);
+/// Samples kept per JVM while it cannot be opened yet (resolved once it can).
+const MAX_PENDING: usize = 20_000;
+/// A process of a launched command is checked this many times for libjvm.so (after its start or
+/// its last exec) before it is taken for something else than a JVM.
+const LAUNCH_CHECKS: u32 = 20;
+/// How long an agent's code map may stay unreadable (not written yet) before it is given up.
+const MAP_PATIENCE: Duration = Duration::from_secs(10);
+
+/// What to profile.
+#[derive(Debug)]
+pub enum Targets {
+    /// These running JVMs.
+    Pids(Vec<u32>),
+    /// Every JVM of the host, including those that start later.
+    All,
+    /// The JVMs this command starts, until it ends.
+    Launch(Command),
+}
+
+/// How to profile.
+#[derive(Clone)]
+pub struct SessionOptions {
+    /// Samples per second of CPU time of each thread.
+    pub rate_hz: u64,
+    /// `methods-filtering-prefix`: the frames kept in the application's branch names.
+    pub prefixes: Vec<String>,
+    /// The agent library (`--agent-path`); by default found beside the executable.
+    pub agent_path: Option<PathBuf>,
+    /// Attach the agent to running JVMs (`--pid`, `--all`).
+    pub attach_agent: bool,
+    /// Also name native frames (for `--native` output).
+    pub native_frames: bool,
+    /// Where messages go.
+    pub log: Arc<dyn Log>,
+}
+
+impl SessionOptions {
+    /// 100 Hz, no prefixes, the agent found beside the executable and attached, no native frames.
+    pub fn new(log: Arc<dyn Log>) -> SessionOptions {
+        SessionOptions {
+            rate_hz: 100,
+            prefixes: Vec::new(),
+            agent_path: None,
+            attach_agent: true,
+            native_frames: false,
+            log,
+        }
+    }
+}
+
+/// Why a session cannot start or go on. Each says in one line what failed and how to fix it.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// The sampler could not start (privileges, kernel) or track a process.
+    #[error("{0}")]
+    Sampler(#[from] SamplerError),
+    /// A given pid is not a JVM, or cannot be read.
+    #[error("{0}")]
+    Discovery(#[from] DiscoveryError),
+    /// The command could not be launched (or the agent library is missing).
+    #[error("{0}")]
+    Launch(String),
+}
+
+/// The samples of one thread since the last [`Session::take_counts`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ThreadCounts {
+    /// The thread's name when first sampled.
+    pub name: String,
+    /// An application thread, or one of the JVM's own.
+    pub kind: ThreadKind,
+    /// Samples per branch (in the branches of [`ProfiledJvm::branches`]).
+    pub counts: HashMap<BranchId, u64>,
+}
+
+/// Native frames (oldest first) under a branch, as `--native` shows them.
+pub type NativeStack = Arc<[Arc<str>]>;
+
+/// How far a JVM is from being resolvable.
+enum State {
+    /// Not opened yet: its samples wait.
+    Opening {
+        since: Instant,
+        next_try: Instant,
+        pending: Vec<Sample>,
+    },
+    /// Opened: samples are resolved as they come.
+    Ready(Box<Resolver>),
+    /// It could not be opened: its samples are `[unknown]`.
+    Failed,
+}
+
+/// One JVM of the session.
+pub struct ProfiledJvm {
+    pid: u32,
+    main_class: String,
+    launched: bool,
+    ended: bool,
+    branches: Branches,
+    state: State,
+    threads: HashMap<u32, ThreadCounts>,
+    thread_kinds: HashMap<u32, (String, Option<JvmThread>)>,
+    native: HashMap<(BranchId, NativeStack), u64>,
+    attaching: Option<JoinHandle<(JitNames, Option<String>)>>,
+    unresolved: u64,
+    map_failing_since: Option<Instant>,
+}
+
+impl ProfiledJvm {
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Its main class (or jar, or module) from its command line, fit for a folder name.
+    pub fn main_class(&self) -> &str {
+        &self.main_class
+    }
+
+    /// Its branches: the names of the [`BranchId`]s of its counts.
+    pub fn branches(&self) -> &Branches {
+        &self.branches
+    }
+
+    /// Whether it has ended (it stays listed until [`Session::forget_ended`]).
+    pub fn ended(&self) -> bool {
+        self.ended
+    }
+
+    /// What resolving met so far; samples that could not be resolved at all (the JVM could not be
+    /// read) count as samples with an unknown frame.
+    pub fn stats(&self) -> ResolveStats {
+        let mut stats = match &self.state {
+            State::Ready(resolver) => resolver.stats(),
+            _ => ResolveStats::default(),
+        };
+        stats.samples += self.unresolved;
+        stats.unknown_frames += self.unresolved;
+        stats.without_java_frame += self.unresolved;
+        stats
+    }
+}
+
+/// Processes of a launched command, as far as they are known.
+struct Descendant {
+    comm: String,
+    checks: u32,
+    jvm: bool,
+}
+
+/// Where the JVMs come from.
+enum Source {
+    Discovery {
+        discoveries: Vec<Discovery>,
+        last_scan: Option<Instant>,
+        all: bool,
+    },
+    Launch {
+        child: Child,
+        exit: Option<i32>,
+        seen: HashMap<u32, Descendant>,
+    },
+}
+
+/// A running profiling session. Dropping it stops sampling (the sampler is unloaded).
+pub struct Session {
+    sampler: Sampler,
+    source: Source,
+    jvms: HashMap<u32, ProfiledJvm>,
+    options: SessionOptions,
+    agent: Result<PathBuf, String>,
+    said_no_agent: bool,
+}
+
+impl Session {
+    /// Starts sampling `targets`. Fails with one clear line when a pid is not a JVM, the
+    /// privileges or the kernel do not allow sampling, or the command cannot be launched (the
+    /// agent library is required then).
+    pub fn start(targets: Targets, options: &SessionOptions) -> Result<Session, SessionError> {
+        let agent = launch::find_agent(options.agent_path.as_deref());
+        if options.agent_path.is_some() {
+            agent
+                .as_ref()
+                .map_err(|e| SessionError::Launch(e.clone()))?;
+        }
+        let all = matches!(targets, Targets::All);
+        let (discoveries, command) = match targets {
+            Targets::Pids(pids) => {
+                let discoveries = pids
+                    .into_iter()
+                    .map(|pid| Discovery::new(Target::Pid(pid)))
+                    .collect::<Result<Vec<_>, _>>()?;
+                (discoveries, None)
+            }
+            Targets::All => (vec![Discovery::new(Target::All)?], None),
+            Targets::Launch(command) => {
+                let agent = agent
+                    .as_ref()
+                    .map_err(|e| SessionError::Launch(e.clone()))?;
+                launch::java_tool_options(None, agent).map_err(SessionError::Launch)?;
+                (Vec::new(), Some(command))
+            }
+        };
+        let sampler = Sampler::new(options.rate_hz)?;
+        let source = match command {
+            Some(command) => {
+                let agent = agent
+                    .as_ref()
+                    .map_err(|e| SessionError::Launch(e.clone()))?;
+                let child =
+                    launch::spawn(command, agent, &sampler).map_err(SessionError::Launch)?;
+                Source::Launch {
+                    child,
+                    exit: None,
+                    seen: HashMap::new(),
+                }
+            }
+            None => Source::Discovery {
+                discoveries,
+                last_scan: None,
+                all,
+            },
+        };
+        let mut session = Session {
+            sampler,
+            source,
+            jvms: HashMap::new(),
+            options: options.clone(),
+            agent,
+            said_no_agent: false,
+        };
+        session.find_jvms()?;
+        Ok(session)
+    }
+
+    /// The sampler (for the threads' on-CPU times and the samples dropped).
+    pub fn sampler(&self) -> &Sampler {
+        &self.sampler
+    }
+
+    /// The JVMs sampled so far, ended ones included until [`Session::forget_ended`].
+    pub fn jvms(&self) -> impl Iterator<Item = &ProfiledJvm> + '_ {
+        self.jvms.values()
+    }
+
+    /// The JVM of process `pid`, if it is sampled.
+    pub fn jvm(&self, pid: u32) -> Option<&ProfiledJvm> {
+        self.jvms.get(&pid)
+    }
+
+    /// Forgets the JVMs that have ended (after their last counts were taken).
+    pub fn forget_ended(&mut self) {
+        self.jvms.retain(|_, jvm| !jvm.ended);
+    }
+
+    /// Waits up to `timeout` for samples, then resolves and counts every sample available;
+    /// follows JVMs that start and end, refreshes the agents' code maps, and notices the end of a
+    /// launched command.
+    pub fn pump(&mut self, timeout: Duration) -> Result<(), SessionError> {
+        let mut samples = Vec::new();
+        match self.sampler.samples().recv_timeout(timeout) {
+            Ok(sample) => samples.push(sample),
+            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {}
+        }
+        samples.extend(self.sampler.samples().try_iter());
+        self.find_jvms()?;
+        self.open_jvms();
+        self.finish_attaches();
+        for jvm in self.jvms.values_mut() {
+            jvm.refresh_code_map(&*self.options.log);
+        }
+        for sample in samples {
+            if let Some(jvm) = self.jvms.get_mut(&sample.pid) {
+                jvm.add(sample, self.options.native_frames);
+            }
+        }
+        Ok(())
+    }
+
+    /// The samples counted since the last call, by JVM pid, then by thread id.
+    pub fn take_counts(&mut self) -> HashMap<u32, HashMap<u32, ThreadCounts>> {
+        self.jvms
+            .iter_mut()
+            .map(|(&pid, jvm)| {
+                jvm.thread_kinds.clear();
+                (pid, std::mem::take(&mut jvm.threads))
+            })
+            .collect()
+    }
+
+    /// With native frames: the samples counted since the last call by JVM pid, then by branch
+    /// and the native frames newer than its Java frames.
+    pub fn take_native_counts(&mut self) -> HashMap<u32, HashMap<(BranchId, NativeStack), u64>> {
+        self.jvms
+            .iter_mut()
+            .map(|(&pid, jvm)| (pid, std::mem::take(&mut jvm.native)))
+            .collect()
+    }
+
+    /// The launched command's exit code (128 + signal if a signal ended it), once it has ended.
+    pub fn launched_exit(&mut self) -> Option<i32> {
+        match &mut self.source {
+            Source::Launch { child, exit, .. } => {
+                if exit.is_none() {
+                    if let Ok(Some(status)) = child.try_wait() {
+                        *exit = Some(launch::exit_code(status));
+                    }
+                }
+                *exit
+            }
+            Source::Discovery { .. } => None,
+        }
+    }
+
+    /// Stops sampling (the sampler is unloaded) and hands over the launched command, if there is
+    /// one, for the caller to wait for.
+    pub fn stop(self) -> Option<Child> {
+        match self.source {
+            Source::Launch { child, .. } => Some(child),
+            Source::Discovery { .. } => None,
+        }
+    }
+
+    /// Whether there is nothing left to sample: the launched command has ended, or every JVM
+    /// given by pid has. Never true for [`Targets::All`].
+    pub fn finished(&mut self) -> bool {
+        if self.launched_exit().is_some() {
+            return true;
+        }
+        match &self.source {
+            Source::Discovery { all: false, .. } => {
+                !self.jvms.is_empty() && self.jvms.values().all(|jvm| jvm.ended)
+            }
+            _ => false,
+        }
+    }
+
+    /// Looks for JVMs that started or ended.
+    fn find_jvms(&mut self) -> Result<(), SessionError> {
+        let (started, ended, launched) = match &mut self.source {
+            Source::Discovery {
+                discoveries,
+                last_scan,
+                ..
+            } => {
+                if last_scan.is_some_and(|at| at.elapsed() < RESCAN_INTERVAL) {
+                    return Ok(());
+                }
+                *last_scan = Some(Instant::now());
+                let (mut started, mut ended) = (Vec::new(), Vec::new());
+                for discovery in discoveries.iter_mut() {
+                    let changes = discovery.update(&self.sampler)?;
+                    started.extend(changes.started);
+                    ended.extend(changes.ended);
+                }
+                (started, ended, false)
+            }
+            Source::Launch { seen, .. } => {
+                let (started, ended) = launched_jvms(&self.sampler, seen, &self.jvms);
+                (started, ended, true)
+            }
+        };
+        for pid in ended {
+            if let Some(jvm) = self.jvms.get_mut(&pid) {
+                jvm.ended = true;
+            }
+        }
+        for pid in started {
+            self.jvms
+                .insert(pid, ProfiledJvm::new(pid, launched, &self.options.prefixes));
+        }
+        Ok(())
+    }
+
+    /// Opens the JVMs not opened yet (when it is time to try again).
+    fn open_jvms(&mut self) {
+        let now = Instant::now();
+        let mut attacher = Attacher {
+            options: &self.options,
+            agent: &self.agent,
+            said_no_agent: &mut self.said_no_agent,
+        };
+        for jvm in self.jvms.values_mut() {
+            let State::Opening {
+                since,
+                next_try,
+                pending,
+            } = &mut jvm.state
+            else {
+                continue;
+            };
+            if now < *next_try {
+                continue;
+            }
+            match HotSpot::open(jvm.pid) {
+                Ok(hotspot) => {
+                    let pending = std::mem::take(pending);
+                    let jit = if jvm.launched {
+                        agent_code_map(jvm.pid)
+                    } else {
+                        warn_without_frame_pointers(&hotspot, jvm, &*self.options.log);
+                        JitNames::CodeCache
+                    };
+                    let resolver = Resolver::new(hotspot, jit, self.options.native_frames);
+                    jvm.state = State::Ready(Box::new(resolver));
+                    if !jvm.launched {
+                        jvm.attaching = attacher.start(jvm.pid, &jvm.main_class);
+                    }
+                    for sample in pending {
+                        jvm.add(sample, self.options.native_frames);
+                    }
+                }
+                Err(e) if jvm.ended || since.elapsed() > OPEN_GIVE_UP => {
+                    let message = format!(
+                        "JVM {} ({}) cannot be read, its samples are {UNKNOWN}: {e}",
+                        jvm.pid, jvm.main_class
+                    );
+                    self.options.log.log(Level::Warning, &message);
+                    let pending = std::mem::take(pending);
+                    jvm.state = State::Failed;
+                    for sample in pending {
+                        jvm.add(sample, self.options.native_frames);
+                    }
+                }
+                Err(_) => *next_try = now + OPEN_RETRY,
+            }
+        }
+    }
+
+    /// Takes the outcome of the attaches that are done, and says which fallback is in use.
+    fn finish_attaches(&mut self) {
+        for jvm in self.jvms.values_mut() {
+            if !jvm.attaching.as_ref().is_some_and(|a| a.is_finished()) {
+                continue;
+            }
+            let Some(Ok((jit, message))) = jvm.attaching.take().map(JoinHandle::join) else {
+                continue;
+            };
+            if let Some(message) = message {
+                self.options.log.log(Level::Warning, &message);
+            }
+            if let State::Ready(resolver) = &mut jvm.state {
+                resolver.set_jit(jit);
+            }
+        }
+    }
+}
+
+/// Starts the attaches of the agent to running JVMs.
+struct Attacher<'a> {
+    options: &'a SessionOptions,
+    agent: &'a Result<PathBuf, String>,
+    said_no_agent: &'a mut bool,
+}
+
+impl Attacher<'_> {
+    /// Starts attaching the agent to a running JVM, in the background; `None` when it is not
+    /// asked for or not available.
+    fn start(
+        &mut self,
+        pid: u32,
+        main_class: &str,
+    ) -> Option<JoinHandle<(JitNames, Option<String>)>> {
+        if !self.options.attach_agent {
+            return None;
+        }
+        let agent = match self.agent {
+            Ok(agent) => agent.clone(),
+            Err(e) => {
+                if !std::mem::replace(self.said_no_agent, true) {
+                    let message = format!(
+                        "{e}; compiled frames are named from the JVMs' code caches, by their outer methods only"
+                    );
+                    self.options.log.log(Level::Warning, &message);
+                }
+                return None;
+            }
+        };
+        let name = format!("JVM {pid} ({main_class})");
+        std::thread::Builder::new()
+            .name("jp-attach".into())
+            .spawn(move || attach_agent(pid, &agent, &name))
+            .ok()
+    }
+}
+
+impl ProfiledJvm {
+    fn new(pid: u32, launched: bool, prefixes: &[String]) -> ProfiledJvm {
+        let now = Instant::now();
+        ProfiledJvm {
+            pid,
+            main_class: main_class_of(pid),
+            launched,
+            ended: false,
+            branches: Branches::new(prefixes),
+            state: State::Opening {
+                since: now,
+                next_try: now,
+                pending: Vec::new(),
+            },
+            threads: HashMap::new(),
+            thread_kinds: HashMap::new(),
+            native: HashMap::new(),
+            attaching: None,
+            unresolved: 0,
+            map_failing_since: None,
+        }
+    }
+
+    /// Reads what the agent appended to the code map. A map that cannot be read for
+    /// [`MAP_PATIENCE`] while the JVM runs is given up, once, for the code cache; a JVM that has
+    /// just ended takes its map with it, which is no reason to say anything.
+    fn refresh_code_map(&mut self, log: &dyn Log) {
+        let State::Ready(resolver) = &mut self.state else {
+            return;
+        };
+        match resolver.refresh() {
+            Ok(()) => self.map_failing_since = None,
+            Err(_) if self.ended || !alive(self.pid) => {}
+            Err(e) => {
+                let since = *self.map_failing_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= MAP_PATIENCE {
+                    let message = format!(
+                        "JVM {} ({}): {e}; compiled frames are named from its code cache (outer methods only)",
+                        self.pid, self.main_class
+                    );
+                    log.log(Level::Warning, &message);
+                    resolver.set_jit(JitNames::CodeCache);
+                }
+            }
+        }
+    }
+
+    /// Resolves and counts one sample (or keeps it until the JVM can be read).
+    fn add(&mut self, sample: Sample, native_frames: bool) {
+        let (name, kind) = self
+            .thread_kinds
+            .entry(sample.tid)
+            .or_insert_with(|| {
+                let name = threads::thread_name(sample.pid, sample.tid).unwrap_or_default();
+                let kind = threads::classify(&name);
+                (name, kind)
+            })
+            .clone();
+        let (branch, native) = match &mut self.state {
+            State::Opening { pending, .. } => {
+                if pending.len() < MAX_PENDING {
+                    pending.push(sample);
+                } else {
+                    self.unresolved += 1;
+                }
+                return;
+            }
+            State::Ready(resolver) => {
+                let resolved = resolver.resolve(&sample, kind, &mut self.branches);
+                (resolved.branch, resolved.native)
+            }
+            State::Failed => {
+                self.unresolved += 1;
+                let frame = match kind {
+                    Some(thread) => self.branches.jvm_frame(thread.frame()),
+                    None => self.branches.jvm_frame(UNKNOWN),
+                };
+                (self.branches.branch(&[frame]), Vec::new())
+            }
+        };
+        let thread = self
+            .threads
+            .entry(sample.tid)
+            .or_insert_with(|| ThreadCounts {
+                name,
+                kind: if kind.is_some() {
+                    ThreadKind::Jvm
+                } else {
+                    ThreadKind::Java
+                },
+                counts: HashMap::new(),
+            });
+        *thread.counts.entry(branch).or_insert(0) += 1;
+        if native_frames {
+            *self.native.entry((branch, native.into())).or_insert(0) += 1;
+        }
+    }
+}
+
+/// The code map the agent of a JVM writes (launched JVMs have the agent from their start).
+fn agent_code_map(pid: u32) -> JitNames {
+    let ns_pid = attach::Target::new(pid).map_or(pid, |target| target.ns_pid);
+    JitNames::Agent(Box::new(CodeMap::of_process(pid, ns_pid)))
+}
+
+/// Says once that a running JVM without -XX:+PreserveFramePointer gives truncated stacks.
+fn warn_without_frame_pointers(hotspot: &HotSpot, jvm: &ProfiledJvm, log: &dyn Log) {
+    if hotspot.flag_bool("PreserveFramePointer") == Some(false) {
+        let message = format!(
+            "JVM {} ({}) runs without -XX:+PreserveFramePointer: its JIT-compiled code uses the frame \
+             pointer as a plain register, so stack walks stop at compiled frames and their callers \
+             are lost (truncated stacks). Restart it with -XX:+PreserveFramePointer, or profile it \
+             from its start with `joularcode-bpf stacks -- java ...`.",
+            jvm.pid, jvm.main_class
+        );
+        log.log(Level::Warning, &message);
+    }
+}
+
+/// Loads the agent into a running JVM (unless it runs one already), or picks the fallback:
+/// the JDK's perf map when the JVM refuses agents but not attach, else its code cache. Returns
+/// the names to use and the message to say once, if any.
+fn attach_agent(pid: u32, agent: &std::path::Path, name: &str) -> (JitNames, Option<String>) {
+    let target = match attach::Target::new(pid) {
+        Ok(target) => target,
+        Err(e) => return (JitNames::CodeCache, Some(format!("{name}: {e}"))),
+    };
+    let map = CodeMap::of_process(pid, target.ns_pid);
+    if agent_runs(map.path()) {
+        return (JitNames::Agent(Box::new(map)), None);
+    }
+    let refused = match attach::load_agent(pid, agent, launch::AGENT_OPTIONS) {
+        Ok(()) => return (JitNames::Agent(Box::new(map)), None),
+        Err(e) => e,
+    };
+    let outer_only = "compiled frames are named by their outer method only (methods inlined into them are not shown)";
+    if !matches!(refused, AttachError::AttachDisabled(_)) {
+        let perf_map = PerfMap::from_jvm(pid);
+        // Read once and kept: the file would only go stale in the JVM's /tmp.
+        let _ = std::fs::remove_file(target.root_path(&format!("/tmp/perf-{}.map", target.ns_pid)));
+        if let Ok(perf_map) = perf_map {
+            let message = format!(
+                "{name}: the symbolizer agent cannot be loaded ({refused}); {outer_only}, from its code cache and its perf map (Compiler.perfmap)"
+            );
+            return (JitNames::PerfMap(perf_map), Some(message));
+        }
+    }
+    let message = format!(
+        "{name}: the symbolizer agent cannot be loaded ({refused}); {outer_only}, from its code cache (VMStructs)"
+    );
+    (JitNames::CodeCache, Some(message))
+}
+
+/// Whether an agent holds the lock of the code map at `path` (it keeps it while its JVM runs).
+fn agent_runs(path: &std::path::Path) -> bool {
+    use std::os::fd::AsRawFd;
+    let Ok(file) = std::fs::File::open(path) else {
+        return false;
+    };
+    // SAFETY: flock on a file descriptor this function owns.
+    let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } != 0;
+    locked && std::io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK)
+}
+
+/// The JVMs of a launched command that started and ended since the last look: its processes
+/// are all tracked by the sampler; those that map libjvm.so are JVMs.
+fn launched_jvms(
+    sampler: &Sampler,
+    seen: &mut HashMap<u32, Descendant>,
+    jvms: &HashMap<u32, ProfiledJvm>,
+) -> (Vec<u32>, Vec<u32>) {
+    let proc = std::path::Path::new("/proc");
+    let mut started = Vec::new();
+    for pid in sampler.tracked() {
+        let Some(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok() else {
+            continue;
+        };
+        let entry = seen.entry(pid).or_insert_with(|| Descendant {
+            comm: comm.clone(),
+            checks: 0,
+            jvm: false,
+        });
+        if entry.comm != comm {
+            *entry = Descendant {
+                comm,
+                checks: 0,
+                jvm: false,
+            };
+        }
+        if !entry.jvm && entry.checks < LAUNCH_CHECKS {
+            entry.checks += 1;
+            entry.jvm = discovery::maps_libjvm(proc, pid) == Ok(true);
+            if entry.jvm && !jvms.contains_key(&pid) {
+                started.push(pid);
+            }
+        }
+    }
+    let ended = jvms
+        .values()
+        .filter(|jvm| !jvm.ended && !alive(jvm.pid))
+        .map(|jvm| jvm.pid)
+        .collect();
+    seen.retain(|&pid, _| alive(pid));
+    (started, ended)
+}
+
+/// Whether process `pid` exists and is not a zombie.
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| Some(stat.rsplit_once(") ")?.1.chars().next()? != 'Z'))
+        .unwrap_or(false)
+}
+
+/// The main class of JVM `pid`, from its command line (see [`main_class`]).
+fn main_class_of(pid: u32) -> String {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let args: Vec<String> = cmdline
+        .split(|&b| b == 0)
+        .filter(|arg| !arg.is_empty())
+        .map(|arg| String::from_utf8_lossy(arg).into_owned())
+        .collect();
+    main_class(&args)
+}
+
+/// Launcher options followed by a separate value.
+const OPTIONS_WITH_VALUE: &[&str] = &[
+    "-cp",
+    "-classpath",
+    "--class-path",
+    "-p",
+    "--module-path",
+    "--upgrade-module-path",
+    "--add-modules",
+    "--limit-modules",
+    "--add-reads",
+    "--add-exports",
+    "--add-opens",
+    "--patch-module",
+    "--enable-native-access",
+    "--source",
+];
+
+/// The main class of a JVM from its arguments (`args[0]` is the program): the first argument
+/// after the options, the jar's file name for `-jar x.jar`, the class (or module) for
+/// `-m module/class`; the program's name when there is none. Characters other than letters,
+/// digits, `.`, `_`, `-` and `$` become `_`, so it fits in a folder name.
+pub fn main_class(args: &[String]) -> String {
+    let mut rest = args.iter().skip(1);
+    let mut found = None;
+    while let Some(arg) = rest.next() {
+        match arg.as_str() {
+            "-jar" => {
+                found = rest
+                    .next()
+                    .map(|jar| jar.rsplit('/').next().unwrap_or(jar).to_string());
+                break;
+            }
+            "-m" | "--module" => {
+                found = rest
+                    .next()
+                    .map(|module| module.rsplit('/').next().unwrap_or(module).to_string());
+                break;
+            }
+            option if OPTIONS_WITH_VALUE.contains(&option) => {
+                rest.next();
+            }
+            option if option.starts_with('-') => {}
+            class => {
+                found = Some(class.to_string());
+                break;
+            }
+        }
+    }
+    let name = found
+        .or_else(|| {
+            args.first()
+                .map(|program| program.rsplit('/').next().unwrap_or(program).to_string())
+        })
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "jvm".to_string());
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-$".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(line: &str) -> Vec<String> {
+        line.split(' ').map(str::to_string).collect()
+    }
+
+    #[test]
+    fn main_classes_from_command_lines() {
+        for (line, class) in [
+            (
+                "java -cp /a:/b -Xint com.example.Main arg",
+                "com.example.Main",
+            ),
+            (
+                "/usr/bin/java -jar /opt/app/my-app.jar --port 80",
+                "my-app.jar",
+            ),
+            (
+                "java --module-path mods -m app.mod/com.example.App",
+                "com.example.App",
+            ),
+            ("java --module app.mod", "app.mod"),
+            (
+                "java -XX:+UseG1GC -Dx=1 --add-opens java.base/java.lang=ALL-UNNAMED Main",
+                "Main",
+            ),
+            ("java -version", "java"),
+            ("java Weird:Name*", "Weird_Name_"),
+        ] {
+            assert_eq!(main_class(&args(line)), class, "{line}");
+        }
+        assert_eq!(main_class(&[]), "jvm");
+    }
+
+    #[test]
+    fn this_process_is_alive_and_a_missing_one_is_not() {
+        assert!(alive(std::process::id()));
+        assert!(!alive(u32::MAX));
+    }
+}

@@ -1,0 +1,435 @@
+//! End-to-end tests of `joularcode-bpf record` against real JVMs, with the `vm` power source
+//! reading a constant 100 W from a file. They need root (the BPF sampler) and the JDKs of
+//! scripts/setup.sh, and fail loudly without them. They run the binary as a user would, one at a
+//! time (they measure CPU shares).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use joularcode_tests::{agent_library, jdk, workload_classes, Jvm};
+use regex::Regex;
+
+/// The tests measure CPU shares: one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// The power the `vm` source reads, in W.
+const WATTS: f64 = 100.0;
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    assert!(
+        // SAFETY: geteuid only reads this process's user id.
+        unsafe { libc::geteuid() } == 0,
+        "the record tests load the BPF sampler: run them as root"
+    );
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A folder for one run: the watts file, the results, the cycle log.
+struct Run {
+    dir: tempfile::TempDir,
+}
+
+impl Run {
+    fn new() -> Run {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        std::fs::write(dir.path().join("watts"), format!("{WATTS}\n")).expect("the watts file");
+        Run { dir }
+    }
+
+    fn results(&self) -> PathBuf {
+        self.dir.path().join("results")
+    }
+
+    fn cycle_log(&self) -> PathBuf {
+        self.dir.path().join("cycles.jsonl")
+    }
+
+    /// `joularcode-bpf record` with the vm source, the results and the cycle log in this folder,
+    /// then `args`.
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_joularcode-bpf"));
+        command
+            .current_dir(self.dir.path())
+            .arg("record")
+            .args(["--power-source-type", "vm", "--vm-power-format", "watts"])
+            .arg("--vm-power-file")
+            .arg(self.dir.path().join("watts"))
+            .arg("--results-path")
+            .arg(self.results())
+            .arg("--cycle-log")
+            .arg(self.cycle_log())
+            .arg("--agent-path")
+            .arg(agent_library())
+            .args(args);
+        command
+    }
+
+    fn record(&self, args: &[&str]) -> Output {
+        let output = self
+            .command(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run joularcode-bpf");
+        eprintln!("{}", String::from_utf8_lossy(&output.stderr));
+        output
+    }
+
+    /// The cycle log, one JSON object per cycle and JVM.
+    fn cycles(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.cycle_log())
+            .expect("the cycle log")
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("a JSON line"))
+            .collect()
+    }
+}
+
+/// One row of a CSV file.
+#[derive(Debug)]
+struct Row {
+    branch: String,
+    energy_j: f64,
+}
+
+/// The rows of a Joular CSV file, read as Joular's users read them: the csv crate with the exact
+/// header; every line checked field by field against Java's `%d,%s,%.9f,%.9f,%.9f,%.4f`.
+fn rows(file: &Path) -> Vec<Row> {
+    let text = std::fs::read_to_string(file)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", file.display()));
+    let line = Regex::new(
+        r#"^\d+,("(?:[^"]|"")*"|[^",\r\n]+),\d+\.\d{9},\d+\.\d{9},\d+\.\d{9},\d\.\d{4}$"#,
+    )
+    .expect("a valid regex");
+    let mut lines = text.split_inclusive('\n');
+    assert_eq!(
+        lines.next(),
+        Some("timestamp,branch,power_watts,energy_joules,interval_seconds,coverage\n")
+    );
+    for row in lines {
+        let row = row.strip_suffix('\n').expect("every line ends with \\n");
+        assert!(line.is_match(row), "not a Joular row: {row:?}");
+    }
+    let mut reader = csv::Reader::from_path(file).expect("a CSV file");
+    assert_eq!(
+        reader.headers().expect("a header"),
+        vec![
+            "timestamp",
+            "branch",
+            "power_watts",
+            "energy_joules",
+            "interval_seconds",
+            "coverage"
+        ]
+    );
+    reader
+        .records()
+        .map(|record| {
+            let record = record.expect("a CSV record");
+            let number = |i: usize| record[i].parse::<f64>().expect("a number");
+            let (power, energy, interval) = (number(2), number(3), number(4));
+            assert!(power > 0.0 && (energy - power * interval).abs() < 2e-9);
+            Row {
+                branch: record[1].to_owned(),
+                energy_j: energy,
+            }
+        })
+        .collect()
+}
+
+/// The energy of the rows whose branch contains `part`.
+fn energy_of(rows: &[Row], part: &str) -> f64 {
+    rows.iter()
+        .filter(|row| row.branch.contains(part))
+        .map(|row| row.energy_j)
+        .sum()
+}
+
+/// Per cycle, the branches' energy plus the unattributed energy is the JVM's energy, and the
+/// JVMs' energy together is at most the source's (power × interval).
+fn assert_conservation(cycles: &[serde_json::Value]) {
+    assert!(!cycles.is_empty(), "no cycle was logged");
+    let mut per_cycle: HashMap<i64, (f64, f64)> = HashMap::new();
+    for cycle in cycles {
+        let value = |key: &str| cycle[key].as_f64().expect(key);
+        let jvm = value("jvm_energy_j");
+        let parts = value("branches_energy_j") + value("unattributed_energy_j");
+        assert!((parts - jvm).abs() <= 1e-9 * jvm.max(1.0), "{cycle}");
+        assert!(
+            (value("source_energy_j") - WATTS * value("interval_s")).abs() < 1e-6,
+            "{cycle}"
+        );
+        let entry = per_cycle
+            .entry(cycle["timestamp_ms"].as_i64().expect("timestamp"))
+            .or_default();
+        entry.0 += jvm;
+        entry.1 = value("source_energy_j");
+    }
+    for (timestamp, (jvms, source)) in per_cycle {
+        assert!(
+            jvms <= source * (1.0 + 1e-12),
+            "{timestamp}: {jvms} J > {source} J"
+        );
+    }
+}
+
+/// Lets record run for `seconds`, then sends it `signal` (SIGINT is what Ctrl-C sends) and
+/// checks that it ends cleanly.
+fn stop_after(mut command: Command, seconds: u64, signal: nix::sys::signal::Signal) {
+    let mut child = command
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("start joularcode-bpf");
+    std::thread::sleep(Duration::from_secs(seconds));
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("a pid"));
+    nix::sys::signal::kill(pid, signal).expect("send the signal");
+    let status = child.wait().expect("joularcode-bpf ends");
+    assert!(status.success(), "{signal} ends record cleanly: {status:?}");
+}
+
+#[test]
+fn a_known_split_between_two_methods() {
+    let _serial = serial();
+    let jvm = Jvm::start(&jdk(17), &["-XX:+PreserveFramePointer"], "RecordSplit", &[]);
+    let run = Run::new();
+    stop_after(
+        run.command(&[
+            "--pid",
+            &jvm.pid().to_string(),
+            "--methods-filtering-prefix",
+            "RecordSplit",
+            // 500 Hz: about 5,000 samples, for a sampling error well under the 3 points allowed
+            "--stack-monitoring-sample-rate",
+            "2",
+        ]),
+        10,
+        nix::sys::signal::Signal::SIGINT,
+    );
+    let app = rows(&run.results().join("methods-power-app.csv"));
+    let heavy = energy_of(&app, "RecordSplit.heavy");
+    let light = energy_of(&app, "RecordSplit.light");
+    let share = heavy / (heavy + light);
+    eprintln!(
+        "heavy {heavy:.3} J, light {light:.3} J: {:.1}%",
+        share * 100.0
+    );
+    assert!((share - 0.75).abs() <= 0.03, "heavy's share is {share}");
+    let all = rows(&run.results().join("methods-power-all.csv"));
+    let whole = all.iter().find(|row| {
+        row.branch.starts_with("java.lang.Thread.run;")
+            && row.branch.contains("RecordSplit.work;RecordSplit.heavy")
+    });
+    assert!(whole.is_some(), "no whole stack in {all:?}");
+    assert_conservation(&run.cycles());
+}
+
+/// The CPU time a process used, and that of its threads by tid, in clock ticks, from
+/// /proc/PID/stat and /proc/PID/task/TID/stat.
+fn cpu_ticks(pid: u32) -> (u64, HashMap<u32, u64>) {
+    fn ticks(stat: &Path) -> Option<u64> {
+        let text = std::fs::read_to_string(stat).ok()?;
+        let fields: Vec<&str> = text.rsplit_once(')')?.1.split_whitespace().collect();
+        Some(fields[11].parse::<u64>().ok()? + fields[12].parse::<u64>().ok()?)
+    }
+    let proc = PathBuf::from(format!("/proc/{pid}"));
+    let process = ticks(&proc.join("stat")).expect("the JVM's stat");
+    let threads = std::fs::read_dir(proc.join("task"))
+        .expect("the JVM's threads")
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let tid = entry.file_name().to_str()?.parse().ok()?;
+            Some((tid, ticks(&entry.path().join("stat"))?))
+        })
+        .collect();
+    (process, threads)
+}
+
+#[test]
+fn short_lived_threads_get_their_share() {
+    let _serial = serial();
+    let jvm = Jvm::start(
+        &jdk(21),
+        &["-XX:+PreserveFramePointer"],
+        "RecordShortLived",
+        &[],
+    );
+    let run = Run::new();
+    let before = cpu_ticks(jvm.pid());
+    let output = run.record(&["--pid", &jvm.pid().to_string(), "--duration", "8"]);
+    let after = cpu_ticks(jvm.pid());
+    assert!(output.status.success());
+    // The threads alive at both ends are the long-lived ones; the rest of the process's CPU time
+    // is the short-lived threads'.
+    let long_lived: u64 = after
+        .1
+        .iter()
+        .filter_map(|(tid, &end)| Some(end - before.1.get(tid)?))
+        .sum();
+    let process = after.0 - before.0;
+    let truth = (process - long_lived) as f64 / process as f64;
+    let all = rows(&run.results().join("methods-power-all.csv"));
+    let cycles = run.cycles();
+    assert_conservation(&cycles);
+    let jvm_energy: f64 = cycles
+        .iter()
+        .map(|c| c["jvm_energy_j"].as_f64().expect("energy"))
+        .sum();
+    let measured = energy_of(&all, "RecordShortLived.brief") / jvm_energy;
+    eprintln!(
+        "short-lived threads: {:.1}% of the CPU, {:.1}% of the energy",
+        truth * 100.0,
+        measured * 100.0
+    );
+    assert!(truth > 0.1, "the short-lived threads ran: {truth}");
+    assert!((measured - truth).abs() <= 0.05, "{measured} vs {truth}");
+}
+
+#[test]
+fn two_jvms_at_once_by_their_cpu() {
+    let _serial = serial();
+    // Each busy thread on CPU 30% of its time: 0.9 CPU in all, so that the 2 CPUs are not full
+    // and each thread gets the same CPU time wherever the scheduler puts it.
+    let start = |threads| {
+        Jvm::start(
+            &jdk(25),
+            &["-XX:+PreserveFramePointer"],
+            "RecordBusy",
+            &[threads, "1000000", "30"],
+        )
+    };
+    let (busy, calm) = (start("2"), start("1"));
+    let run = Run::new();
+    // Other JVMs of the machine are profiled too: leave them without our agent.
+    stop_after(
+        run.command(&["--all", "--no-attach"]),
+        8,
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    let cycles = run.cycles();
+    assert_conservation(&cycles);
+    let energy = |pid: u32| -> f64 {
+        cycles
+            .iter()
+            .filter(|c| c["pid"] == pid)
+            .map(|c| c["jvm_energy_j"].as_f64().expect("energy"))
+            .sum()
+    };
+    let ratio = energy(busy.pid()) / energy(calm.pid());
+    eprintln!("energy ratio of the JVMs with 2 and 1 busy threads: {ratio:.3}");
+    assert!((ratio - 2.0).abs() <= 0.2, "ratio {ratio}");
+    for jvm in [&busy, &calm] {
+        let folder = run.results().join(format!("{}-RecordBusy", jvm.pid()));
+        let all = rows(&folder.join("methods-power-all.csv"));
+        assert!(
+            energy_of(&all, "RecordBusy.burn") > 0.0,
+            "{}",
+            folder.display()
+        );
+        rows(&folder.join("methods-power-app.csv"));
+    }
+}
+
+#[test]
+fn a_half_second_program_gets_its_rows_and_its_exit_code() {
+    let _serial = serial();
+    let run = Run::new();
+    let java = jdk(17).java();
+    let classes = workload_classes()
+        .to_str()
+        .expect("a UTF-8 path")
+        .to_owned();
+    let output = run.record(&[
+        "--",
+        java.to_str().expect("a UTF-8 path"),
+        "-cp",
+        &classes,
+        "RecordBrief",
+        "500",
+        "3",
+    ]);
+    assert_eq!(output.status.code(), Some(3), "the command's exit code");
+    let all = rows(&run.results().join("methods-power-all.csv"));
+    assert!(energy_of(&all, "RecordBrief.burn") > 0.0, "{all:?}");
+    let app = rows(&run.results().join("methods-power-app.csv"));
+    assert!(energy_of(&app, "RecordBrief.burn") > 0.0, "{app:?}");
+    assert_conservation(&run.cycles());
+}
+
+/// Runs record with `args` and checks that it fails with one line that contains `expected`,
+/// and leaves no results.
+fn assert_refused(run: &Run, command: &mut Command, expected: &str) {
+    let output = command
+        .stdin(Stdio::null())
+        .output()
+        .expect("run joularcode-bpf");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    let errors: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.starts_with("joularcode-bpf:"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(errors[0].contains(expected), "{stderr}");
+    assert!(!run.cycle_log().exists(), "{stderr}");
+    if let Ok(entries) = std::fs::read_dir(run.results()) {
+        assert_eq!(entries.count(), 0, "{stderr}");
+    }
+}
+
+#[test]
+fn bad_input_is_one_line_and_writes_nothing() {
+    let _serial = serial();
+    let jvm = Jvm::start(&jdk(17), &[], "RecordBusy", &["1"]);
+    let pid = jvm.pid().to_string();
+    let run = Run::new();
+    assert_refused(
+        &run,
+        &mut run.command(&["--pid", &pid, "--power-source-type", "solar"]),
+        "Unknown power-source-type 'solar'",
+    );
+    assert_refused(
+        &run,
+        &mut run.command(&["--pid", &pid, "--stack-monitoring-sample-rate", "0"]),
+        "--stack-monitoring-sample-rate must be a number of milliseconds",
+    );
+    assert_refused(
+        &run,
+        &mut run.command(&["--pid", &std::process::id().to_string()]),
+        "is not a JVM",
+    );
+    let mut missing = run.command(&["--pid", &pid]);
+    missing.args(["--vm-power-file", "/nonexistent/watts"]);
+    assert_refused(&run, &mut missing, "There is no /nonexistent/watts");
+
+    std::fs::write(run.results(), "a file").expect("a file");
+    assert_refused(
+        &run,
+        &mut run.command(&["--pid", &pid]),
+        "is not a directory",
+    );
+    std::fs::remove_file(run.results()).expect("removed");
+    let elsewhere = run.dir.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).expect("a folder");
+    std::os::unix::fs::symlink(&elsewhere, run.results()).expect("a link");
+    assert_refused(
+        &run,
+        &mut run.command(&["--pid", &pid]),
+        "is a symbolic link",
+    );
+    assert_eq!(std::fs::read_dir(&elsewhere).expect("listed").count(), 0);
+    std::fs::remove_file(run.results()).expect("removed");
+
+    let mut unprivileged = run.command(&["--pid", &pid]);
+    std::os::unix::process::CommandExt::uid(&mut unprivileged, 65534);
+    std::os::unix::process::CommandExt::gid(&mut unprivileged, 65534);
+    std::fs::set_permissions(
+        run.dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .expect("chmod");
+    assert_refused(&run, &mut unprivileged, "root");
+}

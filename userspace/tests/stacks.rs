@@ -1,0 +1,558 @@
+//! `joularcode-bpf stacks` and the profiling session against real JVMs (JDK 17, 21 and 25): Java
+//! frames named in every tier (interpreted, C1, C2 with inlined methods), lambdas, classes
+//! unloaded while sampling, attach to a running JVM, JVMs that refuse attach, the JVM's own
+//! threads, exit codes.
+//!
+//! They load the BPF sampler (root), run JVMs and measure CPU, so they are serialised by one
+//! lock; they fail, saying so, when something is missing.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use joularcode_bpf::hotspot::HotSpot;
+use joularcode_bpf::jit::codemap::CodeMap;
+use joularcode_bpf::resolve::{JitNames, ResolveStats, Resolver};
+use joularcode_bpf::sampler::Sampler;
+use joularcode_bpf::session::{Session, SessionOptions, Targets};
+use joularcode_core::branch::Branches;
+use joularcode_core::log::Recorded;
+use joularcode_tests::{agent_library, all_jdks, target_dir, workload_classes, Jdk, Jvm};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+const CHAIN: &str = "StacksChain.main;StacksChain.run;StacksChain.l1;StacksChain.l2;\
+    StacksChain.l3;StacksChain.l4;StacksChain.l5;StacksChain.l6;StacksChain.leaf";
+
+/// What a run of the profiler gave.
+struct Run {
+    folded: Vec<(String, u64)>,
+    stdout: String,
+    stderr: String,
+    code: Option<i32>,
+}
+
+impl Run {
+    /// Samples of the stacks that start with `prefix`.
+    fn samples(&self, prefix: &str) -> u64 {
+        self.folded
+            .iter()
+            .filter(|(stack, _)| stack.starts_with(prefix))
+            .map(|(_, count)| count)
+            .sum()
+    }
+
+    /// The stderr lines that contain `text`.
+    fn said(&self, text: &str) -> usize {
+        self.stderr
+            .lines()
+            .filter(|line| line.contains(text))
+            .count()
+    }
+}
+
+/// Runs `joularcode-bpf stacks ARGS`, the stacks written to a file.
+fn stacks(args: &[&str]) -> Run {
+    agent_library();
+    let output = target_dir().join(format!("stacks-test-{}.folded", std::process::id()));
+    let _ = std::fs::remove_file(&output);
+    let result = Command::new(env!("CARGO_BIN_EXE_joularcode-bpf"))
+        .arg("stacks")
+        .arg("--output")
+        .arg(&output)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run joularcode-bpf");
+    let text = std::fs::read_to_string(&output).unwrap_or_default();
+    let _ = std::fs::remove_file(&output);
+    let folded = text
+        .lines()
+        .map(|line| {
+            let (stack, count) = line.rsplit_once(' ').expect("a `stack count` line");
+            (stack.to_string(), count.parse().expect("a count"))
+        })
+        .collect();
+    Run {
+        folded,
+        stdout: String::from_utf8_lossy(&result.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&result.stderr).into_owned(),
+        code: result.status.code(),
+    }
+}
+
+/// `java JVM_ARGS -cp <workloads> MAIN ARGS`, as arguments of `stacks --`.
+fn java(jdk: &Jdk, jvm_args: &[&str], main: &str, args: &[&str]) -> Vec<String> {
+    let mut command = vec![jdk.java().display().to_string()];
+    command.extend(jvm_args.iter().map(|a| a.to_string()));
+    command.extend(["-cp".into(), workload_classes().display().to_string()]);
+    command.push(main.into());
+    command.extend(args.iter().map(|a| a.to_string()));
+    command
+}
+
+fn with_command<'a>(options: &[&'a str], command: &'a [String]) -> Vec<&'a str> {
+    let mut args = options.to_vec();
+    args.push("--");
+    args.extend(command.iter().map(String::as_str));
+    args
+}
+
+fn session_options() -> SessionOptions {
+    let mut options = SessionOptions::new(Arc::new(Recorded::default()));
+    options.agent_path = Some(agent_library().to_path_buf());
+    options
+}
+
+/// What one run of StacksChain in a session gave.
+struct ChainRun {
+    /// The JVM's pid.
+    pid: u32,
+    /// The share of its busiest thread's samples that show the whole chain.
+    share: f64,
+    /// The busiest thread's samples.
+    samples: u64,
+    /// What resolving met.
+    stats: ResolveStats,
+}
+
+/// Launches StacksChain for `seconds` under `jvm_args` in a session, forgets its first
+/// `warm_up`, and measures the rest.
+fn chain_run(jdk: &Jdk, jvm_args: &[&str], seconds: u64, warm_up: Duration) -> ChainRun {
+    let mut command = Command::new(jdk.java());
+    command
+        .args(jvm_args)
+        .arg("-cp")
+        .arg(workload_classes())
+        .args(["StacksChain", &seconds.to_string()])
+        .stdout(Stdio::null());
+    let mut session =
+        Session::start(Targets::Launch(command), &session_options()).expect("session starts");
+    let start = Instant::now();
+    while start.elapsed() < warm_up {
+        session.pump(Duration::from_millis(100)).expect("pump");
+    }
+    session.take_counts();
+    while !session.finished() {
+        session.pump(Duration::from_millis(100)).expect("pump");
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    session.pump(Duration::ZERO).expect("pump");
+    assert_eq!(session.launched_exit(), Some(0), "StacksChain exit code");
+    let counts = session.take_counts();
+    assert_eq!(counts.len(), 1, "one JVM: {:?}", counts.keys());
+    let (&pid, threads) = counts.iter().next().expect("one JVM");
+    let jvm = session.jvm(pid).expect("the JVM");
+    let busiest = threads
+        .values()
+        .max_by_key(|t| t.counts.values().sum::<u64>())
+        .expect("a sampled thread");
+    let total: u64 = busiest.counts.values().sum();
+    let full: u64 = busiest
+        .counts
+        .iter()
+        .filter(|(&branch, _)| jvm.branches().name(branch) == CHAIN)
+        .map(|(_, count)| count)
+        .sum();
+    ChainRun {
+        pid,
+        share: full as f64 / total as f64,
+        samples: total,
+        stats: jvm.stats(),
+    }
+}
+
+impl ChainRun {
+    /// Checks that at least 90% of the samples show the chain.
+    fn assert_chain(&self, jdk: &Jdk, mode: &str) {
+        let (share, samples, stats) = (self.share, self.samples, self.stats);
+        eprintln!(
+            "Java {} {mode}: {:.1}% of {samples} samples show the chain; {stats:?}",
+            jdk.major,
+            share * 100.0
+        );
+        assert!(
+            samples >= 50,
+            "Java {} {mode}: {samples} samples",
+            jdk.major
+        );
+        assert!(
+            share >= 0.9,
+            "Java {} {mode}: only {:.1}% of the main thread's samples show the chain",
+            jdk.major,
+            share * 100.0
+        );
+    }
+}
+
+#[test]
+fn the_chain_is_named_interpreted_with_c1_and_with_c2_inlining() {
+    let _serial = serial();
+    for jdk in all_jdks() {
+        for (mode, jvm_args) in [
+            ("interpreted", &["-Xint"][..]),
+            ("C1", &["-XX:TieredStopAtLevel=1"][..]),
+            ("C2", &["-XX:-TieredCompilation"][..]),
+        ] {
+            let run = chain_run(&jdk, jvm_args, 6, Duration::from_secs(2));
+            run.assert_chain(&jdk, mode);
+            let (samples, stats) = (run.samples, run.stats);
+            match mode {
+                "interpreted" => assert_eq!(stats.inlined_frames, 0, "Java {}", jdk.major),
+                _ => assert!(
+                    stats.inlined_frames > samples,
+                    "Java {} {mode}: inlined frames come from the agent: {stats:?}",
+                    jdk.major
+                ),
+            }
+        }
+    }
+}
+
+/// Starts StacksChain with `flags`, lets it run `warm_up`, then profiles it for 3 s by pid.
+fn profile_running(jdk: &Jdk, flags: &[&str], warm_up: Duration) -> Run {
+    let jvm = Jvm::start(jdk, flags, "StacksChain", &[]);
+    std::thread::sleep(warm_up);
+    let run = stacks(&["--pid", &jvm.pid().to_string(), "--duration", "3"]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    run
+}
+
+impl Run {
+    /// Checks that at least `share` of the samples of StacksChain's main thread are `stack`
+    /// (or longer stacks that start with it).
+    fn assert_main_share(&self, jdk: &Jdk, stack: &str, share: f64) {
+        let main = self.samples("StacksChain.main");
+        let found = self.samples(stack);
+        eprintln!(
+            "Java {}: {found} of {main} samples of main are {stack}",
+            jdk.major
+        );
+        assert!(
+            main >= 50 && found as f64 >= share * main as f64,
+            "Java {}: {found} of {main} samples of main are {stack}\n{}",
+            jdk.major,
+            self.stderr
+        );
+    }
+}
+
+#[test]
+fn a_method_recompiled_at_a_higher_tier_keeps_its_names() {
+    let _serial = serial();
+    for jdk in all_jdks() {
+        // Tiered compilation, measured from half a second in: C1, then C2 code.
+        let run = chain_run(&jdk, &[], 6, Duration::from_millis(500));
+        run.assert_chain(&jdk, "tiered");
+        let path = format!("/tmp/joularcode-{}.map", run.pid);
+        let mut map = CodeMap::new(&path);
+        map.refresh().expect("the agent's code map");
+        let copies = |name: &str| map.iter().filter(|code| code.frames().eq([name])).count();
+        let (leaf, run_copies) = (copies("StacksChain.leaf"), copies("StacksChain.run"));
+        assert!(
+            leaf >= 2 || run_copies >= 2,
+            "Java {}: compiled copies: leaf {leaf}, run {run_copies}",
+            jdk.major
+        );
+        let _ = std::fs::remove_file(&path);
+    }
+}
+
+#[test]
+fn a_running_jvm_gets_the_agent_and_its_compiled_code_named() {
+    let _serial = serial();
+    for jdk in all_jdks() {
+        // Let the JIT compile the chain before the agent comes.
+        let run = profile_running(&jdk, &["-XX:+PreserveFramePointer"], Duration::from_secs(3));
+        run.assert_main_share(&jdk, CHAIN, 0.85);
+        assert_eq!(run.said("cannot be loaded"), 0, "{}", run.stderr);
+        assert_eq!(run.said("PreserveFramePointer"), 0, "{}", run.stderr);
+    }
+}
+
+#[test]
+fn a_jvm_that_refuses_attach_is_named_from_its_code_cache() {
+    let _serial = serial();
+    for jdk in all_jdks() {
+        let flags = ["-XX:+DisableAttachMechanism", "-XX:+PreserveFramePointer"];
+        let run = profile_running(&jdk, &flags, Duration::from_secs(2));
+        // The chain is compiled into run (inlined): without the agent, the outer method.
+        run.assert_main_share(&jdk, "StacksChain.main;StacksChain.run", 0.9);
+        assert_eq!(run.said("DisableAttachMechanism"), 1, "{}", run.stderr);
+        let fallback = run.said("from its code cache (VMStructs)");
+        assert_eq!(fallback, 1, "{}", run.stderr);
+
+        // Interpreted frames need nothing: the whole chain, and the missing
+        // PreserveFramePointer is told once.
+        let flags = ["-XX:+DisableAttachMechanism", "-Xint"];
+        let run = profile_running(&jdk, &flags, Duration::ZERO);
+        run.assert_main_share(&jdk, CHAIN, 0.9);
+        let warned = run.said("without -XX:+PreserveFramePointer");
+        assert_eq!(warned, 1, "{}", run.stderr);
+    }
+}
+
+#[test]
+fn a_jvm_that_refuses_agents_is_named_from_its_code_cache_and_perf_map() {
+    let _serial = serial();
+    for jdk in [joularcode_tests::jdk(21), joularcode_tests::jdk(25)] {
+        let flags = [
+            "-XX:-EnableDynamicAgentLoading",
+            "-XX:+PreserveFramePointer",
+        ];
+        let run = profile_running(&jdk, &flags, Duration::from_secs(2));
+        run.assert_main_share(&jdk, "StacksChain.main;StacksChain.run", 0.9);
+        assert_eq!(run.said("EnableDynamicAgentLoading"), 1, "{}", run.stderr);
+        let fallback = run.said("from its code cache and its perf map (Compiler.perfmap)");
+        assert_eq!(fallback, 1, "{}", run.stderr);
+    }
+}
+
+#[test]
+fn lambdas_are_named_as_java_names_their_hidden_classes() {
+    let _serial = serial();
+    for jdk in all_jdks() {
+        let command = java(&jdk, &[], "StacksLambda", &["4"]);
+        let run = stacks(&with_command(&[], &command));
+        assert_eq!(run.code, Some(0), "{}", run.stderr);
+        let lambda = run
+            .stdout
+            .lines()
+            .find_map(|line| line.strip_prefix("READY "))
+            .and_then(|rest| rest.split(' ').nth(1))
+            .expect("READY <pid> <lambda class>")
+            .to_string();
+        assert!(
+            lambda.contains("$$Lambda") && lambda.contains("/0x"),
+            "{lambda}"
+        );
+        let frames = format!("{lambda}.run;StacksLambda.lambda$main$0;StacksLambda.spin");
+        let found = run.folded.iter().any(|(stack, _)| stack.contains(&frames));
+        assert!(
+            found,
+            "Java {}: no stack holds {frames}:\n{:?}",
+            jdk.major, run.folded
+        );
+    }
+}
+
+/// `PHASE <class> <start> <end>` lines: when each payload class ran.
+fn phases(jvm: &mut Jvm) -> Vec<(String, u64, u64)> {
+    let mut phases = Vec::new();
+    loop {
+        let line = jvm.wait_for_line("P", Duration::from_secs(60));
+        let fields: Vec<&str> = line.split(' ').collect();
+        match fields[..] {
+            ["PHASE", class, start, end] => phases.push((
+                class.to_string(),
+                start.parse().expect("start"),
+                end.parse().expect("end"),
+            )),
+            _ => return phases,
+        }
+    }
+}
+
+#[test]
+fn code_of_unloaded_classes_never_names_a_later_sample() {
+    let _serial = serial();
+    for jdk in all_jdks() {
+        let agent = format!("-agentpath:{}", agent_library().display());
+        let mut jvm = Jvm::start(
+            &jdk,
+            &[&agent, "-XX:+PreserveFramePointer"],
+            "StacksUnload",
+            &["12"],
+        );
+        let pid = jvm.pid();
+        let sampler = Sampler::new(1000).expect("sampler");
+        sampler.track(pid).expect("track");
+        let hotspot = HotSpot::open(pid).expect("open the JVM");
+        let map = CodeMap::of_process(pid, pid);
+        let mut resolver = Resolver::new(hotspot, JitNames::Agent(Box::new(map)), false);
+        let mut branches = Branches::new(&[] as &[&str]);
+        let mut named: Vec<(u64, String)> = Vec::new();
+        let reader = std::thread::spawn(move || phases(&mut jvm));
+        while !reader.is_finished() {
+            let batch: Vec<_> = sampler
+                .samples()
+                .recv_timeout(Duration::from_millis(100))
+                .into_iter()
+                .collect();
+            let batch: Vec<_> = batch
+                .into_iter()
+                .chain(sampler.samples().try_iter())
+                .collect();
+            // The JVM ends after its last phase: its map is gone then.
+            let _ = resolver.refresh();
+            for sample in batch.iter().filter(|s| s.pid == pid) {
+                let branch = resolver.resolve(sample, None, &mut branches).branch;
+                let name = branches.name(branch);
+                for class in ["StacksUnloadA", "StacksUnloadB"] {
+                    if name.contains(&format!("{class}.work")) {
+                        named.push((sample.time_ns, class.to_string()));
+                    }
+                }
+            }
+        }
+        let phases = reader.join().expect("phases read");
+        let JitNames::Agent(map) = resolver.jit() else {
+            panic!("the agent's code map names compiled code")
+        };
+        assert!(
+            map.len() > 100,
+            "Java {}: {} pieces of code",
+            jdk.major,
+            map.len()
+        );
+        let work_code: Vec<_> = map
+            .iter()
+            .filter(|code| code.frames().any(|f| f.ends_with(".work")))
+            .map(|code| (code.start, code.load_ns, code.unload_ns))
+            .collect();
+        let unloaded = work_code
+            .iter()
+            .filter(|(_, _, unload)| unload.is_some())
+            .count();
+        let reused = work_code.iter().filter(|(start, load, _)| {
+            work_code
+                .iter()
+                .any(|(s, l, unload)| s == start && l < load && unload.is_some())
+        });
+        eprintln!(
+            "Java {}: {} compiled copies of work, {unloaded} unloaded, {} at a reused address",
+            jdk.major,
+            work_code.len(),
+            reused.count()
+        );
+        assert!(
+            unloaded > 0,
+            "Java {}: no work code was unloaded",
+            jdk.major
+        );
+        assert_eq!(phases.len(), 12, "Java {}: {phases:?}", jdk.major);
+        for class in ["StacksUnloadA", "StacksUnloadB"] {
+            let n = named.iter().filter(|(_, c)| c == class).count();
+            assert!(
+                n >= 50,
+                "Java {}: {n} samples named {class}.work",
+                jdk.major
+            );
+        }
+        for (time, class) in &named {
+            let valid = phases
+                .iter()
+                .any(|(c, start, end)| c == class && start <= time && time <= end);
+            assert!(
+                valid,
+                "Java {}: a sample at {time} is named {class}.work outside its phases {phases:?}",
+                jdk.major
+            );
+        }
+        eprintln!(
+            "Java {}: {} samples named by unloaded classes' code, all in their phases; {:?}",
+            jdk.major,
+            named.len(),
+            resolver.stats()
+        );
+    }
+}
+
+#[test]
+fn jvm_threads_are_classified_and_native_frames_named() {
+    let _serial = serial();
+    for jdk in all_jdks() {
+        let command = java(&jdk, &["-Xmx64m"], "StacksAlloc", &["4"]);
+        let run = stacks(&with_command(&["--native"], &command));
+        assert_eq!(run.code, Some(0), "{}", run.stderr);
+        let gc = run.samples("[GC]");
+        assert!(
+            gc > 0,
+            "Java {}: no [GC] samples: {:?}",
+            jdk.major,
+            run.folded
+        );
+        let demangled = run
+            .folded
+            .iter()
+            .any(|(stack, _)| stack.starts_with("[GC];") && stack.contains("::"));
+        assert!(
+            demangled,
+            "Java {}: GC threads' libjvm frames are named",
+            jdk.major
+        );
+        assert!(
+            run.folded
+                .iter()
+                .any(|(stack, _)| stack.ends_with("StacksAlloc.lambda$main$0")),
+            "{:?}",
+            run.folded
+        );
+        assert_eq!(run.said("frames [unknown]"), 1, "{}", run.stderr);
+    }
+}
+
+#[test]
+fn every_jvm_gets_a_root_frame_with_all() {
+    let _serial = serial();
+    let jdk = joularcode_tests::jdk(21);
+    let jvms: Vec<Jvm> = (0..2)
+        .map(|_| Jvm::start(&jdk, &["-XX:+PreserveFramePointer"], "StacksChain", &[]))
+        .collect();
+    let run = stacks(&["--all", "--no-attach", "--duration", "3"]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    for jvm in &jvms {
+        let root = format!(
+            "[{} StacksChain];StacksChain.main;StacksChain.run",
+            jvm.pid()
+        );
+        assert!(run.samples(&root) >= 20, "{root}: {:?}", run.folded);
+    }
+}
+
+#[test]
+fn exit_codes_and_errors() {
+    let _serial = serial();
+    let run = stacks(&["--", "sh", "-c", "exit 3"]);
+    assert_eq!(run.code, Some(3), "{}", run.stderr);
+    assert!(run.folded.is_empty());
+
+    let me = std::process::id();
+    let run = stacks(&["--pid", &me.to_string()]);
+    assert_eq!(run.code, Some(1));
+    assert_eq!(
+        run.stderr.trim_end(),
+        format!("joularcode-bpf: process {me} is not a JVM (it does not map libjvm.so)")
+    );
+
+    let run = stacks(&["--pid", "4000000"]);
+    assert_eq!(run.code, Some(1));
+    assert_eq!(
+        run.stderr.trim_end(),
+        "joularcode-bpf: process 4000000 does not exist"
+    );
+
+    let unprivileged = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_joularcode-bpf"))
+        .args(["stacks", "--all", "--duration", "1"])
+        .output()
+        .expect("run setpriv (util-linux)");
+    let stderr = String::from_utf8_lossy(&unprivileged.stderr);
+    assert_eq!(unprivileged.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("needs root"), "{stderr}");
+
+    let missing = Path::new("/nonexistent/libjvm_symbolizer_agent.so");
+    let run = stacks(&["--agent-path", &missing.display().to_string(), "--", "true"]);
+    assert_eq!(run.code, Some(1));
+    assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+    assert!(run.stderr.contains("--agent-path"), "{}", run.stderr);
+}
