@@ -32,6 +32,27 @@ pub enum Command {
     /// host, written in Joular Code for Java's CSV files (methods-power-all.csv and
     /// methods-power-app.csv in results-path; one folder per JVM when there are several).
     Record(RecordArgs),
+    /// Where the energy went: the branches of a recording's CSV files (ours or Joular Code for
+    /// Java's) that used the most energy, with their share of the total.
+    Report(ReportArgs),
+}
+
+/// `joularcode-bpf report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The results-path of the recording (a folder holding the CSV files, or one folder per JVM).
+    #[arg(
+        value_name = "RESULTS_PATH",
+        default_value = "joular-code-java-results"
+    )]
+    pub results: PathBuf,
+    /// Report methods-power-all.csv (every frame, JDK and JVM threads included) instead of
+    /// methods-power-app.csv.
+    #[arg(long)]
+    pub all_branches: bool,
+    /// How many branches to show per JVM.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub top: usize,
 }
 
 /// Which JVMs to profile: `--pid PID` or `--all`.

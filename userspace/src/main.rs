@@ -6,6 +6,7 @@ use clap::Parser;
 use joularcode_bpf::cli::{Cli, Command};
 use joularcode_bpf::commands::stacks;
 use joularcode_bpf::record;
+use joularcode_bpf::report;
 use joularcode_bpf::sampler::raw;
 
 fn main() -> ExitCode {
@@ -20,6 +21,12 @@ fn main() -> ExitCode {
         .map(|()| 0),
         Command::Stacks(args) => stacks::run(&args),
         Command::Record(args) => record::run(&args),
+        Command::Report(args) => {
+            report::run(&args.results, args.all_branches, args.top).map(|text| {
+                print!("{text}");
+                0
+            })
+        }
     };
     match result {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
