@@ -22,6 +22,7 @@
 
 pub mod native;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use joularcode_core::branch::{BranchId, Branches, FrameId, UNKNOWN};
@@ -29,7 +30,7 @@ use joularcode_core::branch::{BranchId, Branches, FrameId, UNKNOWN};
 use crate::hotspot::HotSpot;
 use crate::jit::codemap::{CodeKind, CodeMap};
 use crate::jit::perfmap::PerfMap;
-use crate::sampler::Sample;
+use crate::sampler::{monotonic_ns, Sample};
 use crate::threads::JvmThread;
 use native::NativeNames;
 
@@ -95,6 +96,9 @@ pub struct Resolver {
     jit: JitNames,
     native: Option<NativeNames>,
     stats: ResolveStats,
+    /// Code map entries (start, load time) checked against the live code cache: when, and
+    /// whether the code there still had the entry's name.
+    verified: HashMap<(u64, u64), (u64, bool)>,
     /// Scratch space reused by every sample: frames newest first, leaf-side native pcs.
     frames: Vec<FrameId>,
     native_pcs: Vec<u64>,
@@ -147,6 +151,7 @@ impl Resolver {
             jit,
             native,
             stats: ResolveStats::default(),
+            verified: HashMap::new(),
             frames: Vec::with_capacity(64),
             native_pcs: Vec::with_capacity(16),
         }
@@ -280,6 +285,16 @@ impl Resolver {
                 if code.kind == CodeKind::Stub {
                     return Named::Stub;
                 }
+                let key = (code.start, code.load_ns);
+                let unloaded_late = code
+                    .unload_ns
+                    .is_some_and(|unload| unload >= time_ns.saturating_add(UNLOAD_LAG_NS));
+                let root = code.frames().next().unwrap_or_default();
+                if !unloaded_late
+                    && !still_there(&self.hotspot, &mut self.verified, key, pc.pc, root, time_ns)
+                {
+                    return Named::Unknown;
+                }
                 let inlined = code.frames().len().saturating_sub(1);
                 for name in code.frames().rev() {
                     let (class, method) = name.rsplit_once('.').unwrap_or(("", name));
@@ -317,6 +332,54 @@ impl Resolver {
             None => Named::Unknown,
         }
     }
+}
+
+/// How late the agent may write an unload line after HotSpot freed the code: HotSpot posts the
+/// event from its service thread, and the agent writes its buffer every 20 ms.
+const UNLOAD_LAG_NS: u64 = 250_000_000;
+
+/// Most code map entries whose presence in the live code cache is remembered.
+const MAX_VERIFIED: usize = 100_000;
+
+/// Whether the code map's entry `key` (named `root`), which holds `pc`, was still the code at `pc`
+/// at the sample's time `time_ns`, as far as can be told.
+///
+/// The map's load and unload times are when the agent heard of them, after the fact: when code
+/// is freed and its addresses given to new code, the new code can run (and be sampled) before the
+/// map shows the unload or the new load. So an entry not known to be unloaded well after the
+/// sample is checked against the live code cache: if the code at `pc` now still has the entry's
+/// name, it had it at the sample's time too (it was loaded before then); if no code is there any
+/// more, or compiled code whose method cannot be read (unloaded with its class), nothing else
+/// ran there; if other code is there, it replaced the entry at some point the
+/// map cannot place, and the frame is `[unknown]` rather than perhaps misnamed. A check made after the sample's time answers for it, so each entry is read
+/// from the target about once per batch of samples.
+fn still_there(
+    hotspot: &HotSpot,
+    verified: &mut HashMap<(u64, u64), (u64, bool)>,
+    key: (u64, u64),
+    pc: u64,
+    root: &str,
+    time_ns: u64,
+) -> bool {
+    if let Some(&(at, same)) = verified.get(&key) {
+        if at >= time_ns {
+            return same;
+        }
+    }
+    let now = monotonic_ns();
+    let same = match hotspot.compiled_method_at(pc) {
+        Some(live) => {
+            root.rsplit_once('.') == Some((live.method.class.as_str(), live.method.name.as_str()))
+        }
+        // Freed and not reused (or the JVM is gone), or compiled code whose method is gone (its
+        // class was unloaded, the code awaits flushing): nothing else can have run there.
+        None => hotspot.blob_at(pc).is_none_or(|blob| blob.is_nmethod()),
+    };
+    if verified.len() >= MAX_VERIFIED {
+        verified.clear();
+    }
+    verified.insert(key, (now, same));
+    same
 }
 
 /// What became of one pc in Java code.
