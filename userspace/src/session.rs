@@ -450,7 +450,10 @@ impl Session {
                         warn_without_frame_pointers(&hotspot, jvm, &*self.options.log);
                         JitNames::CodeCache
                     };
-                    let resolver = Resolver::new(hotspot, jit, self.options.native_frames);
+                    let mut resolver = Resolver::new(hotspot, jit, self.options.native_frames);
+                    // The waiting samples need the code the agent has reported so far; a map not
+                    // written yet is waited for by the next pumps.
+                    let _ = resolver.refresh();
                     jvm.state = State::Ready(Box::new(resolver));
                     if !jvm.launched {
                         jvm.attaching = attacher.start(jvm.pid, &jvm.main_class);
