@@ -391,3 +391,47 @@ enum Named {
     /// Java code that could not be named.
     Unknown,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sampler::RawFrame;
+
+    #[test]
+    fn each_pc_gets_the_method_slot_of_the_frame_it_runs_in() {
+        let frame = |fp, return_address, method_slot| RawFrame {
+            fp,
+            return_address,
+            method_slot,
+            bcp_slot: 0,
+        };
+        let sample = Sample {
+            pid: 1,
+            tid: 1,
+            cpu: 0,
+            time_ns: 5,
+            kernel: false,
+            ip: 0x1000,
+            sp: 0x7000,
+            bp: 0x7100,
+            frames: vec![frame(0x7100, 0x2000, 0xa), frame(0x7200, 0x3000, 0xb)],
+        };
+        let found: Vec<(u64, u64, Option<u64>)> = pcs(&sample)
+            .map(|pc| (pc.pc, pc.instruction(), pc.method_slot))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (0x1000, 0x1000, Some(0xa)),
+                (0x2000, 0x1fff, Some(0xb)),
+                (0x3000, 0x2fff, None),
+            ]
+        );
+        let empty = Sample {
+            frames: Vec::new(),
+            ..sample
+        };
+        let leaf: Vec<_> = pcs(&empty).map(|pc| (pc.pc, pc.method_slot)).collect();
+        assert_eq!(leaf, [(0x1000, None)]);
+    }
+}
