@@ -18,6 +18,9 @@
 //! [`NATIVE`] when all its frames were native. A sample of one of the JVM's own threads gets its
 //! pseudo-frame (`[GC]`, `[JIT compiler]`, `[VM]`) as its whole branch.
 //!
+//! Samples that arrive after the JVM ended (its memory is gone) name their interpreted frames
+//! with the names their Method*s had when last read.
+//!
 //! Everything read from the target is untrusted: a bad pointer gives `[unknown]`, never a panic.
 
 pub mod native;
@@ -27,7 +30,8 @@ use std::sync::Arc;
 
 use joularcode_core::branch::{BranchId, Branches, FrameId, UNKNOWN};
 
-use crate::hotspot::HotSpot;
+use crate::discovery;
+use crate::hotspot::{HotSpot, JavaMethod};
 use crate::jit::codemap::{CodeKind, CodeMap};
 use crate::jit::perfmap::PerfMap;
 use crate::sampler::{monotonic_ns, Sample};
@@ -99,6 +103,8 @@ pub struct Resolver {
     /// Code map entries (start, load time) checked against the live code cache: when, and
     /// whether the code there still had the entry's name.
     verified: HashMap<(u64, u64), (u64, bool)>,
+    /// The name each Method* had when last read, for the samples that arrive after the JVM ended.
+    last_names: HashMap<u64, JavaMethod>,
     /// Scratch space reused by every sample: frames newest first, leaf-side native pcs.
     frames: Vec<FrameId>,
     native_pcs: Vec<u64>,
@@ -152,6 +158,7 @@ impl Resolver {
             native,
             stats: ResolveStats::default(),
             verified: HashMap::new(),
+            last_names: HashMap::new(),
             frames: Vec::with_capacity(64),
             native_pcs: Vec::with_capacity(16),
         }
@@ -267,14 +274,31 @@ impl Resolver {
 
     /// An interpreted frame, by the Method* in its frame.
     fn interpreted(&mut self, pc: Pc, branches: &mut Branches) -> Named {
-        match pc.method_slot.and_then(|m| self.hotspot.method(m)) {
+        let Some(method_ptr) = pc.method_slot else {
+            return Named::Unknown;
+        };
+        let method = match self.hotspot.method(method_ptr) {
             Some(method) => {
-                self.frames
-                    .push(branches.frame(&method.class, &method.name));
-                Named::Frames
+                if self.last_names.get(&method_ptr) != Some(&method) {
+                    if self.last_names.len() >= MAX_LAST_NAMES {
+                        self.last_names.clear();
+                    }
+                    self.last_names.insert(method_ptr, method.clone());
+                }
+                method
             }
-            None => Named::Unknown,
-        }
+            // The last samples of a JVM that has ended: its memory is gone, but nothing can have
+            // reused its Methods since they were last read.
+            None if !discovery::alive(self.hotspot.pid()) => match self.last_names.get(&method_ptr)
+            {
+                Some(method) => method.clone(),
+                None => return Named::Unknown,
+            },
+            None => return Named::Unknown,
+        };
+        self.frames
+            .push(branches.frame(&method.class, &method.name));
+        Named::Frames
     }
 
     /// A frame in compiled code (or a stub), at the sample's time.
@@ -340,6 +364,9 @@ const UNLOAD_LAG_NS: u64 = 250_000_000;
 
 /// Most code map entries whose presence in the live code cache is remembered.
 const MAX_VERIFIED: usize = 100_000;
+
+/// Most Method* names remembered for a JVM that ends.
+const MAX_LAST_NAMES: usize = 100_000;
 
 /// Whether the code map's entry `key` (named `root`), which holds `pc`, was still the code at `pc`
 /// at the sample's time `time_ns`, as far as can be told.
