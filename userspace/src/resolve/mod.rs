@@ -34,7 +34,7 @@ use crate::discovery;
 use crate::hotspot::{HotSpot, JavaMethod};
 use crate::jit::codemap::{CodeKind, CodeMap};
 use crate::jit::perfmap::PerfMap;
-use crate::sampler::{monotonic_ns, Sample};
+use crate::sampler::{monotonic_ns, RawFrame, Sample};
 use crate::threads::JvmThread;
 use native::NativeNames;
 
@@ -133,17 +133,32 @@ impl Pc {
 
 /// The pcs of a sample, newest first: the leaf's `ip`, then each frame's return address (the pc
 /// in its caller), with the Method* slot of the frame that pc runs in.
+///
+/// A live frame lies at or above the stack pointer: a frame pointer below it (the register held
+/// a stale value, as in native code that uses rbp for data) leads into dead frames, whose words
+/// are left over from earlier calls. Such frames give no pc and no Method*: the walk is taken up
+/// again where it climbs back into the live stack.
 fn pcs(sample: &Sample) -> impl Iterator<Item = Pc> + '_ {
+    let live = move |frame: &RawFrame| frame.fp >= sample.sp;
     let leaf = Pc {
         pc: sample.ip,
         caller: false,
-        method_slot: sample.frames.first().map(|f| f.method_slot),
+        method_slot: sample
+            .frames
+            .first()
+            .filter(|f| live(f))
+            .map(|f| f.method_slot),
     };
-    let callers = sample.frames.iter().enumerate().map(|(i, frame)| Pc {
-        pc: frame.return_address,
-        caller: true,
-        method_slot: sample.frames.get(i + 1).map(|f| f.method_slot),
-    });
+    let callers = sample
+        .frames
+        .iter()
+        .enumerate()
+        .filter(move |(_, frame)| live(frame))
+        .map(|(i, frame)| Pc {
+            pc: frame.return_address,
+            caller: true,
+            method_slot: sample.frames.get(i + 1).map(|f| f.method_slot),
+        });
     std::iter::once(leaf).chain(callers)
 }
 
@@ -422,7 +437,6 @@ enum Named {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sampler::RawFrame;
 
     #[test]
     fn each_pc_gets_the_method_slot_of_the_frame_it_runs_in() {
@@ -454,6 +468,14 @@ mod tests {
                 (0x3000, 0x2fff, None),
             ]
         );
+        // A frame pointer below the stack pointer: dead frames until the walk is back above it.
+        let stale = Sample {
+            sp: 0x7150,
+            ..sample.clone()
+        };
+        let found: Vec<(u64, Option<u64>)> =
+            pcs(&stale).map(|pc| (pc.pc, pc.method_slot)).collect();
+        assert_eq!(found, [(0x1000, None), (0x3000, None)]);
         let empty = Sample {
             frames: Vec::new(),
             ..sample
