@@ -212,6 +212,15 @@ pub fn maps_libjvm(proc_root: &Path, pid: u32) -> Result<bool, DiscoveryError> {
     Ok(false)
 }
 
+/// Whether process `pid` exists and has not ended (a zombie, ended but not yet reaped by its
+/// parent, has no memory left to read).
+pub fn alive(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| Some(stat.rsplit_once(") ")?.1.chars().next()? != 'Z'))
+        .unwrap_or(false)
+}
+
 /// Fails unless process `pid` exists and maps libjvm.so.
 pub fn check_jvm(proc_root: &Path, pid: u32) -> Result<(), DiscoveryError> {
     if !proc_root.join(pid.to_string()).is_dir() {
@@ -261,6 +270,12 @@ mod tests {
         fn drop(&mut self) {
             let _ = fs::remove_dir_all(&self.0);
         }
+    }
+
+    #[test]
+    fn this_process_is_alive_and_a_missing_one_is_not() {
+        assert!(alive(std::process::id()));
+        assert!(!alive(u32::MAX));
     }
 
     #[test]

@@ -450,7 +450,10 @@ impl Session {
                         warn_without_frame_pointers(&hotspot, jvm, &*self.options.log);
                         JitNames::CodeCache
                     };
-                    let resolver = Resolver::new(hotspot, jit, self.options.native_frames);
+                    let mut resolver = Resolver::new(hotspot, jit, self.options.native_frames);
+                    // The waiting samples need the code the agent has reported so far; a map not
+                    // written yet is waited for by the next pumps.
+                    let _ = resolver.refresh();
                     jvm.state = State::Ready(Box::new(resolver));
                     if !jvm.launched {
                         jvm.attaching = attacher.start(jvm.pid, &jvm.main_class);
@@ -565,7 +568,7 @@ impl ProfiledJvm {
         };
         match resolver.refresh() {
             Ok(()) => self.map_failing_since = None,
-            Err(_) if self.ended || !alive(self.pid) => {}
+            Err(_) if self.ended || !discovery::alive(self.pid) => {}
             Err(e) => {
                 let since = *self.map_failing_since.get_or_insert_with(Instant::now);
                 if since.elapsed() >= MAP_PATIENCE {
@@ -732,19 +735,11 @@ fn launched_jvms(
     }
     let ended = jvms
         .values()
-        .filter(|jvm| !jvm.ended && !alive(jvm.pid))
+        .filter(|jvm| !jvm.ended && !discovery::alive(jvm.pid))
         .map(|jvm| jvm.pid)
         .collect();
-    seen.retain(|&pid, _| alive(pid));
+    seen.retain(|&pid, _| discovery::alive(pid));
     (started, ended)
-}
-
-/// Whether process `pid` exists and is not a zombie.
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| Some(stat.rsplit_once(") ")?.1.chars().next()? != 'Z'))
-        .unwrap_or(false)
 }
 
 /// The main class of JVM `pid`, from its command line (see [`main_class`]).
@@ -859,11 +854,5 @@ mod tests {
             assert_eq!(main_class(&args(line)), class, "{line}");
         }
         assert_eq!(main_class(&[]), "jvm");
-    }
-
-    #[test]
-    fn this_process_is_alive_and_a_missing_one_is_not() {
-        assert!(alive(std::process::id()));
-        assert!(!alive(u32::MAX));
     }
 }

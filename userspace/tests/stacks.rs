@@ -16,6 +16,7 @@ use joularcode_bpf::jit::codemap::CodeMap;
 use joularcode_bpf::resolve::{JitNames, ResolveStats, Resolver};
 use joularcode_bpf::sampler::Sampler;
 use joularcode_bpf::session::{Session, SessionOptions, Targets};
+use joularcode_bpf::threads;
 use joularcode_core::branch::Branches;
 use joularcode_core::log::Recorded;
 use joularcode_tests::{agent_library, all_jdks, target_dir, workload_classes, Jdk, Jvm};
@@ -378,7 +379,7 @@ fn code_of_unloaded_classes_never_names_a_later_sample() {
         let map = CodeMap::of_process(pid, pid);
         let mut resolver = Resolver::new(hotspot, JitNames::Agent(Box::new(map)), false);
         let mut branches = Branches::new(&[] as &[&str]);
-        let mut named: Vec<(u64, String)> = Vec::new();
+        let mut named: Vec<(u64, String, String)> = Vec::new();
         let reader = std::thread::spawn(move || phases(&mut jvm));
         while !reader.is_finished() {
             let batch: Vec<_> = sampler
@@ -393,11 +394,15 @@ fn code_of_unloaded_classes_never_names_a_later_sample() {
             // The JVM ends after its last phase: its map is gone then.
             let _ = resolver.refresh();
             for sample in batch.iter().filter(|s| s.pid == pid) {
-                let branch = resolver.resolve(sample, None, &mut branches).branch;
-                let name = branches.name(branch);
+                // As the session does: the JVM's own threads are not walked for Java frames.
+                let name = threads::thread_name(pid, sample.tid).unwrap_or_default();
+                let thread = threads::classify(&name);
+                let branch = resolver.resolve(sample, thread, &mut branches).branch;
                 for class in ["StacksUnloadA", "StacksUnloadB"] {
-                    if name.contains(&format!("{class}.work")) {
-                        named.push((sample.time_ns, class.to_string()));
+                    let stack = branches.name(branch);
+                    if stack.contains(&format!("{class}.work")) {
+                        let what = format!("{class} thread {} {name:?}: {stack}", sample.tid);
+                        named.push((sample.time_ns, class.to_string(), what));
                     }
                 }
             }
@@ -439,20 +444,20 @@ fn code_of_unloaded_classes_never_names_a_later_sample() {
         );
         assert_eq!(phases.len(), 12, "Java {}: {phases:?}", jdk.major);
         for class in ["StacksUnloadA", "StacksUnloadB"] {
-            let n = named.iter().filter(|(_, c)| c == class).count();
+            let n = named.iter().filter(|(_, c, _)| c == class).count();
             assert!(
                 n >= 50,
                 "Java {}: {n} samples named {class}.work",
                 jdk.major
             );
         }
-        for (time, class) in &named {
+        for (time, class, what) in &named {
             let valid = phases
                 .iter()
                 .any(|(c, start, end)| c == class && start <= time && time <= end);
             assert!(
                 valid,
-                "Java {}: a sample at {time} is named {class}.work outside its phases {phases:?}",
+                "Java {}: a sample at {time} is named {class}.work outside its phases {phases:?}: {what}",
                 jdk.major
             );
         }

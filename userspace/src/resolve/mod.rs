@@ -18,18 +18,23 @@
 //! [`NATIVE`] when all its frames were native. A sample of one of the JVM's own threads gets its
 //! pseudo-frame (`[GC]`, `[JIT compiler]`, `[VM]`) as its whole branch.
 //!
+//! Samples that arrive after the JVM ended (its memory is gone) name their interpreted frames
+//! with the names their Method*s had when last read.
+//!
 //! Everything read from the target is untrusted: a bad pointer gives `[unknown]`, never a panic.
 
 pub mod native;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use joularcode_core::branch::{BranchId, Branches, FrameId, UNKNOWN};
 
-use crate::hotspot::HotSpot;
+use crate::discovery;
+use crate::hotspot::{HotSpot, JavaMethod};
 use crate::jit::codemap::{CodeKind, CodeMap};
 use crate::jit::perfmap::PerfMap;
-use crate::sampler::Sample;
+use crate::sampler::{monotonic_ns, RawFrame, Sample};
 use crate::threads::JvmThread;
 use native::NativeNames;
 
@@ -95,6 +100,11 @@ pub struct Resolver {
     jit: JitNames,
     native: Option<NativeNames>,
     stats: ResolveStats,
+    /// Code map entries (start, load time) checked against the live code cache: when, and
+    /// whether the code there still had the entry's name.
+    verified: HashMap<(u64, u64), (u64, bool)>,
+    /// The name each Method* had when last read, for the samples that arrive after the JVM ended.
+    last_names: HashMap<u64, JavaMethod>,
     /// Scratch space reused by every sample: frames newest first, leaf-side native pcs.
     frames: Vec<FrameId>,
     native_pcs: Vec<u64>,
@@ -123,17 +133,32 @@ impl Pc {
 
 /// The pcs of a sample, newest first: the leaf's `ip`, then each frame's return address (the pc
 /// in its caller), with the Method* slot of the frame that pc runs in.
+///
+/// A live frame lies at or above the stack pointer: a frame pointer below it (the register held
+/// a stale value, as in native code that uses rbp for data) leads into dead frames, whose words
+/// are left over from earlier calls. Such frames give no pc and no Method*: the walk is taken up
+/// again where it climbs back into the live stack.
 fn pcs(sample: &Sample) -> impl Iterator<Item = Pc> + '_ {
+    let live = move |frame: &RawFrame| frame.fp >= sample.sp;
     let leaf = Pc {
         pc: sample.ip,
         caller: false,
-        method_slot: sample.frames.first().map(|f| f.method_slot),
+        method_slot: sample
+            .frames
+            .first()
+            .filter(|f| live(f))
+            .map(|f| f.method_slot),
     };
-    let callers = sample.frames.iter().enumerate().map(|(i, frame)| Pc {
-        pc: frame.return_address,
-        caller: true,
-        method_slot: sample.frames.get(i + 1).map(|f| f.method_slot),
-    });
+    let callers = sample
+        .frames
+        .iter()
+        .enumerate()
+        .filter(move |(_, frame)| live(frame))
+        .map(|(i, frame)| Pc {
+            pc: frame.return_address,
+            caller: true,
+            method_slot: sample.frames.get(i + 1).map(|f| f.method_slot),
+        });
     std::iter::once(leaf).chain(callers)
 }
 
@@ -147,6 +172,8 @@ impl Resolver {
             jit,
             native,
             stats: ResolveStats::default(),
+            verified: HashMap::new(),
+            last_names: HashMap::new(),
             frames: Vec::with_capacity(64),
             native_pcs: Vec::with_capacity(16),
         }
@@ -262,14 +289,31 @@ impl Resolver {
 
     /// An interpreted frame, by the Method* in its frame.
     fn interpreted(&mut self, pc: Pc, branches: &mut Branches) -> Named {
-        match pc.method_slot.and_then(|m| self.hotspot.method(m)) {
+        let Some(method_ptr) = pc.method_slot else {
+            return Named::Unknown;
+        };
+        let method = match self.hotspot.method(method_ptr) {
             Some(method) => {
-                self.frames
-                    .push(branches.frame(&method.class, &method.name));
-                Named::Frames
+                if self.last_names.get(&method_ptr) != Some(&method) {
+                    if self.last_names.len() >= MAX_LAST_NAMES {
+                        self.last_names.clear();
+                    }
+                    self.last_names.insert(method_ptr, method.clone());
+                }
+                method
             }
-            None => Named::Unknown,
-        }
+            // The last samples of a JVM that has ended: its memory is gone, but nothing can have
+            // reused its Methods since they were last read.
+            None if !discovery::alive(self.hotspot.pid()) => match self.last_names.get(&method_ptr)
+            {
+                Some(method) => method.clone(),
+                None => return Named::Unknown,
+            },
+            None => return Named::Unknown,
+        };
+        self.frames
+            .push(branches.frame(&method.class, &method.name));
+        Named::Frames
     }
 
     /// A frame in compiled code (or a stub), at the sample's time.
@@ -279,6 +323,16 @@ impl Resolver {
             if let Some(code) = map.lookup(at, time_ns) {
                 if code.kind == CodeKind::Stub {
                     return Named::Stub;
+                }
+                let key = (code.start, code.load_ns);
+                let unloaded_late = code
+                    .unload_ns
+                    .is_some_and(|unload| unload >= time_ns.saturating_add(UNLOAD_LAG_NS));
+                let root = code.frames().next().unwrap_or_default();
+                if !unloaded_late
+                    && !still_there(&self.hotspot, &mut self.verified, key, pc.pc, root, time_ns)
+                {
+                    return Named::Unknown;
                 }
                 let inlined = code.frames().len().saturating_sub(1);
                 for name in code.frames().rev() {
@@ -319,6 +373,57 @@ impl Resolver {
     }
 }
 
+/// How late the agent may write an unload line after HotSpot freed the code: HotSpot posts the
+/// event from its service thread, and the agent writes its buffer every 20 ms.
+const UNLOAD_LAG_NS: u64 = 250_000_000;
+
+/// Most code map entries whose presence in the live code cache is remembered.
+const MAX_VERIFIED: usize = 100_000;
+
+/// Most Method* names remembered for a JVM that ends.
+const MAX_LAST_NAMES: usize = 100_000;
+
+/// Whether the code map's entry `key` (named `root`), which holds `pc`, was still the code at `pc`
+/// at the sample's time `time_ns`, as far as can be told.
+///
+/// The map's load and unload times are when the agent heard of them, after the fact: when code
+/// is freed and its addresses given to new code, the new code can run (and be sampled) before the
+/// map shows the unload or the new load. So an entry not known to be unloaded well after the
+/// sample is checked against the live code cache: if the code at `pc` now still has the entry's
+/// name, it had it at the sample's time too (it was loaded before then); if no code is there any
+/// more, or compiled code whose method cannot be read (unloaded with its class), nothing else
+/// ran there; if other code is there, it replaced the entry at some point the
+/// map cannot place, and the frame is `[unknown]` rather than perhaps misnamed. A check made after the sample's time answers for it, so each entry is read
+/// from the target about once per batch of samples.
+fn still_there(
+    hotspot: &HotSpot,
+    verified: &mut HashMap<(u64, u64), (u64, bool)>,
+    key: (u64, u64),
+    pc: u64,
+    root: &str,
+    time_ns: u64,
+) -> bool {
+    if let Some(&(at, same)) = verified.get(&key) {
+        if at >= time_ns {
+            return same;
+        }
+    }
+    let now = monotonic_ns();
+    let same = match hotspot.compiled_method_at(pc) {
+        Some(live) => {
+            root.rsplit_once('.') == Some((live.method.class.as_str(), live.method.name.as_str()))
+        }
+        // Freed and not reused (or the JVM is gone), or compiled code whose method is gone (its
+        // class was unloaded, the code awaits flushing): nothing else can have run there.
+        None => hotspot.blob_at(pc).is_none_or(|blob| blob.is_nmethod()),
+    };
+    if verified.len() >= MAX_VERIFIED {
+        verified.clear();
+    }
+    verified.insert(key, (now, same));
+    same
+}
+
 /// What became of one pc in Java code.
 enum Named {
     /// One or more Java frames were pushed.
@@ -327,4 +432,55 @@ enum Named {
     Stub,
     /// Java code that could not be named.
     Unknown,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_pc_gets_the_method_slot_of_the_frame_it_runs_in() {
+        let frame = |fp, return_address, method_slot| RawFrame {
+            fp,
+            return_address,
+            method_slot,
+            bcp_slot: 0,
+        };
+        let sample = Sample {
+            pid: 1,
+            tid: 1,
+            cpu: 0,
+            time_ns: 5,
+            kernel: false,
+            ip: 0x1000,
+            sp: 0x7000,
+            bp: 0x7100,
+            frames: vec![frame(0x7100, 0x2000, 0xa), frame(0x7200, 0x3000, 0xb)],
+        };
+        let found: Vec<(u64, u64, Option<u64>)> = pcs(&sample)
+            .map(|pc| (pc.pc, pc.instruction(), pc.method_slot))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (0x1000, 0x1000, Some(0xa)),
+                (0x2000, 0x1fff, Some(0xb)),
+                (0x3000, 0x2fff, None),
+            ]
+        );
+        // A frame pointer below the stack pointer: dead frames until the walk is back above it.
+        let stale = Sample {
+            sp: 0x7150,
+            ..sample.clone()
+        };
+        let found: Vec<(u64, Option<u64>)> =
+            pcs(&stale).map(|pc| (pc.pc, pc.method_slot)).collect();
+        assert_eq!(found, [(0x1000, None), (0x3000, None)]);
+        let empty = Sample {
+            frames: Vec::new(),
+            ..sample
+        };
+        let leaf: Vec<_> = pcs(&empty).map(|pc| (pc.pc, pc.method_slot)).collect();
+        assert_eq!(leaf, [(0x1000, None)]);
+    }
 }
