@@ -228,10 +228,12 @@ struct Contained {
 
 impl Contained {
     fn start(jdk: &Jdk) -> Contained {
+        // The private /tmp hides the host's: the JDK and the classes may live there (a clone of the
+        // repository under /tmp), so the host's /tmp stays reachable at /mnt inside.
         let script = format!(
-            "mount -t tmpfs none /tmp && exec {} -cp {} AgentHot",
-            jdk.java().display(),
-            workload_classes().display()
+            "mount --bind /tmp /mnt && mount -t tmpfs none /tmp && exec {} -cp {} AgentHot",
+            beside_private_tmp(&jdk.java()),
+            beside_private_tmp(workload_classes())
         );
         let mut unshare = Command::new("unshare")
             .args(["--pid", "--mount", "--fork", "--mount-proc", "--kill-child"])
@@ -254,6 +256,14 @@ impl Contained {
             std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", unshare.id())).unwrap();
         let java = children.split_whitespace().next().unwrap().parse().unwrap();
         Contained { unshare, java }
+    }
+}
+
+/// Where `path` is reached inside the namespace of [`Contained`]: the host's /tmp is at /mnt.
+fn beside_private_tmp(path: &Path) -> String {
+    match path.strip_prefix("/tmp") {
+        Ok(rest) => Path::new("/mnt").join(rest).display().to_string(),
+        Err(_) => path.display().to_string(),
     }
 }
 
