@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use joularcode_core::attribution::{Samples, ThreadKind};
 use joularcode_core::config::{Config, SourceKind};
 use joularcode_core::log::{Level, Log};
-use joularcode_core::power::{self, SystemClock, SystemRoots};
+use joularcode_core::power::{self, PowerSource, SystemClock, SystemRoots};
 
 use crate::cli::RecordArgs;
 use crate::launch;
@@ -69,15 +69,15 @@ pub fn run(args: &RecordArgs) -> Result<i32, String> {
     signals::stop_on_signals()?;
     let cycle_log = args.cycle_log.as_deref().map(open_cycle_log).transpose()?;
     let cpus = u32::try_from(session.sampler().cpus()).unwrap_or(u32::MAX);
-    let mut engine = Engine::start(source, &config, Path::new("/proc"), cpus, monotonic_ns());
     let mut recorder = Recorder {
         threads: ThreadCpu::default(),
         opened: HashSet::new(),
-        source: describe_source(&config),
+        source: describe_source(&config, &*source),
         status: Status::default(),
         results,
         cycle_log,
     };
+    let mut engine = Engine::start(source, &config, Path::new("/proc"), cpus, monotonic_ns());
 
     let deadline = args.duration().map(|duration| Instant::now() + duration);
     loop {
@@ -124,19 +124,11 @@ fn targets(args: &RecordArgs) -> Targets {
     }
 }
 
-/// The power source, as the start lines name it.
-fn describe_source(config: &Config) -> String {
-    let path = |path: Option<&Path>| path.map_or(String::new(), |p| format!(" {}", p.display()));
+/// The power source, as the start lines name it: what `auto` chose, when it chose.
+fn describe_source(config: &Config, source: &dyn PowerSource) -> String {
     match config.source_kind() {
-        Ok(SourceKind::Vm) => format!(
-            "vm ({} file{})",
-            config.vm_power_format,
-            path(config.vm_power_file.as_deref())
-        ),
-        Ok(SourceKind::RingBuffer) => {
-            format!("ringbuffer{}", path(config.ringbuffer_path.as_deref()))
-        }
-        _ => config.power_source_type.clone(),
+        Ok(SourceKind::Auto) => format!("{} (chosen by power-source-type=auto)", source.describe()),
+        _ => source.describe(),
     }
 }
 
