@@ -36,7 +36,8 @@ use status::{Status, Terminal};
 const PUMP_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Runs `record` until its duration is over, a signal arrives, or the JVMs (or the command) end.
-/// Returns the exit code: the launched command's (once it has ended: it is waited for), else 0.
+/// Returns the exit code: the launched command's (ended with SIGTERM if it still runs then:
+/// [`launch::end`]), else 0.
 /// Errors are one line each.
 pub fn run(args: &RecordArgs) -> Result<i32, String> {
     let terminal = Arc::new(Terminal::new());
@@ -100,14 +101,9 @@ pub fn run(args: &RecordArgs) -> Result<i32, String> {
     }
     terminal.finish();
     drop(recorder);
-    let exit = session.launched_exit();
-    match (exit, session.stop()) {
-        (Some(code), _) => Ok(code),
-        (None, Some(mut child)) => child
-            .wait()
-            .map(launch::exit_code)
-            .map_err(|error| format!("cannot wait for the command: {error}")),
-        (None, None) => Ok(0),
+    match session.stop() {
+        Some(mut child) => launch::end(&mut child, launch::GRACE, &*log),
+        None => Ok(0),
     }
 }
 
