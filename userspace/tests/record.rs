@@ -520,3 +520,33 @@ fn several_pids_each_in_their_folder() {
         .count();
     assert_eq!(entries, 2, "only the two folders");
 }
+
+#[test]
+fn a_launched_command_is_not_left_behind_when_record_fails() {
+    let _serial = serial();
+    let run = Run::new();
+    // A cycle log that cannot be opened is found once the command runs.
+    std::fs::create_dir(run.cycle_log()).expect("a folder in the cycle log's place");
+    // A duration no other process of the machine has in its command line.
+    let marker = format!("{}", 900_000 + std::process::id());
+    let mut args = vec!["--".to_owned()];
+    args.extend(java_command("RecordBusy", &["1", &marker]));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let output = run.record(&args);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let errors: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.starts_with("joularcode-bpf:"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(errors[0].contains("--cycle-log"), "{stderr}");
+    let left: Vec<String> = std::fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(|entry| std::fs::read(entry.ok()?.path().join("cmdline")).ok())
+        .map(|cmdline| String::from_utf8_lossy(&cmdline).replace('\0', " "))
+        .filter(|cmdline| cmdline.contains("RecordBusy") && cmdline.contains(&marker))
+        .collect();
+    assert!(left.is_empty(), "the command still runs: {left:?}");
+    assert!(!run.results().exists(), "nothing written");
+}

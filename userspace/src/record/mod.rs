@@ -65,45 +65,60 @@ pub fn run(args: &RecordArgs) -> Result<i32, String> {
     session_options.prefixes = config.methods_filtering_prefix.clone();
     session_options.agent_path = args.agent_path.clone();
     session_options.attach_agent = !args.no_attach;
+    signals::stop_on_signals()?;
     let mut session =
         Session::start(targets(args), &session_options).map_err(|error| error.to_string())?;
-    signals::stop_on_signals()?;
+    let recorded = record(args, &config, source, results, &mut session, &terminal);
+    terminal.finish();
+    // A launched command is ended even when recording failed, rather than left behind.
+    let exit = match session.stop() {
+        Some(mut child) => launch::end(&mut child, launch::GRACE, &*log),
+        None => Ok(0),
+    };
+    recorded.and(exit)
+}
+
+/// Records the cycles of `session` into `results` until its duration is over, a signal
+/// arrives, or the JVMs (or the command) end.
+fn record(
+    args: &RecordArgs,
+    config: &Config,
+    source: Box<dyn PowerSource>,
+    results: Results,
+    session: &mut Session,
+    terminal: &Terminal,
+) -> Result<(), String> {
+    let log: &dyn Log = terminal;
     let cycle_log = args.cycle_log.as_deref().map(open_cycle_log).transpose()?;
     let cpus = u32::try_from(session.sampler().cpus()).unwrap_or(u32::MAX);
     let mut recorder = Recorder {
         threads: ThreadCpu::default(),
         opened: HashSet::new(),
-        source: describe_source(&config, &*source),
+        source: describe_source(config, &*source),
         status: Status::default(),
         results,
         cycle_log,
     };
-    let mut engine = Engine::start(source, &config, Path::new("/proc"), cpus, monotonic_ns());
+    let mut engine = Engine::start(source, config, Path::new("/proc"), cpus, monotonic_ns());
 
     let deadline = args.duration().map(|duration| Instant::now() + duration);
     loop {
         session
             .pump(PUMP_INTERVAL)
             .map_err(|error| error.to_string())?;
-        recorder.open_new(&session, &*log)?;
+        recorder.open_new(session, log)?;
         let stop = signals::stop_requested()
             || deadline.is_some_and(|deadline| Instant::now() >= deadline)
             || session.finished();
         let now_ns = monotonic_ns();
         if stop || engine.window_over(now_ns) {
-            recorder.end_cycle(&mut session, &mut engine, now_ns, &*log)?;
+            recorder.end_cycle(session, &mut engine, now_ns, log)?;
         }
         recorder.status.jvms = session.jvms().count();
         terminal.show(&recorder.status);
         if stop {
-            break;
+            return Ok(());
         }
-    }
-    terminal.finish();
-    drop(recorder);
-    match session.stop() {
-        Some(mut child) => launch::end(&mut child, launch::GRACE, &*log),
-        None => Ok(0),
     }
 }
 
