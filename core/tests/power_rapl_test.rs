@@ -39,6 +39,7 @@ fn linux_rapl_test_4_joules_over_2_seconds_is_2_watts() {
     let tree = tempfile::tempdir().unwrap();
     zone(tree.path(), "intel-rapl:0", "package-0", 1_000_000);
     let (mut rapl, clock, log) = open(tree.path());
+    assert_eq!(rapl.describe(), "rapl (powercap)");
     assert_eq!(
         log.messages(),
         vec![(

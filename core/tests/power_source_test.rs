@@ -79,7 +79,10 @@ fn power_source_test_auto_without_rapl_gives_the_ring_buffer() {
     let machine = Machine::bare();
     fs::write(&machine.roots.ringbuffer, [0u8; 248]).unwrap();
     let (source, log) = machine.open(&[]);
-    assert!(source.is_ok());
+    assert_eq!(
+        source.expect("auto opens").describe(),
+        format!("ringbuffer {}", machine.roots.ringbuffer.display())
+    );
     assert_eq!(
         log.messages(),
         vec![(
@@ -130,6 +133,10 @@ fn power_source_test_vm_opens_before_the_file_exists() {
         ("vm-power-format", "watts"),
     ]);
     let mut source = source.unwrap();
+    assert_eq!(
+        source.describe(),
+        format!("vm (watts file {})", file.display())
+    );
     assert!(source
         .watts()
         .unwrap_err()
@@ -203,6 +210,7 @@ fn power_source_auto_estimates_only_when_nothing_can_be_measured_and_says_so_onc
     let machine = Machine::bare();
     let (source, log) = machine.open(&[]);
     let mut source = source.unwrap();
+    assert_eq!(source.describe(), "estimate (from the CPU utilisation)");
     let messages = log.messages();
     assert_eq!(messages.len(), 2, "{messages:?}");
     assert_eq!(messages[0].0, Level::Warning);

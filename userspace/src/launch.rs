@@ -9,6 +9,12 @@
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use joularcode_core::log::{Level, Log};
+use nix::sys::signal::{self, SaFlags, SigAction, SigHandler, SigSet, Signal};
+use nix::unistd::Pid;
 
 use crate::sampler::Sampler;
 
@@ -84,6 +90,66 @@ pub fn spawn(mut command: Command, agent: &Path, sampler: &Sampler) -> Result<Ch
     child.map_err(|e| format!("cannot run {program}: {e}"))
 }
 
+/// How long a launched command still running when the profiler stops has to end after SIGTERM
+/// before it is killed.
+pub const GRACE: Duration = Duration::from_secs(10);
+/// How often [`end`] looks whether the command has ended.
+const POLL: Duration = Duration::from_millis(20);
+
+/// Set by a SIGINT or SIGTERM that arrives while [`end`] waits.
+static HURRY: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn hurry(_: libc::c_int) {
+    HURRY.store(true, Ordering::Relaxed);
+}
+
+/// Ends the launched command and returns its exit code ([`exit_code`]). If it still runs, it
+/// is sent SIGTERM (as `timeout` does) and waited for; after `grace`, or at the next SIGINT or
+/// SIGTERM the profiler gets (a second Ctrl-C), it is killed with SIGKILL. The profiler
+/// should have stopped sampling first.
+pub fn end(child: &mut Child, grace: Duration, log: &dyn Log) -> Result<i32, String> {
+    let failed = |error: std::io::Error| format!("cannot wait for the command: {error}");
+    if let Some(status) = child.try_wait().map_err(failed)? {
+        return Ok(exit_code(status));
+    }
+    let action = SigAction::new(
+        SigHandler::Handler(hurry),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    for signal in [Signal::SIGINT, Signal::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe { signal::sigaction(signal, &action) }
+            .map_err(|e| format!("cannot handle {signal}: {e}"))?;
+    }
+    let pid = Pid::from_raw(i32::try_from(child.id()).map_err(|e| e.to_string())?);
+    let seconds = grace.as_secs_f64();
+    log.log(
+        Level::Info,
+        &format!(
+            "The command (pid {pid}) still runs: sent SIGTERM, SIGKILL in {seconds} s or at the next Ctrl-C."
+        ),
+    );
+    // The child is not reaped yet (try_wait said so), so its pid is still its own.
+    signal::kill(pid, Signal::SIGTERM).map_err(|e| format!("cannot stop the command: {e}"))?;
+    let deadline = Instant::now() + grace;
+    loop {
+        if let Some(status) = child.try_wait().map_err(failed)? {
+            return Ok(exit_code(status));
+        }
+        if HURRY.load(Ordering::Relaxed) || Instant::now() >= deadline {
+            log.log(
+                Level::Warning,
+                &format!("The command (pid {pid}) did not end after SIGTERM: killed (SIGKILL)."),
+            );
+            // It may have ended just now: then there is nothing to kill, and wait says how.
+            let _ = child.kill();
+            return child.wait().map(exit_code).map_err(failed);
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
 /// The exit code a shell gives for `status`: the code, or 128 + the signal that ended it.
 pub fn exit_code(status: ExitStatus) -> i32 {
     use std::os::unix::process::ExitStatusExt;
@@ -131,5 +197,36 @@ mod tests {
         };
         assert_eq!(exit_code(status("exit 3")), 3);
         assert_eq!(exit_code(status("kill -TERM $$")), 128 + 15);
+    }
+
+    #[test]
+    fn a_command_still_running_is_terminated_then_killed() {
+        let log = joularcode_core::log::Recorded::default();
+        let mut ended = Command::new("true").spawn().expect("true runs");
+        ended.wait().expect("true ends");
+        assert_eq!(end(&mut ended, GRACE, &log), Ok(0), "already ended");
+        assert!(log.messages().is_empty());
+
+        let mut sleeper = Command::new("sleep")
+            .arg("1000")
+            .spawn()
+            .expect("sleep runs");
+        assert_eq!(end(&mut sleeper, GRACE, &log), Ok(128 + 15));
+        assert_eq!(log.messages().len(), 1, "{:?}", log.messages());
+
+        let deaf = "trap '' TERM; echo ready; while :; do sleep 1; done";
+        let mut stubborn = Command::new("sh")
+            .args(["-c", deaf])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("sh runs");
+        let mut ready = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(stubborn.stdout.take().expect("its stdout")),
+            &mut ready,
+        )
+        .expect("sh says it is ready");
+        assert_eq!(end(&mut stubborn, Duration::ZERO, &log), Ok(128 + 9));
+        assert!(log.messages()[2].1.contains("killed (SIGKILL)"));
     }
 }

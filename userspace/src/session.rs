@@ -1,12 +1,14 @@
 //! A profiling session: the sampler, the JVMs it samples, and for each JVM its resolver, its
-//! branches and the samples counted per thread since the last [`Session::take_counts`]. The
-//! `stacks` and `record` commands are loops over [`Session::pump`].
+//! branches and the samples counted (with the time each was taken) since they were last taken
+//! ([`Session::take_counts_until`]). The `stacks` and `record` commands are loops over
+//! [`Session::pump`].
 //!
 //! ```text
 //! let mut session = Session::start(Targets::Pids(vec![pid]), &options)?;
 //! while !session.finished() {
 //!     session.pump(Duration::from_millis(100))?;   // receive and resolve the samples
-//!     // every cycle: session.take_counts(), session.sampler().thread_times(), ...
+//!     // every cycle ending at end_ns: pump until session.sampled_until() > end_ns (or one
+//!     // consumer pass), then session.take_counts_until(end_ns), ...
 //! }
 //! ```
 //!
@@ -52,6 +54,10 @@ const MAX_PENDING: usize = 20_000;
 /// A process of a launched command is checked this many times for libjvm.so (after its start or
 /// its last exec) before it is taken for something else than a JVM.
 const LAUNCH_CHECKS: u32 = 20;
+/// Samples counted this long before the newest one received are kept as counts only, without
+/// their times: [`Session::take_counts_until`] takes them whatever its time. Bounds the memory of
+/// a long run that takes its counts only at its end (`stacks`).
+const SETTLE_NS: u64 = 10_000_000_000;
 /// How long an agent's code map may stay unreadable (not written yet) before it is given up.
 const MAP_PATIENCE: Duration = Duration::from_secs(10);
 
@@ -111,7 +117,7 @@ pub enum SessionError {
     Launch(String),
 }
 
-/// The samples of one thread since the last [`Session::take_counts`].
+/// The samples of one thread taken out of the session ([`Session::take_counts_until`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ThreadCounts {
     /// The thread's name when first sampled.
@@ -120,6 +126,14 @@ pub struct ThreadCounts {
     pub kind: ThreadKind,
     /// Samples per branch (in the branches of [`ProfiledJvm::branches`]).
     pub counts: HashMap<BranchId, u64>,
+}
+
+/// One sample counted, until it is taken out of the session.
+struct Counted {
+    /// When it was taken (CLOCK_MONOTONIC, [`Sample::time_ns`]).
+    time_ns: u64,
+    tid: u32,
+    branch: BranchId,
 }
 
 /// Native frames (oldest first) under a branch, as `--native` shows them.
@@ -147,7 +161,8 @@ pub struct ProfiledJvm {
     ended: bool,
     branches: Branches,
     state: State,
-    threads: HashMap<u32, ThreadCounts>,
+    counted: Vec<Counted>,
+    settled: HashMap<u32, HashMap<BranchId, u64>>,
     thread_kinds: HashMap<u32, (String, Option<JvmThread>)>,
     native: HashMap<(BranchId, NativeStack), u64>,
     attaching: Option<JoinHandle<(JitNames, Option<String>)>>,
@@ -219,6 +234,7 @@ pub struct Session {
     options: SessionOptions,
     agent: Result<PathBuf, String>,
     said_no_agent: bool,
+    sampled_until: u64,
 }
 
 impl Session {
@@ -277,6 +293,7 @@ impl Session {
             options: options.clone(),
             agent,
             said_no_agent: false,
+            sampled_until: 0,
         };
         session.find_jvms()?;
         Ok(session)
@@ -319,22 +336,40 @@ impl Session {
             jvm.refresh_code_map(&*self.options.log);
         }
         for sample in samples {
+            self.sampled_until = self.sampled_until.max(sample.time_ns);
             if let Some(jvm) = self.jvms.get_mut(&sample.pid) {
                 jvm.add(sample, self.options.native_frames);
             }
         }
+        let settle_ns = self.sampled_until.saturating_sub(SETTLE_NS);
+        for jvm in self.jvms.values_mut() {
+            jvm.settle(settle_ns);
+        }
         Ok(())
     }
 
-    /// The samples counted since the last call, by JVM pid, then by thread id.
-    pub fn take_counts(&mut self) -> HashMap<u32, HashMap<u32, ThreadCounts>> {
+    /// The time (CLOCK_MONOTONIC, as [`crate::sampler::monotonic_ns`]) of the newest sample
+    /// received so far, of any process: the sampler delivers its samples in about the order they
+    /// were taken, so once this is past a time, the samples taken up to that time are in (and a
+    /// sample reaches the session at most one consumer pass after it was taken anyway).
+    pub fn sampled_until(&self) -> u64 {
+        self.sampled_until
+    }
+
+    /// Takes out the samples counted that were taken at or before `until_ns` (CLOCK_MONOTONIC),
+    /// by JVM pid, then by thread id; later ones stay for a later take. Exact for an `until_ns`
+    /// less than 10 s before [`Session::sampled_until`]; samples older than that are taken
+    /// whatever `until_ns`.
+    pub fn take_counts_until(&mut self, until_ns: u64) -> HashMap<u32, HashMap<u32, ThreadCounts>> {
         self.jvms
             .iter_mut()
-            .map(|(&pid, jvm)| {
-                jvm.thread_kinds.clear();
-                (pid, std::mem::take(&mut jvm.threads))
-            })
+            .map(|(&pid, jvm)| (pid, jvm.take_counts_until(until_ns)))
             .collect()
+    }
+
+    /// Takes out every sample counted so far ([`Session::take_counts_until`] with no limit).
+    pub fn take_counts(&mut self) -> HashMap<u32, HashMap<u32, ThreadCounts>> {
+        self.take_counts_until(u64::MAX)
     }
 
     /// With native frames: the samples counted since the last call by JVM pid, then by branch
@@ -550,7 +585,8 @@ impl ProfiledJvm {
                 next_try: now,
                 pending: Vec::new(),
             },
-            threads: HashMap::new(),
+            counted: Vec::new(),
+            settled: HashMap::new(),
             thread_kinds: HashMap::new(),
             native: HashMap::new(),
             attaching: None,
@@ -583,9 +619,55 @@ impl ProfiledJvm {
         }
     }
 
+    /// The samples counted that were taken at or before `until_ns`, by thread. The names of the
+    /// threads whose samples are all taken are read again when they are next sampled (a tid can
+    /// be reused, a thread renamed).
+    fn take_counts_until(&mut self, until_ns: u64) -> HashMap<u32, ThreadCounts> {
+        self.settle(until_ns.saturating_add(1));
+        let threads = std::mem::take(&mut self.settled)
+            .into_iter()
+            .map(|(tid, counts)| {
+                let (name, kind) = self.thread_kinds.get(&tid).cloned().unwrap_or_default();
+                let kind = if kind.is_some() {
+                    ThreadKind::Jvm
+                } else {
+                    ThreadKind::Java
+                };
+                (tid, ThreadCounts { name, kind, counts })
+            })
+            .collect();
+        let waiting: std::collections::HashSet<u32> =
+            self.counted.iter().map(|counted| counted.tid).collect();
+        self.thread_kinds.retain(|tid, _| waiting.contains(tid));
+        threads
+    }
+
+    /// Moves the samples taken before `before_ns` from the counted samples to the settled counts.
+    fn settle(&mut self, before_ns: u64) {
+        if !self
+            .counted
+            .iter()
+            .any(|counted| counted.time_ns < before_ns)
+        {
+            return;
+        }
+        let (old, recent): (Vec<Counted>, Vec<Counted>) = std::mem::take(&mut self.counted)
+            .into_iter()
+            .partition(|counted| counted.time_ns < before_ns);
+        self.counted = recent;
+        for counted in old {
+            *self
+                .settled
+                .entry(counted.tid)
+                .or_default()
+                .entry(counted.branch)
+                .or_insert(0) += 1;
+        }
+    }
+
     /// Resolves and counts one sample (or keeps it until the JVM can be read).
     fn add(&mut self, sample: Sample, native_frames: bool) {
-        let (name, kind) = self
+        let kind = self
             .thread_kinds
             .entry(sample.tid)
             .or_insert_with(|| {
@@ -593,7 +675,7 @@ impl ProfiledJvm {
                 let kind = threads::classify(&name);
                 (name, kind)
             })
-            .clone();
+            .1;
         let (branch, native) = match &mut self.state {
             State::Opening { pending, .. } => {
                 if pending.len() < MAX_PENDING {
@@ -616,19 +698,11 @@ impl ProfiledJvm {
                 (self.branches.branch(&[frame]), Vec::new())
             }
         };
-        let thread = self
-            .threads
-            .entry(sample.tid)
-            .or_insert_with(|| ThreadCounts {
-                name,
-                kind: if kind.is_some() {
-                    ThreadKind::Jvm
-                } else {
-                    ThreadKind::Java
-                },
-                counts: HashMap::new(),
-            });
-        *thread.counts.entry(branch).or_insert(0) += 1;
+        self.counted.push(Counted {
+            time_ns: sample.time_ns,
+            tid: sample.tid,
+            branch,
+        });
         if native_frames {
             *self.native.entry((branch, native.into())).or_insert(0) += 1;
         }
@@ -854,5 +928,44 @@ mod tests {
             assert_eq!(main_class(&args(line)), class, "{line}");
         }
         assert_eq!(main_class(&[]), "jvm");
+    }
+
+    #[test]
+    fn counts_are_taken_up_to_a_time_and_the_later_ones_kept() {
+        let pid = std::process::id();
+        let mut jvm = ProfiledJvm::new(pid, false, &[]);
+        jvm.state = State::Failed;
+        let sample = |tid: u32, time_ns: u64| Sample {
+            pid,
+            tid,
+            cpu: 0,
+            time_ns,
+            kernel: false,
+            ip: 0,
+            sp: 0,
+            bp: 0,
+            frames: Vec::new(),
+        };
+        for (tid, time_ns) in [(1, 100), (1, 200), (2, 150), (2, 300), (1, 250)] {
+            jvm.add(sample(tid, time_ns), false);
+        }
+        let total = |threads: &HashMap<u32, ThreadCounts>, tid: u32| {
+            threads
+                .get(&tid)
+                .map_or(0, |thread| thread.counts.values().sum::<u64>())
+        };
+        let first = jvm.take_counts_until(200);
+        assert_eq!((total(&first, 1), total(&first, 2)), (2, 1));
+        assert_eq!(first[&1].kind, ThreadKind::Java);
+        let second = jvm.take_counts_until(250);
+        assert_eq!((total(&second, 1), total(&second, 2)), (1, 0));
+        jvm.settle(1_000);
+        let rest = jvm.take_counts_until(0);
+        assert_eq!(
+            (total(&rest, 1), total(&rest, 2)),
+            (0, 1),
+            "settled samples go"
+        );
+        assert!(jvm.take_counts_until(u64::MAX).is_empty());
     }
 }

@@ -337,20 +337,10 @@ fn two_jvms_at_once_by_their_cpu() {
 fn a_half_second_program_gets_its_rows_and_its_exit_code() {
     let _serial = serial();
     let run = Run::new();
-    let java = jdk(17).java();
-    let classes = workload_classes()
-        .to_str()
-        .expect("a UTF-8 path")
-        .to_owned();
-    let output = run.record(&[
-        "--",
-        java.to_str().expect("a UTF-8 path"),
-        "-cp",
-        &classes,
-        "RecordBrief",
-        "500",
-        "3",
-    ]);
+    let mut args = vec!["--".to_owned()];
+    args.extend(java_command("RecordBrief", &["500", "3"]));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let output = run.record(&args);
     assert_eq!(output.status.code(), Some(3), "the command's exit code");
     let all = rows(&run.results().join("methods-power-all.csv"));
     assert!(energy_of(&all, "RecordBrief.burn") > 0.0, "{all:?}");
@@ -432,4 +422,131 @@ fn bad_input_is_one_line_and_writes_nothing() {
     )
     .expect("chmod");
     assert_refused(&run, &mut unprivileged, "root");
+}
+
+/// `java -cp CLASSES MAIN_CLASS ARGS...` on Java 17, as the command of a `record -- ...`.
+fn java_command(main_class: &str, args: &[&str]) -> Vec<String> {
+    let utf8 = |path: &Path| path.to_str().expect("a UTF-8 path").to_owned();
+    let mut command = vec![
+        utf8(&jdk(17).java()),
+        "-cp".to_owned(),
+        utf8(workload_classes()),
+        main_class.to_owned(),
+    ];
+    command.extend(args.iter().map(|&arg| arg.to_owned()));
+    command
+}
+
+#[test]
+fn a_command_still_running_at_the_end_is_terminated() {
+    let _serial = serial();
+    let command = java_command("RecordBusy", &["1"]);
+    let command: Vec<&str> = command.iter().map(String::as_str).collect();
+
+    // After --duration: the JVM, which would run for days, gets SIGTERM and exits with 143.
+    let run = Run::new();
+    let mut args = vec!["--duration", "3", "--"];
+    args.extend(&command);
+    let output = run.record(&args);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(143), "{stderr}");
+    assert!(stderr.contains("still runs: sent SIGTERM"), "{stderr}");
+    let watts = run.dir.path().join("watts");
+    assert!(
+        stderr.contains(&format!("power from vm (watts file {})", watts.display())),
+        "{stderr}"
+    );
+    let all = rows(&run.results().join("methods-power-all.csv"));
+    assert!(energy_of(&all, "RecordBusy.burn") > 0.0, "{all:?}");
+    rows(&run.results().join("methods-power-app.csv"));
+    assert_conservation(&run.cycles());
+
+    // A SIGTERM sent to record alone ends the command the same way.
+    let run = Run::new();
+    let mut args = vec!["--"];
+    args.extend(&command);
+    let mut record = run
+        .command(&args)
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("start joularcode-bpf");
+    std::thread::sleep(Duration::from_secs(4));
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(record.id()).expect("a pid"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("send SIGTERM");
+    let status = record.wait().expect("joularcode-bpf ends");
+    assert_eq!(status.code(), Some(143), "{status:?}");
+    let all = rows(&run.results().join("methods-power-all.csv"));
+    assert!(energy_of(&all, "RecordBusy.burn") > 0.0, "{all:?}");
+    assert_conservation(&run.cycles());
+}
+
+#[test]
+fn several_pids_each_in_their_folder() {
+    let _serial = serial();
+    let start = || {
+        Jvm::start(
+            &jdk(17),
+            &["-XX:+PreserveFramePointer"],
+            "RecordBusy",
+            &["1", "1000000", "30"],
+        )
+    };
+    let (a, b) = (start(), start());
+    let run = Run::new();
+    let output = run.record(&[
+        "--pid",
+        &a.pid().to_string(),
+        "--pid",
+        &b.pid().to_string(),
+        "--duration",
+        "4",
+    ]);
+    assert!(output.status.success());
+    let cycles = run.cycles();
+    assert_conservation(&cycles);
+    for jvm in [&a, &b] {
+        assert!(
+            cycles.iter().any(|c| c["pid"] == jvm.pid()),
+            "no cycle of {}",
+            jvm.pid()
+        );
+        let folder = run.results().join(format!("{}-RecordBusy", jvm.pid()));
+        let all = rows(&folder.join("methods-power-all.csv"));
+        assert!(energy_of(&all, "RecordBusy.burn") > 0.0, "{all:?}");
+        rows(&folder.join("methods-power-app.csv"));
+    }
+    let entries = std::fs::read_dir(run.results())
+        .expect("the results")
+        .count();
+    assert_eq!(entries, 2, "only the two folders");
+}
+
+#[test]
+fn a_launched_command_is_not_left_behind_when_record_fails() {
+    let _serial = serial();
+    let run = Run::new();
+    // A cycle log that cannot be opened is found once the command runs.
+    std::fs::create_dir(run.cycle_log()).expect("a folder in the cycle log's place");
+    // A duration no other process of the machine has in its command line.
+    let marker = format!("{}", 900_000 + std::process::id());
+    let mut args = vec!["--".to_owned()];
+    args.extend(java_command("RecordBusy", &["1", &marker]));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let output = run.record(&args);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let errors: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.starts_with("joularcode-bpf:"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(errors[0].contains("--cycle-log"), "{stderr}");
+    let left: Vec<String> = std::fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(|entry| std::fs::read(entry.ok()?.path().join("cmdline")).ok())
+        .map(|cmdline| String::from_utf8_lossy(&cmdline).replace('\0', " "))
+        .filter(|cmdline| cmdline.contains("RecordBusy") && cmdline.contains(&marker))
+        .collect();
+    assert!(left.is_empty(), "the command still runs: {left:?}");
+    assert!(!run.results().exists(), "nothing written");
 }

@@ -74,6 +74,10 @@ impl Estimate {
 }
 
 impl PowerSource for Estimate {
+    fn describe(&self) -> String {
+        "estimate (from the CPU utilisation)".to_string()
+    }
+
     fn watts(&mut self) -> Result<f64, PowerError> {
         let stat = read_stat(&self.proc_root)?;
         // No tick since the last reading (or counters that went back): nothing ran that was seen

@@ -64,6 +64,10 @@ pub trait PowerSource: Send {
     /// An error means the window gets no energy.
     fn watts(&mut self) -> Result<f64, PowerError>;
 
+    /// What the source reads, for the user (`rapl (powercap)`, `vm (watts file /x)`...): says
+    /// what `auto` chose.
+    fn describe(&self) -> String;
+
     /// Whether a window that began `elapsed` ago should end now. Called often, so cheap.
     fn window_over(&self, elapsed: Duration) -> bool {
         elapsed >= ONE_SECOND

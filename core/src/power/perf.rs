@@ -223,6 +223,10 @@ mod counters {
     }
 
     impl PowerSource for PerfRapl {
+        fn describe(&self) -> String {
+            "rapl (perf power PMU)".to_string()
+        }
+
         fn watts(&mut self) -> Result<f64, PowerError> {
             let counts = self
                 .counters

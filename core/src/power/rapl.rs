@@ -135,6 +135,10 @@ impl Rapl {
 }
 
 impl PowerSource for Rapl {
+    fn describe(&self) -> String {
+        "rapl (powercap)".to_string()
+    }
+
     fn watts(&mut self) -> Result<f64, PowerError> {
         // Every counter is read before any is updated: a failure leaves them all as they were,
         // and the next success averages over the longer span

@@ -242,6 +242,10 @@ impl RingBuffer {
 }
 
 impl PowerSource for RingBuffer {
+    fn describe(&self) -> String {
+        format!("ringbuffer {}", self.path.display())
+    }
+
     fn watts(&mut self) -> Result<f64, PowerError> {
         let area = match self.opened.take() {
             Some(area) => area,

@@ -185,6 +185,14 @@ impl VmPowerFile {
 }
 
 impl PowerSource for VmPowerFile {
+    fn describe(&self) -> String {
+        let format = match self.format {
+            VmFormat::PowerJoular => "powerjoular",
+            VmFormat::Watts => "watts",
+        };
+        format!("vm ({format} file {})", self.file.display())
+    }
+
     fn watts(&mut self) -> Result<f64, PowerError> {
         let row = read_start(&self.file).and_then(|start| parse(&self.file, &start, self.format));
         if self.format == VmFormat::Watts {

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use joularcode_core::log::{Level, Log, Stderr};
 
 use crate::cli::StacksArgs;
+use crate::launch;
 use crate::output::folded::Folded;
 use crate::sampler::{signals, CONSUME_INTERVAL};
 use crate::session::{Session, SessionOptions, Targets};
@@ -64,12 +65,7 @@ pub fn run(args: &StacksArgs) -> Result<i32, String> {
         .and_then(|()| out.flush())
         .map_err(|e| format!("cannot write the stacks: {e}"))?;
     match child {
-        Some(mut child) => {
-            let status = child
-                .wait()
-                .map_err(|e| format!("cannot wait for the command: {e}"))?;
-            Ok(crate::launch::exit_code(status))
-        }
+        Some(mut child) => launch::end(&mut child, launch::GRACE, &*log),
         None => Ok(0),
     }
 }
