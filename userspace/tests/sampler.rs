@@ -58,6 +58,18 @@ fn schedstat(pid: u32) -> HashMap<String, (u32, u64)> {
     threads
 }
 
+/// The tid of the thread of `pid` named `name`. A Java thread names its OS thread itself once it
+/// runs, which may be after the workload printed READY: polled for up to 30 s.
+fn tid_of(pid: u32, name: &str) -> u32 {
+    for _ in 0..300 {
+        if let Some(&(tid, _)) = schedstat(pid).get(name) {
+            return tid;
+        }
+        sleep(Duration::from_millis(100));
+    }
+    panic!("JVM {pid} has no thread named {name}");
+}
+
 fn times_by_tid(times: Vec<ThreadTime>) -> HashMap<u32, ThreadTime> {
     times.into_iter().map(|time| (time.tid, time)).collect()
 }
@@ -94,35 +106,110 @@ impl Drop for Spinner {
     }
 }
 
+/// The busy and the sleeping threads of SamplerBusy.
+const BUSY_THREADS: [&str; 2] = ["Busy-1", "Busy-2"];
+const SLEEPERS: [&str; 4] = ["Sleeper-1", "Sleeper-2", "Sleeper-3", "Sleeper-4"];
+
+/// What a sampler saw of the JVM `pid` over one window, with schedstat at both ends.
+struct Window {
+    pid: u32,
+    rate_hz: u64,
+    /// The samples taken between the window's two ends.
+    samples: Vec<Sample>,
+    /// Samples of any other process, taken at any time.
+    foreign_samples: usize,
+    before: HashMap<u32, ThreadTime>,
+    after: HashMap<u32, ThreadTime>,
+    sched_before: HashMap<String, (u32, u64)>,
+    sched_after: HashMap<String, (u32, u64)>,
+}
+
+impl Window {
+    /// Tracks the SamplerBusy JVM `pid` at `rate_hz`, while a busy process that is not tracked
+    /// runs beside it, until `done(time since the window began, JVM's on-CPU ns in it)`.
+    fn sample(pid: u32, rate_hz: u64, done: impl Fn(Duration, u64) -> bool) -> Window {
+        for name in BUSY_THREADS.iter().chain(&SLEEPERS) {
+            tid_of(pid, name);
+        }
+        let untracked = Spinner::start();
+        let sampler = sampler_at(rate_hz);
+        sampler.track(pid).expect("track the JVM");
+        sleep(Duration::from_millis(300));
+        let mut samples = samples_until_now(&sampler);
+        let t0 = monotonic_ns();
+        let (sched_before, before) = (schedstat(pid), times_by_tid(sampler.thread_times()));
+        let busy_ns = |now: &HashMap<u32, ThreadTime>| -> u64 {
+            let at = |tid| before.get(tid).map_or(0, |t: &ThreadTime| t.on_cpu_ns);
+            now.iter().map(|(tid, t)| t.on_cpu_ns - at(tid)).sum()
+        };
+        let start = std::time::Instant::now();
+        let mut after = before.clone();
+        while !done(start.elapsed(), busy_ns(&after)) {
+            // Drained as it goes: the channel holds only a few seconds of samples.
+            sleep(CONSUME_INTERVAL);
+            samples.extend(sampler.samples().try_iter());
+            after = times_by_tid(sampler.thread_times());
+        }
+        let (sched_after, after) = (schedstat(pid), times_by_tid(sampler.thread_times()));
+        let t1 = monotonic_ns();
+        samples.extend(samples_until_now(&sampler));
+        drop(untracked);
+        assert_eq!(sampler.drops(), 0, "samples dropped");
+        Window {
+            pid,
+            rate_hz,
+            foreign_samples: samples.iter().filter(|s| s.pid != pid).count(),
+            samples: samples
+                .into_iter()
+                .filter(|s| s.time_ns >= t0 && s.time_ns <= t1)
+                .collect(),
+            before,
+            after,
+            sched_before,
+            sched_after,
+        }
+    }
+
+    /// The on-CPU time of thread `tid` during the window, as the sampler counted it.
+    fn on_cpu_ns(&self, tid: u32) -> u64 {
+        let at = |times: &HashMap<u32, ThreadTime>| times.get(&tid).map_or(0, |t| t.on_cpu_ns);
+        at(&self.after) - at(&self.before)
+    }
+
+    /// No sample of another process, and as many samples as the rate times the JVM's on-CPU
+    /// time during the window, within 10%.
+    fn assert_samples_follow_the_rate(&self) {
+        assert_eq!(self.foreign_samples, 0, "samples of an untracked process");
+        assert!(self.samples.iter().all(|sample| sample.pid == self.pid));
+        let busy_ns: u64 = self.after.keys().map(|&tid| self.on_cpu_ns(tid)).sum();
+        let expected = busy_ns as f64 * self.rate_hz as f64 / 1e9;
+        let taken = self.samples.len() as f64;
+        println!(
+            "samples: {taken} for {busy_ns} ns on CPU ({expected:.0} expected at {} Hz)",
+            self.rate_hz
+        );
+        assert!(
+            (taken - expected).abs() <= expected * 0.10,
+            "{taken} samples at {} Hz, {expected:.0} expected",
+            self.rate_hz
+        );
+    }
+}
+
 #[test]
 fn busy_threads_on_cpu_time_matches_schedstat_and_sets_the_sample_count() {
-    const RATE_HZ: u64 = 1000;
     let _serial = serial();
     let jvm = Jvm::start(&jdk(17), &["-XX:+PreserveFramePointer"], "SamplerBusy", &[]);
-    let pid = jvm.pid();
-    // A busy process beside it, not tracked: none of its samples may show up.
-    let untracked = Spinner::start();
-    // At 1000 Hz, so that the count of samples is large enough to check within 10% on this
-    // shared 2-CPU machine, where the busy threads may get well under a CPU each.
-    let sampler = sampler_at(RATE_HZ);
-    sampler.track(pid).expect("track the JVM");
-    sleep(Duration::from_millis(300));
-
-    samples_until_now(&sampler);
-    let t0 = monotonic_ns();
-    let (before, bpf_before) = (schedstat(pid), times_by_tid(sampler.thread_times()));
-    sleep(Duration::from_secs(5));
-    let (after, bpf_after) = (schedstat(pid), times_by_tid(sampler.thread_times()));
-    let t1 = monotonic_ns();
-    let samples = samples_until_now(&sampler);
-    drop(untracked);
-
-    let bpf_delta =
-        |tid: u32| bpf_after[&tid].on_cpu_ns - bpf_before.get(&tid).map_or(0, |t| t.on_cpu_ns);
-    for name in ["Busy-1", "Busy-2"] {
-        let (tid, end) = after[name];
-        let expected = end - before[name].1;
-        let measured = bpf_delta(tid);
+    // At 1000 Hz, so that the count of samples over 5 s is large enough to check within 10% on
+    // this shared 2-CPU machine, where the busy threads may get well under a CPU each (the
+    // default rate is checked over a longer window below).
+    let window = Window::sample(jvm.pid(), 1000, |elapsed, _| {
+        elapsed >= Duration::from_secs(5)
+    });
+    for name in BUSY_THREADS {
+        let (tid, end) = window.sched_after[name];
+        let expected = end - window.sched_before[name].1;
+        let measured = window.on_cpu_ns(tid);
         let error = (measured as f64 - expected as f64) / expected as f64;
         println!(
             "{name}: schedstat {expected} ns, sampler {measured} ns ({:+.2}%)",
@@ -137,34 +224,28 @@ fn busy_threads_on_cpu_time_matches_schedstat_and_sets_the_sample_count() {
             "{name}: sampler {measured} ns vs schedstat {expected} ns"
         );
     }
-    for i in 1..=4 {
-        let (tid, _) = after[&format!("Sleeper-{i}")];
-        let slept = bpf_after.get(&tid).map_or(0, |t| t.on_cpu_ns)
-            - bpf_before.get(&tid).map_or(0, |t| t.on_cpu_ns);
+    for name in SLEEPERS {
+        let (tid, _) = window.sched_after[name];
+        let slept = window.on_cpu_ns(tid);
         assert!(
             slept < 1_000_000,
-            "Sleeper-{i} was on CPU {slept} ns while asleep"
+            "{name} was on CPU {slept} ns while asleep"
         );
     }
+    window.assert_samples_follow_the_rate();
+}
 
-    assert!(
-        samples.iter().all(|sample| sample.pid == pid),
-        "a sample of an untracked process"
-    );
-    let in_window = samples
-        .iter()
-        .filter(|s| s.time_ns >= t0 && s.time_ns <= t1)
-        .count() as f64;
-    let busy_ns: u64 = bpf_after.keys().map(|&tid| bpf_delta(tid)).sum();
-    let expected = busy_ns as f64 * RATE_HZ as f64 / 1e9;
-    println!(
-        "samples: {in_window} for {busy_ns} ns on CPU ({expected:.0} expected at {RATE_HZ} Hz)"
-    );
-    assert!(
-        (in_window - expected).abs() <= expected * 0.10,
-        "{in_window} samples, {expected:.0} expected"
-    );
-    assert_eq!(sampler.drops(), 0);
+#[test]
+fn the_default_rate_sets_the_sample_count_over_a_longer_window() {
+    let _serial = serial();
+    let jvm = Jvm::start(&jdk(17), &["-XX:+PreserveFramePointer"], "SamplerBusy", &[]);
+    // 100 Hz (stack-monitoring-sample-rate=10 ms) until the JVM has run 15 s on the CPUs (about
+    // 1,500 samples, so that 10% is about four times the sampling noise), for up to two minutes
+    // on a loaded machine.
+    let window = Window::sample(jvm.pid(), 100, |elapsed, busy_ns| {
+        busy_ns >= 15_000_000_000 || elapsed >= Duration::from_secs(120)
+    });
+    window.assert_samples_follow_the_rate();
 }
 
 #[test]
@@ -212,22 +293,31 @@ fn threads_that_end_within_a_second_are_accounted_once_marked_exited() {
     assert!(reported.iter().all(|time| !names.contains(&time.name)));
 }
 
-/// The samples of the JVM thread named `name`, over `seconds`, walked the `walk` way.
-fn thread_samples(jvm: &Jvm, name: &str, seconds: u64, walk: Walk) -> Vec<Sample> {
-    let (tid, _) = schedstat(jvm.pid())[name];
+/// How many samples of one thread the walk tests look at.
+const THREAD_SAMPLES: usize = 100;
+
+/// The first [`THREAD_SAMPLES`] samples of the JVM thread named `name`, walked the `walk` way.
+/// Sampled for as long as it takes (up to a minute): on a loaded machine the thread may get a
+/// small share of a CPU.
+fn thread_samples(jvm: &Jvm, name: &str, walk: Walk) -> Vec<Sample> {
+    let tid = tid_of(jvm.pid(), name);
     let sampler = Sampler::with_walk(100, walk)
         .unwrap_or_else(|e| panic!("these tests load BPF programs and need root: {e}"));
     sampler.track(jvm.pid()).expect("track the JVM");
-    sleep(Duration::from_secs(seconds));
-    let samples: Vec<Sample> = samples_until_now(&sampler)
-        .into_iter()
-        .filter(|s| s.tid == tid)
-        .collect();
+    let mut samples = Vec::new();
+    for _ in 0..600 {
+        if samples.len() >= THREAD_SAMPLES {
+            break;
+        }
+        sleep(CONSUME_INTERVAL);
+        samples.extend(sampler.samples().try_iter().filter(|s| s.tid == tid));
+    }
     assert!(
-        samples.len() >= 50,
-        "only {} samples of {name}",
+        samples.len() >= THREAD_SAMPLES,
+        "only {} samples of {name} in a minute",
         samples.len()
     );
+    samples.truncate(THREAD_SAMPLES);
     samples
 }
 
@@ -247,7 +337,7 @@ fn a_nine_deep_java_chain_is_walked_at_least_nine_frames_deep() {
         let jvm = Jvm::start(&jdk, &["-XX:+PreserveFramePointer"], "SamplerDeep", &[]);
         // Both ways of walking: bpf_loop, and the bounded loop that kernels before 5.17 get.
         for walk in [Walk::BpfLoop, Walk::Bounded] {
-            let samples = thread_samples(&jvm, "Deep", 2, walk);
+            let samples = thread_samples(&jvm, "Deep", walk);
             let deep = samples.iter().filter(|s| s.frames.len() >= 9).count();
             println!(
                 "Java {} ({walk:?}): {deep} of {} samples at least 9 frames deep",
@@ -269,7 +359,7 @@ fn interpreted_frames_carry_their_method_pointer() {
             "SamplerDeep",
             &[],
         );
-        let samples = thread_samples(&jvm, "Deep", 2, Walk::detect());
+        let samples = thread_samples(&jvm, "Deep", Walk::detect());
         // Each interpreted frame of d1..d9 holds its Method* at fp-3 words: the same nine (or
         // more) non-zero values recur in (nearly) every sample.
         let mut seen: HashMap<u64, usize> = HashMap::new();
@@ -310,10 +400,11 @@ fn interpreted_frames_carry_their_method_pointer() {
 fn children_of_a_followed_process_are_tracked_from_their_start_until_they_end() {
     let _serial = serial();
     let sampler = sampler();
+    // The child spins from "go" until "stop": as long as it takes to sample it on a busy machine.
     let mut parent = Command::new("sh")
         .args([
             "-c",
-            "read go; sh -c 'while :; do :; done' & child=$!; sleep 2; kill $child",
+            "read go; sh -c 'while :; do :; done' & child=$!; read stop; kill $child",
         ])
         .stdin(Stdio::piped())
         .spawn()
@@ -321,22 +412,31 @@ fn children_of_a_followed_process_are_tracked_from_their_start_until_they_end() 
     let parent_pid = parent.id();
     sampler.follow(parent_pid).expect("follow sh");
     use std::io::Write;
-    writeln!(parent.stdin.as_mut().expect("stdin"), "go").expect("tell sh to start its child");
-    sleep(Duration::from_secs(1));
-    let tracked = sampler.tracked();
-    let samples = samples_until_now(&sampler);
+    let mut stdin = parent.stdin.take().expect("stdin");
+    writeln!(stdin, "go").expect("tell sh to start its child");
+    let mut child_samples = 0;
+    let mut tracked = Vec::new();
+    for _ in 0..600 {
+        sleep(CONSUME_INTERVAL);
+        tracked = sampler.tracked();
+        child_samples += sampler
+            .samples()
+            .try_iter()
+            .filter(|s| s.pid != parent_pid && tracked.contains(&s.pid))
+            .count();
+        if child_samples >= 20 {
+            break;
+        }
+    }
+    writeln!(stdin, "stop").expect("tell sh to stop its child");
     parent.wait().expect("sh ends");
     assert!(
         tracked.contains(&parent_pid) && tracked.len() >= 2,
         "tracked: {tracked:?}"
     );
-    let child_samples = samples
-        .iter()
-        .filter(|s| s.pid != parent_pid && tracked.contains(&s.pid))
-        .count();
     assert!(
         child_samples >= 20,
-        "{child_samples} samples of the busy child"
+        "{child_samples} samples of the busy child in a minute"
     );
     // Once a process has ended, it is neither tracked nor followed any more.
     let mut left = sampler.tracked();
@@ -362,7 +462,7 @@ fn raw(args: &[&str]) -> std::process::Output {
 fn the_raw_command_shows_busy_threads_and_refuses_non_jvms() {
     let _serial = serial();
     let jvm = Jvm::start(&jdk(17), &["-XX:+PreserveFramePointer"], "SamplerBusy", &[]);
-    let out = raw(&["--pid", &jvm.pid().to_string(), "--duration", "2"]);
+    let out = raw(&["--pid", &jvm.pid().to_string(), "--duration", "3"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     println!("{stdout}");
     assert!(
@@ -370,8 +470,8 @@ fn the_raw_command_shows_busy_threads_and_refuses_non_jvms() {
         "raw failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.starts_with("sampled 1 JVM(s) for 2."), "{stdout}");
-    for name in ["Busy-1", "Busy-2"] {
+    assert!(stdout.starts_with("sampled 1 JVM(s) for 3."), "{stdout}");
+    for name in BUSY_THREADS {
         let line = stdout
             .lines()
             .find(|line| line.contains(name))
@@ -419,22 +519,35 @@ fn without_privileges_raw_says_what_it_needs_in_one_line() {
     );
 }
 
-/// How many BPF programs of the sampler are loaded in the kernel now.
-fn loaded_sampler_programs() -> usize {
-    libbpf_rs::query::ProgInfoIter::default()
-        .filter(|prog| {
-            prog.name
-                .to_str()
-                .is_some_and(|name| name.starts_with("jp_on_"))
+/// The ids of the BPF programs that process `pid` ("self" for this one) holds open, read from
+/// the `prog_id` lines of its /proc/PID/fdinfo files (program and link descriptors show them).
+/// Only this test's own programs are counted, whatever other BPF users load at the same time.
+fn programs_held_by(pid: &str) -> HashSet<u32> {
+    let Ok(entries) = fs::read_dir(format!("/proc/{pid}/fdinfo")) else {
+        return HashSet::new();
+    };
+    entries
+        .filter_map(|entry| fs::read_to_string(entry.ok()?.path()).ok())
+        .flat_map(|info| {
+            info.lines()
+                .filter_map(|line| line.strip_prefix("prog_id:")?.trim().parse().ok())
+                .collect::<Vec<u32>>()
         })
+        .collect()
+}
+
+/// How many of the programs `ids` are still loaded in the kernel.
+fn still_loaded(ids: &HashSet<u32>) -> usize {
+    libbpf_rs::query::ProgInfoIter::default()
+        .filter(|prog| ids.contains(&prog.id))
         .count()
 }
 
-/// Waits until no program of the sampler is loaded: the kernel frees tracing programs after an
-/// RCU grace period once their links are gone.
-fn wait_until_unloaded() -> bool {
+/// Waits until none of the programs `ids` is loaded: the kernel frees tracing programs after an
+/// RCU grace period once their links are gone. Polls for up to 10 s, however loaded the machine.
+fn wait_until_unloaded(ids: &HashSet<u32>) -> bool {
     for _ in 0..100 {
-        if loaded_sampler_programs() == 0 {
+        if still_loaded(ids) == 0 {
             return true;
         }
         sleep(Duration::from_millis(100));
@@ -442,43 +555,85 @@ fn wait_until_unloaded() -> bool {
     false
 }
 
-#[test]
-fn dropping_the_sampler_unloads_its_programs() {
-    let _serial = serial();
-    assert!(wait_until_unloaded(), "a sampler is already loaded");
-    let sampler = sampler();
-    assert_eq!(loaded_sampler_programs(), 4);
-    drop(sampler);
+/// The names of the loaded programs among `ids`, sorted.
+fn program_names(ids: &HashSet<u32>) -> Vec<String> {
+    let mut names: Vec<String> = libbpf_rs::query::ProgInfoIter::default()
+        .filter(|prog| ids.contains(&prog.id))
+        .map(|prog| prog.name.to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The four programs a sampler loads (one of the two walks, sched_switch, task exit, fork), by
+/// their kernel names (truncated to 15 bytes).
+fn assert_sampler_programs(ids: &HashSet<u32>) {
+    let names = program_names(ids);
+    assert_eq!(names.len(), 4, "programs: {names:?}");
     assert!(
-        wait_until_unloaded(),
-        "{} programs left",
-        loaded_sampler_programs()
+        names.iter().all(|name| name.starts_with("jp_on_")),
+        "programs: {names:?}"
     );
 }
 
 #[test]
-fn sigterm_ends_the_raw_command_with_its_report_and_unloads_it() {
+fn dropping_the_sampler_unloads_its_programs() {
     let _serial = serial();
-    assert!(wait_until_unloaded(), "a sampler is already loaded");
-    let raw = Command::new(env!("CARGO_BIN_EXE_joularcode-bpf"))
-        .args(["raw", "--all", "--duration", "120"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("run joularcode-bpf raw");
-    sleep(Duration::from_secs(2));
-    assert_eq!(loaded_sampler_programs(), 4);
-    let pid = nix::unistd::Pid::from_raw(raw.id() as i32);
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("send SIGTERM");
-    let out = raw.wait_with_output().expect("raw ends");
-    assert!(out.status.success(), "{:?}", out.status);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.starts_with("sampled "), "{stdout}");
-    assert!(stdout.contains("total: "), "{stdout}");
+    let before = programs_held_by("self");
+    let sampler = sampler();
+    let ours: HashSet<u32> = programs_held_by("self")
+        .difference(&before)
+        .copied()
+        .collect();
+    assert_sampler_programs(&ours);
+    drop(sampler);
     assert!(
-        wait_until_unloaded(),
-        "{} programs left",
-        loaded_sampler_programs()
+        programs_held_by("self").is_disjoint(&ours),
+        "descriptors of the programs left open"
     );
+    assert!(
+        wait_until_unloaded(&ours),
+        "{} programs left",
+        still_loaded(&ours)
+    );
+}
+
+#[test]
+fn sigint_and_sigterm_end_the_raw_command_with_its_report_and_unload_it() {
+    let _serial = serial();
+    for signal in [
+        nix::sys::signal::Signal::SIGINT,
+        nix::sys::signal::Signal::SIGTERM,
+    ] {
+        let raw = Command::new(env!("CARGO_BIN_EXE_joularcode-bpf"))
+            .args(["raw", "--all", "--duration", "120"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("run joularcode-bpf raw");
+        let pid = raw.id().to_string();
+        // Polls until raw holds its four programs, however long loading takes on a busy machine.
+        let mut ours = programs_held_by(&pid);
+        for _ in 0..300 {
+            if ours.len() >= 4 {
+                break;
+            }
+            sleep(Duration::from_millis(100));
+            ours = programs_held_by(&pid);
+        }
+        assert_sampler_programs(&ours);
+        let pid = nix::unistd::Pid::from_raw(raw.id() as i32);
+        nix::sys::signal::kill(pid, signal).expect("send the signal");
+        let out = raw.wait_with_output().expect("raw ends");
+        assert!(out.status.success(), "{signal}: {:?}", out.status);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.starts_with("sampled "), "{signal}: {stdout}");
+        assert!(stdout.contains("total: "), "{signal}: {stdout}");
+        assert!(
+            wait_until_unloaded(&ours),
+            "{signal}: {} programs left",
+            still_loaded(&ours)
+        );
+    }
 }
 
 #[test]
@@ -517,7 +672,7 @@ fn a_jvm_that_ends_reports_its_threads_final_times_once() {
     );
     sampler.untrack(pid);
     let last = sampler.thread_times();
-    for name in ["Busy-1", "Busy-2"] {
+    for name in BUSY_THREADS {
         let thread = last
             .iter()
             .find(|time| time.name == name)

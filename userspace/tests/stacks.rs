@@ -59,7 +59,11 @@ impl Run {
     }
 }
 
-/// Runs `joularcode-bpf stacks ARGS`, the stacks written to a file.
+/// The sampling rate of these tests: five times the default, so that a thread that gets a small
+/// share of a CPU on a loaded machine still gives enough samples to judge how they are named.
+const RATE_HZ: u64 = 500;
+
+/// Runs `joularcode-bpf stacks ARGS` at [`RATE_HZ`], the stacks written to a file.
 fn stacks(args: &[&str]) -> Run {
     agent_library();
     let output = target_dir().join(format!("stacks-test-{}.folded", std::process::id()));
@@ -68,6 +72,7 @@ fn stacks(args: &[&str]) -> Run {
         .arg("stacks")
         .arg("--output")
         .arg(&output)
+        .args(["--rate", &RATE_HZ.to_string()])
         .args(args)
         .stdin(Stdio::null())
         .output()
@@ -109,6 +114,7 @@ fn with_command<'a>(options: &[&'a str], command: &'a [String]) -> Vec<&'a str> 
 fn session_options() -> SessionOptions {
     let mut options = SessionOptions::new(Arc::new(Recorded::default()));
     options.agent_path = Some(agent_library().to_path_buf());
+    options.rate_hz = RATE_HZ;
     options
 }
 
@@ -217,11 +223,13 @@ fn the_chain_is_named_interpreted_with_c1_and_with_c2_inlining() {
     }
 }
 
-/// Starts StacksChain with `flags`, lets it run `warm_up`, then profiles it for 3 s by pid.
+/// Starts StacksChain with `flags`, lets it run `warm_up`, then profiles it for 5 s by pid: the
+/// samples taken while the agent attaches (named from the code cache, outer methods only) are a
+/// small part of them even on a loaded machine, where attaching takes longer.
 fn profile_running(jdk: &Jdk, flags: &[&str], warm_up: Duration) -> Run {
     let jvm = Jvm::start(jdk, flags, "StacksChain", &[]);
     std::thread::sleep(warm_up);
-    let run = stacks(&["--pid", &jvm.pid().to_string(), "--duration", "3"]);
+    let run = stacks(&["--pid", &jvm.pid().to_string(), "--duration", "5"]);
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     run
 }

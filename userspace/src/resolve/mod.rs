@@ -103,8 +103,8 @@ pub struct Resolver {
     /// Code map entries (start, load time) checked against the live code cache: when, and
     /// whether the code there still had the entry's name.
     verified: HashMap<(u64, u64), (u64, bool)>,
-    /// The name each Method* had when last read, for the samples that arrive after the JVM ended.
-    last_names: HashMap<u64, JavaMethod>,
+    /// What each Method* was when last read from the target (see [`MethodRead`]).
+    methods: HashMap<u64, MethodRead>,
     /// Scratch space reused by every sample: frames newest first, leaf-side native pcs.
     frames: Vec<FrameId>,
     native_pcs: Vec<u64>,
@@ -173,7 +173,7 @@ impl Resolver {
             native,
             stats: ResolveStats::default(),
             verified: HashMap::new(),
-            last_names: HashMap::new(),
+            methods: HashMap::new(),
             frames: Vec::with_capacity(64),
             native_pcs: Vec::with_capacity(16),
         }
@@ -244,7 +244,7 @@ impl Resolver {
             in_java_code = true;
             let before = self.frames.len();
             let named = if self.hotspot.is_interpreter(pc.pc) {
-                self.interpreted(pc, branches)
+                self.interpreted(pc, sample.time_ns, branches)
             } else {
                 self.compiled(pc, sample.time_ns, branches)
             };
@@ -287,32 +287,40 @@ impl Resolver {
         names
     }
 
-    /// An interpreted frame, by the Method* in its frame.
-    fn interpreted(&mut self, pc: Pc, branches: &mut Branches) -> Named {
+    /// An interpreted frame, by the Method* in its frame, taken at `time_ns`.
+    ///
+    /// A read of the Method* made after the sample's time answers for it, as a read made now
+    /// would: so each Method* is read from the target about once per batch of samples, not once
+    /// per frame.
+    fn interpreted(&mut self, pc: Pc, time_ns: u64, branches: &mut Branches) -> Named {
         let Some(method_ptr) = pc.method_slot else {
             return Named::Unknown;
         };
-        let method = match self.hotspot.method(method_ptr) {
-            Some(method) => {
-                if self.last_names.get(&method_ptr) != Some(&method) {
-                    if self.last_names.len() >= MAX_LAST_NAMES {
-                        self.last_names.clear();
-                    }
-                    self.last_names.insert(method_ptr, method.clone());
-                }
-                method
+        let fresh = self
+            .methods
+            .get(&method_ptr)
+            .is_some_and(|read| read.at_ns >= time_ns);
+        if !fresh {
+            let at_ns = monotonic_ns();
+            let readable = self.hotspot.method(method_ptr);
+            if self.methods.len() >= MAX_METHODS {
+                self.methods.clear();
             }
-            // The last samples of a JVM that has ended: its memory is gone, but nothing can have
-            // reused its Methods since they were last read.
-            None if !discovery::alive(self.hotspot.pid()) => match self.last_names.get(&method_ptr)
-            {
-                Some(method) => method.clone(),
-                None => return Named::Unknown,
-            },
-            None => return Named::Unknown,
+            let read = self.methods.entry(method_ptr).or_default();
+            read.at_ns = at_ns;
+            read.readable = readable.is_some();
+            if readable.is_some() {
+                read.name = readable;
+            }
+        }
+        let read = &self.methods[&method_ptr];
+        // An unreadable Method* is named only in the last samples of a JVM that has ended: its
+        // memory is gone, but nothing can have reused its Methods since they were last read.
+        let name = match &read.name {
+            Some(name) if read.readable || !discovery::alive(self.hotspot.pid()) => name,
+            _ => return Named::Unknown,
         };
-        self.frames
-            .push(branches.frame(&method.class, &method.name));
+        self.frames.push(branches.frame(&name.class, &name.name));
         Named::Frames
     }
 
@@ -380,8 +388,19 @@ const UNLOAD_LAG_NS: u64 = 250_000_000;
 /// Most code map entries whose presence in the live code cache is remembered.
 const MAX_VERIFIED: usize = 100_000;
 
-/// Most Method* names remembered for a JVM that ends.
-const MAX_LAST_NAMES: usize = 100_000;
+/// Most Method* reads remembered.
+const MAX_METHODS: usize = 100_000;
+
+/// The last read of one Method* from the target.
+#[derive(Debug, Default)]
+struct MethodRead {
+    /// When it was read ([`monotonic_ns`], the samples' clock).
+    at_ns: u64,
+    /// Whether it was a readable Method then.
+    readable: bool,
+    /// Its name when it was last readable: what the samples that arrive after the JVM ended get.
+    name: Option<JavaMethod>,
+}
 
 /// Whether the code map's entry `key` (named `root`), which holds `pc`, was still the code at `pc`
 /// at the sample's time `time_ns`, as far as can be told.

@@ -33,8 +33,9 @@ pub fn run(
     privileges::check_kernel()?;
     privileges::check_privileges()?;
     let mut discovery = Discovery::new(target).map_err(|e| e.to_string())?;
-    let sampler = Sampler::new(rate_hz).map_err(|e| e.to_string())?;
+    // Before loading: a signal that arrives while the programs load still ends the run cleanly.
     signals::stop_on_signals()?;
+    let sampler = Sampler::new(rate_hz).map_err(|e| e.to_string())?;
 
     let mut threads: BTreeMap<(u32, u32), ThreadReport> = BTreeMap::new();
     let start = Instant::now();
