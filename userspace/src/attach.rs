@@ -286,14 +286,7 @@ fn ns_pid(status: &str) -> Option<u32> {
 
 /// Creates an empty trigger file, without following a link.
 fn create_trigger(path: &Path) -> bool {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-        .is_ok()
+    crate::files::create_no_follow(path).is_ok()
 }
 
 /// Runs a diagnostic command (`jcmd <pid> <command>`) in the JVM of host pid `pid`; returns its

@@ -2,9 +2,7 @@
 //! stack with its sample count), frames named as Joular Code for Java names them, oldest first.
 //! See docs/stacks.md.
 
-use std::fs::OpenOptions;
 use std::io::{BufWriter, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
@@ -72,13 +70,7 @@ pub fn run(args: &StacksArgs) -> Result<i32, String> {
 
 /// Creates (or truncates) the output file, refusing to follow a symbolic link.
 fn create_output(path: &Path) -> Result<std::fs::File, String> {
-    OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-        .map_err(|e| format!("--output {}: {e}", path.display()))
+    crate::files::create_no_follow(path).map_err(|e| format!("--output {}: {e}", path.display()))
 }
 
 /// The folded stacks of every JVM sampled. With more than one JVM, each stack starts with a

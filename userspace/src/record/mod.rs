@@ -145,20 +145,13 @@ fn describe_source(config: &Config, source: &dyn PowerSource) -> String {
 
 /// Opens the `--cycle-log` file, emptied, refusing a symbolic link.
 fn open_cycle_log(path: &Path) -> Result<File, String> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-        .map_err(|error| {
-            format!(
-                "--cycle-log {}: {error}. Give a path to a file that can be written (not a \
+    crate::files::create_no_follow(path).map_err(|error| {
+        format!(
+            "--cycle-log {}: {error}. Give a path to a file that can be written (not a \
                  symbolic link).",
-                path.display()
-            )
-        })
+            path.display()
+        )
+    })
 }
 
 /// The state of the loop between cycles, and where the cycles' results go.
