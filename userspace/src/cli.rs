@@ -40,19 +40,42 @@ pub enum Command {
 /// `joularcode-bpf report`.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// The results-path of the recording (a folder holding the CSV files, or one folder per JVM).
+    /// The results-path of the recording (a folder holding the CSV files, one folder per JVM, or
+    /// one CSV file).
     #[arg(
         value_name = "RESULTS_PATH",
         default_value = "joular-code-java-results"
     )]
     pub results: PathBuf,
-    /// Report methods-power-all.csv (every frame, JDK and JVM threads included) instead of
-    /// methods-power-app.csv.
+    /// The table shows methods-power-all.csv (every frame, JDK and JVM threads included) instead
+    /// of methods-power-app.csv.
     #[arg(long)]
     pub all_branches: bool,
-    /// How many branches to show per JVM.
+    /// How many branches (and methods, in a comparison) to show per JVM; with --fail-above, how
+    /// many of the methods using the most energy are checked.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub top: usize,
+    /// Write the energy flame graph (an SVG to open in a browser) to FILE: the branches are the
+    /// stacks, their joules the widths. With --baseline, a differential flame graph per second of
+    /// run: red grew, blue shrank.
+    #[arg(long, value_name = "FILE")]
+    pub flamegraph: Option<PathBuf>,
+    /// Write the energy per branch as a pprof profile (gzipped profile.proto) to FILE, for
+    /// go tool pprof, Grafana Pyroscope or speedscope.
+    #[arg(long, value_name = "FILE", conflicts_with = "baseline")]
+    pub pprof: Option<PathBuf>,
+    /// The flame graph and the pprof profile show methods-power-app.csv (the application's
+    /// frames) instead of methods-power-all.csv.
+    #[arg(long)]
+    pub app: bool,
+    /// Compare the recording with this baseline recording (its results-path): the branches and
+    /// methods whose energy per second of run changed most.
+    #[arg(long, value_name = "BASELINE_PATH")]
+    pub baseline: Option<PathBuf>,
+    /// With --baseline: exit with status 3 when the total energy per second, or that of one of
+    /// the --top methods, grew by more than PCT percent (an energy regression gate for CI).
+    #[arg(long, value_name = "PCT", requires = "baseline", value_parser = parse_percent)]
+    pub fail_above: Option<f64>,
 }
 
 /// Which JVMs to profile: `--pid PID` or `--all`.
@@ -172,6 +195,15 @@ impl RecordArgs {
     /// `--duration` as a Duration.
     pub fn duration(&self) -> Option<Duration> {
         self.duration.map(Duration::from_secs_f64)
+    }
+}
+
+fn parse_percent(text: &str) -> Result<f64, String> {
+    match text.trim_end_matches('%').parse::<f64>() {
+        Ok(percent) if percent >= 0.0 && percent.is_finite() => Ok(percent),
+        _ => Err(format!(
+            "{text:?} is not a percentage (0 or more), such as 5"
+        )),
     }
 }
 

@@ -10,6 +10,7 @@ pub mod hotspot;
 pub mod jit;
 pub mod launch;
 pub mod output;
+pub mod profile;
 pub mod record;
 pub mod report;
 pub mod resolve;

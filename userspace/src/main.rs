@@ -21,12 +21,10 @@ fn main() -> ExitCode {
         .map(|()| 0),
         Command::Stacks(args) => stacks::run(&args),
         Command::Record(args) => record::run(&args),
-        Command::Report(args) => {
-            report::run(&args.results, args.all_branches, args.top).map(|text| {
-                print!("{text}");
-                0
-            })
-        }
+        Command::Report(args) => report::run(&args).map(|(text, code)| {
+            print!("{text}");
+            code
+        }),
     };
     match result {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
