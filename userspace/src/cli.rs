@@ -182,6 +182,19 @@ pub struct RecordArgs {
     /// are then named from their code caches, by their outer methods only.
     #[arg(long)]
     pub no_attach: bool,
+    /// At the end, write the recording's energy flame graph (an SVG to open in a browser) to
+    /// FILE: the branches are the stacks, their joules the widths.
+    #[arg(long, value_name = "FILE")]
+    pub flamegraph: Option<PathBuf>,
+    /// At the end, write the recording's energy per branch as a pprof profile (gzipped
+    /// profile.proto: energy and samples) to FILE, for go tool pprof, Grafana Pyroscope or
+    /// speedscope.
+    #[arg(long, value_name = "FILE")]
+    pub pprof: Option<PathBuf>,
+    /// The flame graph and the pprof profile show the application's branches (those of
+    /// methods-power-app.csv) instead of all of them.
+    #[arg(long)]
+    pub app: bool,
     /// The keys of joularcodejava.properties.
     #[command(flatten)]
     pub options: ConfigOptions,
