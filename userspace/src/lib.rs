@@ -17,3 +17,4 @@ pub mod resolve;
 pub mod sampler;
 pub mod session;
 pub mod threads;
+pub mod top;

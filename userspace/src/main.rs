@@ -8,6 +8,7 @@ use joularcode_bpf::commands::stacks;
 use joularcode_bpf::record;
 use joularcode_bpf::report;
 use joularcode_bpf::sampler::raw;
+use joularcode_bpf::top;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -21,6 +22,7 @@ fn main() -> ExitCode {
         .map(|()| 0),
         Command::Stacks(args) => stacks::run(&args),
         Command::Record(args) => record::run(&args),
+        Command::Top(args) => top::run(&args),
         Command::Report(args) => report::run(&args).map(|(text, code)| {
             print!("{text}");
             code
