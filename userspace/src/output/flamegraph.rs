@@ -32,7 +32,8 @@ pub fn write(profile: &EnergyProfile, out: &mut dyn Write) -> io::Result<()> {
         .collect();
     let mut options = options(profile.title(), profile.subtitle());
     let svg = render(&mut options, &lines)?;
-    out.write_all(rewrite_titles(&svg, &|count, _| format_joules(count / MICRO)).as_bytes())
+    let joules = |count: f64, _| (format_joules(count / MICRO), String::new());
+    out.write_all(rewrite_titles(&svg, &joules).as_bytes())
 }
 
 /// Writes the differential flame graph of `before` and `after`, per second of each run. Frames
@@ -73,7 +74,8 @@ pub fn write_diff(
     };
     let title = format!("Energy per second: {was:.3} J/s before, {now:.3} J/s after{change}");
     let subtitle = format!(
-        "widths: after ({}, {:.1} s); red grew, blue shrank, against {} ({:.1} s); {}",
+        "widths: after ({}, {:.1} s); colors: the change of each frame's own energy per \
+         second since {} ({:.1} s), red grew, blue shrank; {}",
         after.subject(),
         after.seconds,
         before.subject(),
@@ -83,11 +85,10 @@ pub fn write_diff(
     let mut options = options(title, subtitle);
     let svg = render(&mut options, &lines)?;
     let per_second = |count: f64, delta: Option<f64>| {
-        let rate = format!("{:.3} J/s", count / MICRO);
-        match delta {
-            Some(delta) => format!("{rate}, {:+.3} J/s", delta / MICRO),
-            None => rate,
-        }
+        let change = delta.map_or(String::new(), |delta| {
+            format!("; own change {:+.3} J/s", delta / MICRO)
+        });
+        (format!("{:.3} J/s", count / MICRO), change)
     };
     out.write_all(rewrite_titles(&svg, &per_second).as_bytes())
 }
@@ -149,10 +150,14 @@ fn escape_xml(text: &str) -> String {
         .replace('>', "&gt;")
 }
 
+/// How a tooltip's count is written: `unit(count, delta)` gives the text in place of the count
+/// and what follows the share (the delta, in a differential graph, turned back from a
+/// percentage of the total into a count).
+type Unit<'a> = &'a dyn Fn(f64, Option<f64>) -> (String, String);
+
 /// Rewrites the count of each frame's tooltip, `name (1,234 uJ, 12.34%)` or, in a differential
-/// graph, `name (1,234 uJ, 12.34%; +5.67%)`, with `unit(count, delta)`, the delta turned back
-/// from a percentage of the total into a count.
-fn rewrite_titles(svg: &str, unit: &dyn Fn(f64, Option<f64>) -> String) -> String {
+/// graph, `name (1,234 uJ, 12.34%; +5.67%)`, with `unit`.
+fn rewrite_titles(svg: &str, unit: Unit) -> String {
     let total = total_count(svg);
     let mut out = String::with_capacity(svg.len());
     let mut rest = svg;
@@ -178,11 +183,7 @@ fn total_count(svg: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-fn rewrite_title(
-    title: &str,
-    total: f64,
-    unit: &dyn Fn(f64, Option<f64>) -> String,
-) -> Option<String> {
+fn rewrite_title(title: &str, total: f64, unit: Unit) -> Option<String> {
     let open = title.rfind(" (")?;
     let inner = title[open + 2..].strip_suffix(')')?;
     let (count, rest) = inner.split_once(&format!(" {COUNT_NAME}, "))?;
@@ -194,10 +195,10 @@ fn rewrite_title(
         }
         None => (rest, None),
     };
+    let (count, after_share) = unit(count, delta);
     Some(format!(
-        "{} ({}, {share})",
-        &title[..open],
-        unit(count, delta)
+        "{} ({count}, {share}{after_share})",
+        &title[..open]
     ))
 }
 
@@ -260,10 +261,10 @@ mod tests {
             "{svg}"
         );
         assert!(
-            svg.contains("<title>a.A.hot (0.500 J/s, -1.500 J/s, 33.33%)</title>"),
+            svg.contains("<title>a.A.hot (0.500 J/s, 33.33%; own change -1.500 J/s)</title>"),
             "{svg}"
         );
-        assert!(svg.contains("<title>a.A.cold (1.000 J/s, +0.000 J/s, 66.67%)</title>"));
+        assert!(svg.contains("<title>a.A.cold (1.000 J/s, 66.67%; own change +0.000 J/s)</title>"));
     }
 
     #[test]
@@ -278,7 +279,7 @@ mod tests {
 
     #[test]
     fn only_tooltips_with_counts_are_touched() {
-        let unit = |count: f64, _| format!("{count} J");
+        let unit = |count: f64, _| (format!("{count} J"), String::new());
         assert_eq!(
             rewrite_titles(
                 "<title>JVM 1 (x) (1,000 uJ, 50.00%)</title><title>x</title>",

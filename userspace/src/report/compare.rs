@@ -11,6 +11,9 @@ use std::fmt::Write as _;
 
 use crate::profile::EnergyProfile;
 
+/// The share of a run's energy per second a method needs to be judged by the gate.
+pub const MIN_SHARE: f64 = 0.01;
+
 /// The energy of one branch or method in both runs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Change {
@@ -181,8 +184,9 @@ impl Comparison {
     }
 
     /// What grew by more than `percent` per second: the total, or one of the top methods (the
-    /// `top` with the most energy per second in either run). One line each; none means the gate
-    /// passes.
+    /// `top` with the most energy per second in either run, among those that hold at least
+    /// [`MIN_SHARE`] of that run's: below, a method's few samples make its energy too noisy to
+    /// judge). One line each; none means the gate passes.
     pub fn regressions(&self, percent: f64, top: usize) -> Vec<String> {
         let grew = |change: &Change| match change.percent() {
             Some(growth) => growth > percent,
@@ -201,7 +205,12 @@ impl Comparison {
             lines.push(describe("the total energy per second", &self.total));
         }
         let top_of = |rate: fn(&Change) -> f64| {
-            let mut ranked: Vec<&Change> = self.methods.iter().collect();
+            let floor = MIN_SHARE * rate(&self.total);
+            let mut ranked: Vec<&Change> = self
+                .methods
+                .iter()
+                .filter(|change| rate(change) >= floor && rate(change) > 0.0)
+                .collect();
             ranked.sort_by(|a, b| {
                 rate(b)
                     .total_cmp(&rate(a))
@@ -264,6 +273,7 @@ mod tests {
                 ("m.Main.run;m.Main.cold", 3.0),
                 ("m.Main.other;m.Main.cold", 1.0),
                 ("m.Main.run;m.Main.fresh", 0.2),
+                ("m.Main.run;m.Main.tiny", 0.1),
                 ("m.Main$$Lambda/0x02.run;m.Main.lambda", 2.0),
             ],
             20.0,
@@ -275,7 +285,7 @@ mod tests {
     fn changes_are_per_second_of_run_largest_first() {
         let comparison = comparison();
         assert_eq!(comparison.total.before_rate, 0.9);
-        assert_eq!(comparison.total.after_rate, 0.61);
+        assert_eq!(comparison.total.after_rate, 0.615);
         let hot = &comparison.methods[0];
         assert_eq!(hot.name, "m.Main.hot");
         assert_eq!((hot.before_rate, hot.after_rate), (0.6, 0.3));
@@ -301,7 +311,7 @@ mod tests {
             "the lambda matches across runs"
         );
         let table = comparison.render(2);
-        assert!(table.contains("change:   -0.290 J/s (-32.2%)"), "{table}");
+        assert!(table.contains("change:   -0.285 J/s (-31.7%)"), "{table}");
         assert!(
             table.contains(
                 "     6.000      6.000     0.6000     0.3000    -0.3000   -50.0%  m.Main.hot\n"
@@ -324,6 +334,11 @@ mod tests {
         assert!(lines[0].starts_with("method m.Main.fresh grew from 0.0000 to 0.0100 J/s (new)"));
         // fresh is not among the top 2 of either run; hot and lambda are, and did not grow.
         assert!(comparison.regressions(10.0, 2).is_empty());
+        // tiny holds under 1% of the energy per second: too few samples to judge.
+        assert!(comparison
+            .regressions(10.0, 10)
+            .iter()
+            .all(|l| !l.contains("tiny")));
         let reversed = Comparison::new(&comparison_after(), &comparison_before());
         let lines = reversed.regressions(40.0, 1);
         assert_eq!(lines.len(), 2, "{lines:?}");
