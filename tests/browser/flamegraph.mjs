@@ -10,30 +10,16 @@
 //   frames took the search color;
 // - screenshots: SCREENSHOT_DIR/flamegraph.png before any click, flamegraph-zoom.png and
 //   flamegraph-search.png after.
-import { chromium } from "playwright-core";
 import { pathToFileURL } from "node:url";
 import { join } from "node:path";
+import { launch } from "./chromium.mjs";
 
 const [svg, shots, click, term] = process.argv.slice(2);
 if (!term) {
   console.error("usage: node flamegraph.mjs SVG SCREENSHOT_DIR CLICK SEARCH");
   process.exit(2);
 }
-
-// The flags this closed network needs: no background connections Chromium would try at start.
-// Playwright gives the browser a new, empty profile folder of its own.
-const browser = await chromium.launch({
-  executablePath: "/usr/bin/chromium",
-  args: [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-  ],
-});
+const browser = await launch();
 
 // The frames drawn: tooltip, width and position in pixels, visibility and fill.
 async function frames(page) {
@@ -65,7 +51,7 @@ try {
   result.title = await page.$eval("#title", (t) => t.textContent);
   result.graphWidth = await page.$eval("#frames", (f) => f.getBoundingClientRect().width);
   result.frames = await frames(page);
-  await page.screenshot({ path: join(shots, "flamegraph.png") });
+  await page.locator("svg").first().screenshot({ path: join(shots, "flamegraph.png") });
 
   // A click on the frame zooms into it: it spans the graph, the frames beside it hide.
   const before = result.frames.find((f) => f.title.startsWith(click + " ("));
@@ -79,7 +65,7 @@ try {
     resetShown: await page.$eval("#unzoom", (b) => !b.classList.contains("hide")),
     hidden: zoomed.filter((f) => f.hidden).length,
   };
-  await page.screenshot({ path: join(shots, "flamegraph-zoom.png") });
+  await page.locator("svg").first().screenshot({ path: join(shots, "flamegraph-zoom.png") });
   await page.click("#unzoom");
   await page.waitForTimeout(200);
 
@@ -93,7 +79,7 @@ try {
     highlighted: searched.filter((f) => f.fill !== result.frames.find((o) => o.title === f.title)?.fill).map((f) => f.title),
     searchColor: searched.find((f) => f.title.includes(term))?.fill,
   };
-  await page.screenshot({ path: join(shots, "flamegraph-search.png") });
+  await page.locator("svg").first().screenshot({ path: join(shots, "flamegraph-search.png") });
   result.errors = errors;
 } finally {
   await browser.close();

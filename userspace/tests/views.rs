@@ -162,9 +162,9 @@ fn demo_recording() -> &'static Recording {
     })
 }
 
-/// What the browser saw of a flame graph (tests/browser/flamegraph.mjs).
-fn open_in_browser(svg: &Path, click: &str, search: &str) -> serde_json::Value {
-    let script = repo_root().join("tests/browser/flamegraph.mjs");
+/// Runs `node tests/browser/SCRIPT ARGS` (playwright-core driving Debian's chromium) and returns
+/// what it printed.
+fn browser(script: &str, args: &[&std::ffi::OsStr]) -> Vec<u8> {
     assert!(
         repo_root()
             .join("tests/browser/node_modules/playwright-core")
@@ -176,19 +176,30 @@ fn open_in_browser(svg: &Path, click: &str, search: &str) -> serde_json::Value {
         "chromium is missing: run scripts/setup.sh"
     );
     let output = Command::new("node")
-        .arg(script)
-        .arg(svg)
-        .arg(artifacts())
-        .args([click, search])
+        .arg(repo_root().join("tests/browser").join(script))
+        .args(args)
         .stdin(Stdio::null())
         .output()
         .expect("node runs (scripts/setup.sh installs it)");
     assert!(
         output.status.success(),
-        "the browser script failed: {}",
+        "{script} failed: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    serde_json::from_slice(&output.stdout).expect("the browser script's JSON")
+    output.stdout
+}
+
+/// What the browser saw of a flame graph (tests/browser/flamegraph.mjs), its screenshots in
+/// the artifacts' folder.
+fn open_in_browser(svg: &Path, click: &str, search: &str) -> serde_json::Value {
+    let artifacts = artifacts();
+    let args = [
+        svg.as_os_str(),
+        artifacts.as_os_str(),
+        click.as_ref(),
+        search.as_ref(),
+    ];
+    serde_json::from_slice(&browser("flamegraph.mjs", &args)).expect("the browser's JSON")
 }
 
 /// The joules a frame's tooltip gives: `DemoShop.sign (12.345 J, 67.89%)`.
@@ -884,31 +895,14 @@ fn save_screen(tmux: &Tmux, name: &str) {
         .expect("aha runs (scripts/setup.sh installs it)");
     std::io::Write::write_all(&mut aha.stdin.take().unwrap(), ansi.as_bytes()).unwrap();
     assert!(aha.wait().unwrap().success());
-    let profile = tempfile::tempdir().unwrap();
-    let status = Command::new("/usr/bin/chromium")
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-            "--window-size=980,370",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg(format!(
-            "--screenshot={}",
-            artifacts().join(format!("{name}.png")).display()
-        ))
-        .arg(format!("file://{}", html_path.display()))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .expect("chromium runs (scripts/setup.sh installs it)");
-    assert!(status.success(), "chromium --screenshot failed");
+    let png = artifacts().join(format!("{name}.png"));
+    let args = [
+        html_path.as_os_str(),
+        png.as_os_str(),
+        "980".as_ref(),
+        "370".as_ref(),
+    ];
+    browser("screenshot.mjs", &args);
 }
 
 #[test]

@@ -165,13 +165,8 @@ fn compare_runs(
 mod tests {
     use super::*;
     use joularcode_core::output::csv::{ALL_FILE, APP_FILE};
+    use read::tests::FILE;
     use std::path::PathBuf;
-
-    const FILE: &str = "timestamp,branch,power_watts,energy_joules,interval_seconds,coverage\n\
-        1000,a.A.run;a.A.x,3.000000000,3.000000000,1.000000000,1.0000\n\
-        2000,\"a.A.run;a.A.y,z\",1.000000000,1.000000000,1.000000000,1.0000\n\
-        2500,a.A.run;a.A.x,2.000000000,1.000000000,0.500000000,0.9000\n\
-        4,broken\n";
 
     fn args(results: &Path) -> ReportArgs {
         ReportArgs {

@@ -177,12 +177,14 @@ pub fn profile(path: &Path, set: BranchSet) -> Result<EnergyProfile, String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use joularcode_core::output::csv::{ALL_FILE, APP_FILE};
 
-    /// Three cycles of 1 s ending at 2 s, 3 s and 3.5 s (the last one half a second long).
-    const FILE: &str = "timestamp,branch,power_watts,energy_joules,interval_seconds,coverage\n\
+    /// Three cycles of 1 s ending at 2 s, 3 s and 3.5 s (the last one half a second long), and
+    /// a row that cannot be read.
+    pub(crate) const FILE: &str =
+        "timestamp,branch,power_watts,energy_joules,interval_seconds,coverage\n\
         2000,a.A.run;a.A.x,3.000000000,3.000000000,1.000000000,1.0000\n\
         3000,\"a.A.run;a.A.y,z\",1.000000000,1.000000000,1.000000000,1.0000\n\
         3500,a.A.run;a.A.x,2.000000000,1.000000000,0.500000000,0.9000\n\
