@@ -937,7 +937,7 @@ fn top_under_tmux_shows_two_jvms_and_gives_the_terminal_back() {
     let command = command.join(" ");
     let tmux = Tmux::new("views-top");
     let (before, after) = (dir.join("stty.before"), dir.join("stty.after"));
-    let line = |stop: &str| {
+    let run_line = |stop: &str, command: &str| {
         format!(
             "clear; echo '# {stop}'; stty -g > {}; {command}; status=$?; stty -g > {}; \
              echo TOP-EXIT=$status",
@@ -945,6 +945,7 @@ fn top_under_tmux_shows_two_jvms_and_gives_the_terminal_back() {
             after.display()
         )
     };
+    let line = |stop: &str| run_line(stop, &command);
 
     // q: both JVMs are there with their power within three cycles; the keys move the view.
     tmux.keys(&[&line("quit with q"), "Enter"]);
@@ -1033,6 +1034,23 @@ fn top_under_tmux_shows_two_jvms_and_gives_the_terminal_back() {
     .expect("SIGTERM to top");
     assert_restored(&tmux, &before, &after);
     assert_eq!(exit_status(&tmux.screen()), Some(0), "{}", tmux.screen());
+
+    // An error once the view has taken the terminal over: the terminal is given back before the
+    // error's line is printed.
+    let missing = dir.join("no-such-watts-file");
+    let failing = format!(
+        "{} top --power-source-type vm --vm-power-file {}",
+        env!("CARGO_BIN_EXE_joularcode-bpf"),
+        missing.display()
+    );
+    tmux.keys(&[&run_line("an error", &failing), "Enter"]);
+    assert_restored(&tmux, &before, &after);
+    let screen = tmux.screen();
+    assert_eq!(exit_status(&screen), Some(1), "{screen}");
+    assert!(
+        screen.contains("joularcode-bpf: Cannot measure the CPU power"),
+        "{screen}"
+    );
 }
 
 #[test]
