@@ -194,6 +194,42 @@ mod tests {
         assert!(table(dir.path(), true, 10).is_err(), "no all file");
     }
 
+    /// As Joular Code for Java writes its files: both in results-path, the rows of a window in
+    /// no particular order, a branch name quoted for its comma, two runs appended.
+    const JOULAR: &str = "timestamp,branch,power_watts,energy_joules,interval_seconds,coverage\n\
+        1746000001000,java.lang.Thread.run;com.app.Main.run;com.app.Main.sort,3.000000000,3.000000000,1.000000000,0.7500\n\
+        1746000001000,java.lang.Thread.run;com.app.Main.run,1.000000000,1.000000000,1.000000000,0.7500\n\
+        1746000002000,\"java.lang.Thread.run;com.app.Main$$Lambda/0x00000008000c5898.run;com.app.Main.f,g\",2.000000000,2.000000000,1.000000000,0.9000\n\
+        1746000010000,java.lang.Thread.run;com.app.Main.run;com.app.Main.sort,4.000000000,4.000000000,1.000000000,1.0000\n";
+
+    #[test]
+    fn joular_code_for_javas_files_are_drawn_too() {
+        let dir = tempfile::tempdir().unwrap();
+        for file in [ALL_FILE, APP_FILE] {
+            std::fs::write(dir.path().join(file), JOULAR).unwrap();
+        }
+        let mut args = args(dir.path());
+        args.flamegraph = Some(dir.path().join("fg.svg"));
+        let (text, _) = run(&args).unwrap();
+        assert!(text.contains("10.000 J in 4 rows"), "{text}");
+        let svg = std::fs::read_to_string(dir.path().join("fg.svg")).unwrap();
+        // From the start of the first window to the end of the last: the time between runs too.
+        assert!(svg.contains(&format!(
+            "Energy of {}: 10.000 J in 10.0 s",
+            dir.path().display()
+        )));
+        assert!(svg.contains("power source not recorded in the CSV files"));
+        assert!(
+            svg.contains("<title>com.app.Main.sort (7.000 J, 70.00%)</title>"),
+            "{svg}"
+        );
+        assert!(
+            svg.contains("<title>com.app.Main.f,g (2.000 J, 20.00%)</title>"),
+            "{svg}"
+        );
+        assert!(svg.contains("com.app.Main$$Lambda/0x00000008000c5898.run (2.000 J"));
+    }
+
     #[test]
     fn outputs_are_written_after_the_table() {
         let dir = tempfile::tempdir().unwrap();
