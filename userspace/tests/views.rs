@@ -1092,6 +1092,31 @@ fn top_prints_plain_text_when_not_on_a_terminal() {
     assert!(last.contains("RecordBusy.burn"), "{last}");
     let rows = top_rows(last);
     assert!(rows.get(&jvm.pid()).is_some_and(|&w| w > 0.0), "{last}");
+
+    // Its reader gone (`top | head -1`), it ends by itself.
+    let mut args = vec!["top".to_string(), "--pid".into(), jvm.pid().to_string()];
+    args.extend(vm_source());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut top = profiler(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start top");
+    let mut first = [0u8; 6];
+    top.stdout
+        .take()
+        .expect("piped")
+        .read_exact(&mut first)
+        .expect("a first cycle");
+    assert_eq!(&first, b"cycle ");
+    let start = Instant::now();
+    while top.try_wait().expect("top's status").is_none() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "top runs on with nobody reading"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 #[test]

@@ -16,10 +16,12 @@ use crate::cli::TopArgs;
 use crate::profile::BranchSet;
 use crate::record::sink::{CycleView, Sink};
 use crate::record::{self, Outputs};
+use crate::sampler::signals;
 use screen::Screen;
 use state::{JvmSnapshot, Snapshot, Top};
 
-/// Runs `top` until q, Ctrl-C, SIGTERM, `--duration`, or the end of the JVMs given by `--pid`.
+/// Runs `top` until q, Ctrl-C, SIGTERM, `--duration`, the end of the JVMs given by `--pid`, or,
+/// in plain text, the end of the reader of its output.
 pub fn run(args: &TopArgs) -> Result<i32, String> {
     let recording = args.recording();
     if std::io::stdout().is_terminal() {
@@ -96,9 +98,12 @@ impl Sink for View {
             View::Plain { top, lines } => {
                 top.apply(&snapshot);
                 let mut stdout = std::io::stdout().lock();
-                // A closed pipe ends nothing here: the recording stops on its own signals
-                let _ = writeln!(stdout, "{}", top.plain(*lines));
-                let _ = stdout.flush();
+                let written =
+                    writeln!(stdout, "{}", top.plain(*lines)).and_then(|()| stdout.flush());
+                // Nobody reads any more (`top | head`): the recording ends, as on Ctrl-C.
+                if written.is_err() {
+                    signals::stop();
+                }
             }
         }
     }
