@@ -4,34 +4,51 @@ pub mod flamegraph;
 pub mod folded;
 pub mod pprof;
 
-use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-/// An output file named by a command-line option (`--flamegraph FILE`), created at once so that
+/// An output file named by a command-line option (`--flamegraph FILE`), checked at once so that
 /// a path that cannot be written is refused before any work, and written when the results are
-/// ready. The profiler runs as root: a symbolic link at the path is refused, never followed.
+/// ready: until then a file already there is left as it is. The profiler runs as root: a
+/// symbolic link at the path is refused, never followed.
 #[derive(Debug)]
 pub struct OutputFile {
     option: &'static str,
     path: PathBuf,
-    file: File,
 }
 
 impl OutputFile {
-    /// Creates (or empties) the file at `path` for the option `option` (`--flamegraph`).
+    /// The file at `path` for the option `option` (`--flamegraph`), if it can be written: not a
+    /// symbolic link nor anything but a regular file, in a folder that exists and can be written.
     pub fn create(option: &'static str, path: &Path) -> Result<OutputFile, String> {
-        let file = crate::files::create_no_follow(path).map_err(|error| {
+        let refuse = |why: String| {
             format!(
-                "{option} {}: {error}. Give a path to a file that can be written (not a symbolic \
+                "{option} {}: {why}. Give a path to a file that can be written (not a symbolic \
                  link).",
                 path.display()
             )
+        };
+        match path.symlink_metadata() {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(refuse("it is a symbolic link".into()))
+            }
+            Ok(meta) if !meta.is_file() => return Err(refuse("it is not a regular file".into())),
+            _ => {}
+        }
+        let folder = match path.parent() {
+            Some(folder) if !folder.as_os_str().is_empty() => folder,
+            _ => Path::new("."),
+        };
+        nix::unistd::access(folder, nix::unistd::AccessFlags::W_OK).map_err(|error| {
+            refuse(format!(
+                "its folder {} cannot be written ({})",
+                folder.display(),
+                error.desc()
+            ))
         })?;
         Ok(OutputFile {
             option,
             path: path.to_path_buf(),
-            file,
         })
     }
 
@@ -40,10 +57,15 @@ impl OutputFile {
         &self.path
     }
 
-    /// Writes the file's content with `write`.
+    /// Creates (or empties) the file, never through a symbolic link, and writes its content with
+    /// `write`.
     pub fn write(self, write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<(), String> {
-        let mut out = BufWriter::new(self.file);
-        write(&mut out).and_then(|()| out.flush()).map_err(|error| {
+        let written = crate::files::create_no_follow(&self.path).and_then(|file| {
+            let mut out = BufWriter::new(file);
+            write(&mut out)?;
+            out.flush()
+        });
+        written.map_err(|error| {
             format!(
                 "{} {}: cannot write it: {error}",
                 self.option,
@@ -58,7 +80,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_link_is_refused_and_the_option_named() {
+    fn a_link_is_refused_and_a_file_there_kept_until_written() {
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("target");
         std::fs::write(&target, "keep").unwrap();
@@ -66,10 +88,21 @@ mod tests {
         std::os::unix::fs::symlink(&target, &link).unwrap();
         let error = OutputFile::create("--flamegraph", &link).unwrap_err();
         assert!(error.starts_with("--flamegraph "), "{error}");
-        assert!(error.contains("not a symbolic link"), "{error}");
+        assert!(error.contains("it is a symbolic link"), "{error}");
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
-        let file = OutputFile::create("--pprof", &dir.path().join("p")).unwrap();
+        let error = OutputFile::create("--pprof", dir.path()).unwrap_err();
+        assert!(error.contains("not a regular file"), "{error}");
+        let error = OutputFile::create("--pprof", &dir.path().join("no/such/p")).unwrap_err();
+        assert!(error.contains("cannot be written"), "{error}");
+
+        let file = OutputFile::create("--pprof", &target).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&target).unwrap(),
+            "keep",
+            "until written"
+        );
         file.write(|out| out.write_all(b"x")).unwrap();
-        assert_eq!(std::fs::read(dir.path().join("p")).unwrap(), b"x");
+        assert_eq!(std::fs::read(&target).unwrap(), b"x");
+        assert!(OutputFile::create("--pprof", Path::new("relative.pb.gz")).is_ok());
     }
 }

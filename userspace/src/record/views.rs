@@ -23,7 +23,7 @@ pub struct ViewFiles {
 }
 
 impl ViewFiles {
-    /// The files asked for (none: `None`), created now so that a path that cannot be written
+    /// The files asked for (none: `None`), checked now so that a path that cannot be written
     /// is refused before the recording starts; `set` says which branches they show.
     pub fn create(
         flamegraph: Option<&std::path::Path>,
