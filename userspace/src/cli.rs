@@ -124,12 +124,13 @@ pub struct ReportArgs {
     /// frames) instead of methods-power-all.csv.
     #[arg(long)]
     pub app: bool,
-    /// Compare the recording with this baseline recording (its results-path): the branches and
-    /// methods whose energy per second of run changed most.
-    #[arg(long, value_name = "BASELINE_PATH")]
+    /// Compare RESULTS, the recording before a change, with AFTER, the recording after it (its
+    /// results-path): the branches and methods whose energy per second of run changed most.
+    #[arg(long, value_name = "AFTER")]
     pub baseline: Option<PathBuf>,
     /// With --baseline: exit with status 3 when the total energy per second, or that of one of
-    /// the --top methods, grew by more than PCT percent (an energy regression gate for CI).
+    /// the --top methods, grew from RESULTS to AFTER by more than PCT percent (an energy
+    /// regression gate for CI).
     #[arg(long, value_name = "PCT", requires = "baseline", value_parser = parse_percent)]
     pub fail_above: Option<f64>,
 }
@@ -368,9 +369,9 @@ mod tests {
                 },
             )
         };
-        let args = report(&["after", "--baseline", "before", "--fail-above", "5%"]).expect("valid");
+        let args = report(&["before", "--baseline", "after", "--fail-above", "5%"]).expect("valid");
         assert_eq!(args.fail_above, Some(5.0));
-        assert_eq!(args.baseline, Some(PathBuf::from("before")));
+        assert_eq!(args.baseline, Some(PathBuf::from("after")));
         for bad in [
             &["r", "--fail-above", "5"][..],
             &["r", "--baseline", "b", "--fail-above", "-1"],

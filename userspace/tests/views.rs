@@ -699,9 +699,9 @@ fn the_comparison_sees_a_method_made_twice_as_cheap() {
     let diff = dir.join("diff.svg").display().to_string();
     let output = run(&mut profiler(&[
         "report",
-        &after,
-        "--baseline",
         &before,
+        "--baseline",
+        &after,
         "--fail-above",
         "25",
         "--flamegraph",
@@ -755,9 +755,9 @@ fn the_comparison_sees_a_method_made_twice_as_cheap() {
     // Swapped, the same runs are a regression of hot: the gate fails with status 3.
     let output = run(&mut profiler(&[
         "report",
-        &before,
-        "--baseline",
         &after,
+        "--baseline",
+        &before,
         "--fail-above",
         "25",
     ]));

@@ -66,7 +66,7 @@ pub fn table(path: &Path, all_branches: bool, top: usize) -> Result<String, Stri
 pub fn run(args: &ReportArgs) -> Result<(String, i32), String> {
     let set = BranchSet::from_app_flag(args.app);
     match &args.baseline {
-        Some(baseline) => compare_runs(args, baseline, set),
+        Some(after) => compare_runs(args, after, set),
         None => {
             let mut out = table(&args.results, args.all_branches, args.top)?;
             if args.flamegraph.is_some() || args.pprof.is_some() {
@@ -102,11 +102,11 @@ fn what(profile: &EnergyProfile) -> String {
     )
 }
 
-/// `report AFTER --baseline BEFORE`: the comparison's table (of the app file, or the all file
+/// `report BEFORE --baseline AFTER`: the comparison's table (of the app file, or the all file
 /// with `--all-branches`), the differential flame graph of `set`, and the gate.
 fn compare_runs(
     args: &ReportArgs,
-    baseline: &Path,
+    after_path: &Path,
     set: BranchSet,
 ) -> Result<(String, i32), String> {
     let table_set = if args.all_branches {
@@ -116,17 +116,17 @@ fn compare_runs(
     };
     let read = |set| -> Result<(EnergyProfile, EnergyProfile), String> {
         Ok((
-            read::profile(baseline, set)?.masked(),
             read::profile(&args.results, set)?.masked(),
+            read::profile(after_path, set)?.masked(),
         ))
     };
     let (before, after) = read(table_set)?;
     let comparison = Comparison::new(&before, &after);
     let mut out = format!(
-        "== {} of {} compared with the baseline {}, per second of run\n",
+        "== {}: {} (after) compared with {} (before), per second of run\n",
         table_set.describe(),
-        args.results.display(),
-        baseline.display()
+        after_path.display(),
+        args.results.display()
     );
     out.push_str(&comparison.render(args.top));
     if let Some(path) = &args.flamegraph {
@@ -278,8 +278,8 @@ mod tests {
                 std::fs::write(path.join(file), &text).unwrap();
             }
         }
-        let mut args = args(&after);
-        args.baseline = Some(before.clone());
+        let mut args = args(&before);
+        args.baseline = Some(after.clone());
         args.flamegraph = Some(dir.path().join("diff.svg"));
         let (text, code) = run(&args).unwrap();
         assert_eq!(code, 0, "no gate without --fail-above");
@@ -295,8 +295,8 @@ mod tests {
             text.contains("energy regression: method m.M.hot grew"),
             "{text}"
         );
-        args.results = PathBuf::from(&before);
-        args.baseline = Some(after);
+        args.results = PathBuf::from(&after);
+        args.baseline = Some(before);
         assert_eq!(run(&args).unwrap().1, 0, "a drop passes");
     }
 }
