@@ -5,9 +5,12 @@
 pub mod attribution;
 pub mod branch;
 pub mod config;
+pub mod cycle;
 pub mod log;
+pub mod machine;
 pub mod names;
 pub mod output;
 pub mod power;
 pub mod procstat;
+pub mod threads;
 pub mod warnings;

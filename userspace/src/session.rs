@@ -117,16 +117,9 @@ pub enum SessionError {
     Launch(String),
 }
 
-/// The samples of one thread taken out of the session ([`Session::take_counts_until`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ThreadCounts {
-    /// The thread's name when first sampled.
-    pub name: String,
-    /// An application thread, or one of the JVM's own.
-    pub kind: ThreadKind,
-    /// Samples per branch (in the branches of [`ProfiledJvm::branches`]).
-    pub counts: HashMap<BranchId, u64>,
-}
+/// The samples of one thread taken out of the session ([`Session::take_counts_until`]), in the
+/// branches of [`ProfiledJvm::branches`].
+pub use joularcode_core::threads::ThreadCounts;
 
 /// One sample counted, until it is taken out of the session.
 struct Counted {

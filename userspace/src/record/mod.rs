@@ -2,17 +2,16 @@
 //! of the host, written in Joular Code for Java's CSV files (see docs/record.md).
 //!
 //! A thin loop over a [`Session`] (which samples, follows the JVMs and counts samples per thread
-//! and branch): at the end of each power window, the [`cycle::Engine`] shares the power read out
+//! and branch): at the end of each power window, core's cycle [`Engine`] shares the power read out
 //! between the JVMs, and each JVM's rows go to its results folder ([`results::Results`]).
 
-pub mod cycle;
 pub mod options;
 pub mod results;
 pub mod sink;
 pub mod status;
 pub mod views;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::fs::File;
 use std::io::Write;
 use std::path::Path;
@@ -20,18 +19,18 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use joularcode_core::attribution::{Samples, ThreadKind};
 use joularcode_core::config::{Config, SourceKind};
+use joularcode_core::cycle::{threads_cpu_ns, Engine, JvmInput};
 use joularcode_core::log::{Level, Log};
+use joularcode_core::machine::{BusyCpu, CpuSource};
 use joularcode_core::power::{self, PowerSource, SystemClock, SystemRoots};
+use joularcode_core::threads::{cycle_samples, ThreadCpu};
 
 use crate::cli::RecordArgs;
 use crate::launch;
 use crate::profile::BranchSet;
 use crate::sampler::{monotonic_ns, signals, CONSUME_INTERVAL};
-use crate::session::{Session, SessionOptions, Targets, ThreadCounts};
-use crate::threads;
-use cycle::{Engine, JvmInput, ThreadCpu, ThreadUse};
+use crate::session::{Session, SessionOptions, Targets};
 use results::Results;
 use sink::{CycleView, JvmView, Sink};
 use status::{StatusLine, Terminal};
@@ -155,7 +154,8 @@ fn record(
         cycle_log,
         sinks,
     };
-    let mut engine = Engine::start(source, config, Path::new("/proc"), cpus, monotonic_ns());
+    let machine = Box::new(BusyCpu::start(CpuSource::proc_stat(Path::new("/proc"))));
+    let mut engine = Engine::start(source, config, machine, cpus, monotonic_ns());
 
     let deadline = args.duration().map(|duration| Instant::now() + duration);
     loop {
@@ -287,14 +287,18 @@ impl Recorder<'_> {
         let mut counts = session.take_counts_until(now_ns);
         let jvms: Vec<JvmInput> = session
             .jvms()
-            .map(|jvm| JvmInput {
-                pid: jvm.pid(),
-                branches: jvm.branches(),
-                samples: jvm_samples(
+            .map(|jvm| {
+                let samples = cycle_samples(
                     jvm.pid(),
                     counts.remove(&jvm.pid()).unwrap_or_default(),
                     &uses,
-                ),
+                );
+                JvmInput {
+                    pid: jvm.pid(),
+                    branches: jvm.branches(),
+                    cpu_ns: threads_cpu_ns(&samples),
+                    samples,
+                }
             })
             .collect();
         let cycle = engine.share(&measures, session.sampler().drops(), &jvms, log);
@@ -351,126 +355,5 @@ impl Recorder<'_> {
         }
         session.forget_ended();
         Ok(())
-    }
-}
-
-/// The key under which the threads of one kind that ended during a cycle are pooled, above every
-/// tid (tids are u32).
-fn ended_pool(kind: ThreadKind) -> u64 {
-    match kind {
-        ThreadKind::Java => 1 << 32,
-        ThreadKind::Jvm => (1 << 32) + 1,
-    }
-}
-
-/// One JVM's samples for core: the CPU time of all its threads that ran in the cycle, each
-/// classified as a Java thread or one of the JVM's own, and the `counts` of the samples taken in
-/// the cycle.
-///
-/// The threads that ended during the cycle are pooled by kind, as if they were one thread: their
-/// CPU time together is shared by all their samples together. A thread that lives a few
-/// milliseconds may run less than one sample period and get no sample, although the samples of
-/// many such threads are in proportion to their CPU time; alone, its share would stay
-/// unattributed (Joular's coverage).
-///
-/// The samples of a thread with no CPU time in the cycle are left out: the sched accounting of a
-/// thread is refreshed when it is sampled, so this only happens to a sample taken within a
-/// scheduler tick of the thread's start, whose time lands in the next cycle (none in 745 samples
-/// of the short-lived threads' test).
-fn jvm_samples(pid: u32, counts: HashMap<u32, ThreadCounts>, uses: &[ThreadUse]) -> Samples {
-    let mut samples = Samples::default();
-    let mut ran = HashMap::new();
-    for thread in uses.iter().filter(|thread| thread.pid == pid) {
-        let kind = if threads::classify(&thread.name).is_some() {
-            ThreadKind::Jvm
-        } else {
-            ThreadKind::Java
-        };
-        let key = if thread.exited {
-            ended_pool(kind)
-        } else {
-            u64::from(thread.tid)
-        };
-        ran.insert(thread.tid, key);
-        samples.add_cpu(key, thread.cpu_ns);
-        samples.set_kind(key, kind);
-    }
-    for (tid, thread) in counts {
-        let Some(&key) = ran.get(&tid) else {
-            continue;
-        };
-        if key == u64::from(tid) {
-            samples.set_kind(key, thread.kind);
-        }
-        for (branch, n) in thread.counts {
-            samples.count(key, branch, n);
-        }
-    }
-    samples
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use joularcode_core::branch::Branches;
-
-    fn counts(branch: joularcode_core::branch::BranchId, n: u64) -> ThreadCounts {
-        ThreadCounts {
-            name: "t".into(),
-            kind: ThreadKind::Java,
-            counts: HashMap::from([(branch, n)]),
-        }
-    }
-
-    fn used(pid: u32, tid: u32, cpu_ns: u64, name: &str) -> ThreadUse {
-        ThreadUse {
-            pid,
-            tid,
-            cpu_ns,
-            name: name.into(),
-            exited: name.starts_with("brief"),
-        }
-    }
-
-    #[test]
-    fn samples_go_to_the_threads_that_ran() {
-        let mut branches = Branches::new::<&str>(&[]);
-        let frame = branches.frame("a.B", "run");
-        let branch = branches.branch(&[frame]);
-        let uses = [
-            used(1, 10, 500, "main"),
-            used(1, 11, 300, "G1 Conc#0"),
-            used(2, 20, 999, "other JVM"),
-        ];
-        let samples = jvm_samples(
-            1,
-            HashMap::from([(10, counts(branch, 3)), (12, counts(branch, 2))]),
-            &uses,
-        );
-        let threads: HashMap<u64, _> = samples.threads().collect();
-        assert_eq!(threads.len(), 2, "12 did not run, 20 is another JVM's");
-        assert_eq!(threads[&10].cpu_ns, 500);
-        assert_eq!(threads[&10].samples[&branch], 3);
-        assert_eq!(threads[&11].kind, ThreadKind::Jvm, "classified by name");
-        assert!(threads[&11].samples.is_empty());
-    }
-
-    #[test]
-    fn threads_that_ended_are_pooled_by_kind() {
-        let mut branches = Branches::new::<&str>(&[]);
-        let frame = branches.frame("a.B", "brief");
-        let branch = branches.branch(&[frame]);
-        let uses = [
-            used(1, 10, 4_000_000, "brief-1"),
-            used(1, 11, 6_000_000, "brief-2"),
-            used(1, 12, 1_000_000, "main"),
-        ];
-        let samples = jvm_samples(1, HashMap::from([(11, counts(branch, 1))]), &uses);
-        let threads: HashMap<u64, _> = samples.threads().collect();
-        let pool = &threads[&ended_pool(ThreadKind::Java)];
-        assert_eq!((pool.cpu_ns, pool.samples[&branch]), (10_000_000, 1));
-        assert_eq!(pool.kind, ThreadKind::Java);
-        assert_eq!(threads[&12].cpu_ns, 1_000_000);
-        assert_eq!(threads.len(), 2);
     }
 }

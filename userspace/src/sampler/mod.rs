@@ -72,21 +72,9 @@ impl Walk {
     }
 }
 
-/// On-CPU time of one thread of a tracked process.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ThreadTime {
-    /// The process (tgid).
-    pub pid: u32,
-    /// The thread.
-    pub tid: u32,
-    /// Nanoseconds on CPU since the process was tracked (or since the thread started, if later):
-    /// cumulative, so a caller takes differences between two reads.
-    pub on_cpu_ns: u64,
-    /// The thread's name (comm), as of its last update.
-    pub name: String,
-    /// The thread has exited: this is its final time, and it is not reported again.
-    pub exited: bool,
-}
+/// On-CPU time of one thread of a tracked process, from the sched accounting: since the process
+/// was tracked (or since the thread started, if later), its name the comm of its last update.
+pub use joularcode_core::threads::ThreadTime;
 
 /// Why the sampler could not start or could not change what it tracks.
 #[derive(Debug)]
