@@ -32,7 +32,7 @@ pub const DEFAULT_MAX_WATTS_PER_CPU: f64 = 3.5;
 pub const KEYS: &[(&str, &str)] = &[
     (
         "power-source-type",
-        "where the CPU power comes from: auto, rapl, ringbuffer, vm or estimate (default auto)",
+        "where the CPU power comes from: auto, rapl, ringbuffer, vm, estimate, energy-meter (Windows) or powermetrics (macOS) (default auto)",
     ),
     (
         "powerjoular-ringbuffer-path",
@@ -85,6 +85,10 @@ pub enum SourceKind {
     Vm,
     /// An estimate from the CPU utilisation.
     Estimate,
+    /// Windows' Energy Meter performance counters.
+    EnergyMeter,
+    /// macOS's powermetrics.
+    Powermetrics,
 }
 
 /// The format of `vm-power-file` (`vm-power-format`).
@@ -128,7 +132,7 @@ impl fmt::Display for ConfigError {
             }
             ConfigError::UnknownPowerSourceType(value) => write!(
                 f,
-                "Unknown power-source-type '{value}'. Use auto, rapl, ringbuffer, vm or estimate."
+                "Unknown power-source-type '{value}'. Use auto, rapl, ringbuffer, vm, estimate, energy-meter or powermetrics."
             ),
             ConfigError::UnknownVmPowerFormat(value) => write!(
                 f,
@@ -326,6 +330,8 @@ impl Config {
             "ringbuffer" => Ok(SourceKind::RingBuffer),
             "vm" => Ok(SourceKind::Vm),
             "estimate" => Ok(SourceKind::Estimate),
+            "energy-meter" => Ok(SourceKind::EnergyMeter),
+            "powermetrics" => Ok(SourceKind::Powermetrics),
             other => Err(ConfigError::UnknownPowerSourceType(other.to_owned())),
         }
     }

@@ -244,7 +244,7 @@ fn config_set_refuses_unknown_keys_types_and_formats() {
     let error = config.set("power-source-type", "Magic", &log).unwrap_err();
     assert_eq!(
         error.to_string(),
-        "Unknown power-source-type 'magic'. Use auto, rapl, ringbuffer, vm or estimate."
+        "Unknown power-source-type 'magic'. Use auto, rapl, ringbuffer, vm, estimate, energy-meter or powermetrics."
     );
     let error = config.set("vm-power-format", "CSV", &log).unwrap_err();
     assert_eq!(

@@ -249,7 +249,7 @@ mod tests {
             ),
             (
                 &["--power-source-type", "solar"],
-                "--power-source-type solar: Unknown power-source-type 'solar'. Use auto, rapl, ringbuffer, vm or estimate.",
+                "--power-source-type solar: Unknown power-source-type 'solar'. Use auto, rapl, ringbuffer, vm, estimate, energy-meter or powermetrics.",
             ),
             (
                 &["--vm-power-format", "json"],
