@@ -9,7 +9,7 @@ mod properties;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::log::{Level, Log};
+use crate::log::{Level, Log, Recorded};
 
 pub use properties::{parse as parse_properties, MalformedEscape};
 
@@ -265,6 +265,40 @@ impl Config {
             "power-source-type" => self.source_kind().map(drop),
             "vm-power-format" => self.vm_format().map(drop),
             _ => Ok(()),
+        }
+    }
+
+    /// Sets `key` to `value` as an option given by hand (`record`'s `--key value`, the agent's
+    /// `key=value`), where a value that cannot be used is an error rather than the default with a
+    /// warning, as from the file: the error names the key, for the caller to prefix (`--`). The
+    /// other warnings (a sample rate below 5 ms, kept) are passed on to `log`.
+    pub fn set_strictly(&mut self, key: &str, value: &str, log: &dyn Log) -> Result<(), String> {
+        let said = Recorded::default();
+        self.set(key, value, &said)
+            .map_err(|error| format!("{key} {value}: {error}"))?;
+        let mut defaulted = self.clone();
+        defaulted
+            .set(key, "", &Recorded::default())
+            .map_err(|error| format!("{key}: {error}"))?;
+        let warned = said
+            .messages()
+            .into_iter()
+            .find(|(level, _)| *level >= Level::Warning);
+        match warned {
+            Some((_, message)) if *self == defaulted && !value.trim().is_empty() => {
+                let refusal = message.split(" Using ").next().unwrap_or(&message);
+                Err(if refusal.starts_with(key) {
+                    refusal.to_owned()
+                } else {
+                    format!("{key}: {refusal}")
+                })
+            }
+            _ => {
+                for (level, message) in said.messages() {
+                    log.log(level, &message);
+                }
+                Ok(())
+            }
         }
     }
 

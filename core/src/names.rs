@@ -24,6 +24,20 @@ pub fn class_name_from_signature(signature: &str) -> String {
     binary_class_name(internal)
 }
 
+/// `name` fit for a folder name: every character other than a letter, a digit, `.`, `_`, `-` or
+/// `$` becomes `_`.
+pub fn fit_for_file_name(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-$".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

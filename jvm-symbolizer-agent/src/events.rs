@@ -6,8 +6,6 @@
 use std::cell::Cell;
 use std::ffi::{c_char, c_void, CStr};
 
-use joularcode_core::names::class_name_from_signature;
-
 use crate::format;
 use crate::jvmti::{CmlrHeader, CmlrInlineRecord, Env, Jint, JmethodId, CMLR_INLINE_INFO};
 use crate::output::Sink;
@@ -41,11 +39,7 @@ pub fn monotonic_ns() -> u64 {
 /// # Safety
 /// `method` is a method id given by the JVM in the current event.
 unsafe fn method_name(env: Env, method: JmethodId) -> String {
-    let class = env
-        .declaring_class(method)
-        .and_then(|class| env.class_signature(class))
-        .map(|sig| class_name_from_signature(&sig));
-    let name = env.method_name(method);
+    let (class, name) = env.method_names(method);
     format!(
         "{}.{}",
         class.as_deref().unwrap_or("[unknown class]"),

@@ -876,15 +876,7 @@ pub fn main_class(args: &[String]) -> String {
         })
         .filter(|name| !name.is_empty())
         .unwrap_or_else(|| "jvm".to_string());
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "._-$".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
+    joularcode_core::names::fit_for_file_name(&name)
 }
 
 #[cfg(test)]

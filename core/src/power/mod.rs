@@ -198,6 +198,14 @@ pub fn open(
     })
 }
 
+/// What `source` reads, for the start lines: and that `auto` chose it, when it did.
+pub fn describe_choice(config: &Config, source: &dyn PowerSource) -> String {
+    match config.source_kind() {
+        Ok(SourceKind::Auto) => format!("{} (chosen by power-source-type=auto)", source.describe()),
+        _ => source.describe(),
+    }
+}
+
 /// The warning of `auto` when it estimates: where it looked for a meter, and the ways to measure.
 fn no_meter(roots: &SystemRoots, ring_path: &Path) -> String {
     let looked = match roots.platform {

@@ -149,7 +149,7 @@ fn record(
     let mut recorder = Recorder {
         threads: ThreadCpu::default(),
         opened: HashSet::new(),
-        source: describe_source(config, &*source),
+        source: power::describe_choice(config, &*source),
         results,
         cycle_log,
         sinks,
@@ -186,14 +186,6 @@ fn targets(args: &RecordArgs) -> Targets {
         }
         None if args.all => Targets::All,
         None => Targets::Pids(args.pids.clone()),
-    }
-}
-
-/// The power source, as the start lines name it: what `auto` chose, when it chose.
-fn describe_source(config: &Config, source: &dyn PowerSource) -> String {
-    match config.source_kind() {
-        Ok(SourceKind::Auto) => format!("{} (chosen by power-source-type=auto)", source.describe()),
-        _ => source.describe(),
     }
 }
 

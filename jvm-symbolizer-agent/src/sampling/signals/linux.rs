@@ -1,0 +1,151 @@
+//! Linux: a timer on each thread's own CPU clock, and the threads from `/proc/self/task`.
+
+use std::time::Duration;
+
+/// The clock id of thread `tid`'s CPU time, as glibc's `pthread_getcpuclockid` makes it
+/// (`MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)`): any thread of this process can read it.
+fn thread_clock(tid: u64) -> libc::clockid_t {
+    let tid = tid as libc::clockid_t;
+    (!tid << 3) | 6
+}
+
+/// The calling thread's errno.
+pub fn errno() -> i32 {
+    // SAFETY: the calling thread's errno location.
+    unsafe { *libc::__errno_location() }
+}
+
+/// Sets the calling thread's errno.
+pub fn set_errno(value: i32) {
+    // SAFETY: the calling thread's errno location.
+    unsafe { *libc::__errno_location() = value }
+}
+
+/// The calling thread's id (async-signal-safe: a system call).
+pub fn current_thread() -> u64 {
+    // SAFETY: gettid has no argument and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as u64 }
+}
+
+/// The CPU time of a clock, in ns.
+fn clock_ns(clock: libc::clockid_t) -> Option<u64> {
+    let mut time = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    if unsafe { libc::clock_gettime(clock, &mut time) } != 0 {
+        return None;
+    }
+    Some((time.tv_sec as u64).saturating_mul(1_000_000_000) + time.tv_nsec as u64)
+}
+
+/// The calling thread's CPU time, in ns.
+pub fn current_thread_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID).unwrap_or(0)
+}
+
+/// The CPU time of thread `tid` of this process, in ns; `None` once it has ended.
+pub fn thread_cpu_ns(tid: u64) -> Option<u64> {
+    clock_ns(thread_clock(tid))
+}
+
+/// The threads of this process.
+pub fn threads() -> Vec<u64> {
+    std::fs::read_dir("/proc/self/task")
+        .map(|entries| {
+            entries
+                .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The name (comm) of thread `tid` of this process.
+pub fn thread_name(tid: u64) -> Option<String> {
+    let comm = std::fs::read(format!("/proc/self/task/{tid}/comm")).ok()?;
+    let comm = comm.strip_suffix(b"\n").unwrap_or(&comm);
+    Some(String::from_utf8_lossy(comm).into_owned())
+}
+
+/// A timer on one thread's CPU clock that sends it SIGPROF every interval of its CPU time.
+pub struct Timer(libc::timer_t);
+
+// SAFETY: a timer id may be deleted from any thread of the process.
+unsafe impl Send for Timer {}
+
+impl Timer {
+    /// Arms a timer for thread `tid`; `None` when the thread has ended or the kernel refuses
+    /// (too many timers: RLIMIT_SIGPENDING).
+    pub fn arm(tid: u64, interval: Duration) -> Option<Timer> {
+        // SAFETY: a zeroed sigevent is valid; timer_create writes the timer id.
+        unsafe {
+            let mut event: libc::sigevent = std::mem::zeroed();
+            event.sigev_notify = libc::SIGEV_THREAD_ID;
+            event.sigev_signo = libc::SIGPROF;
+            event.sigev_notify_thread_id = tid as libc::c_int;
+            let mut timer: libc::timer_t = std::ptr::null_mut();
+            if libc::timer_create(thread_clock(tid), &mut event, &mut timer) != 0 {
+                return None;
+            }
+            let period = libc::timespec {
+                tv_sec: interval.as_secs() as libc::time_t,
+                tv_nsec: interval.subsec_nanos() as libc::c_long,
+            };
+            let spec = libc::itimerspec {
+                it_interval: period,
+                it_value: period,
+            };
+            if libc::timer_settime(timer, 0, &spec, std::ptr::null_mut()) != 0 {
+                libc::timer_delete(timer);
+                return None;
+            }
+            Some(Timer(timer))
+        }
+    }
+}
+
+impl Drop for Timer {
+    fn drop(&mut self) {
+        // SAFETY: a timer created by timer_create, deleted once; a signal still pending from it
+        // is dropped by the kernel.
+        unsafe { libc::timer_delete(self.0) };
+    }
+}
+
+/// Linux has a timer per thread: no process timer.
+pub fn start_process_timer(_interval: Duration) -> Result<(), String> {
+    Ok(())
+}
+
+/// Linux has a timer per thread: no process timer.
+pub fn stop_process_timer() {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn another_threads_cpu_time_is_read_through_its_clock() {
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let worker = std::thread::spawn(move || {
+            let start = std::time::Instant::now();
+            while start.elapsed() < Duration::from_millis(50) {
+                std::hint::black_box(0u64);
+            }
+            sender.send(current_thread()).unwrap();
+            std::thread::sleep(Duration::from_millis(200));
+            current_thread_cpu_ns()
+        });
+        let tid = receiver.recv().unwrap();
+        assert!(threads().contains(&tid));
+        let read = thread_cpu_ns(tid).expect("a live thread's clock");
+        let own = worker.join().unwrap();
+        assert!(
+            read >= 10_000_000 && read <= own,
+            "{read} ns read, {own} ns in the end"
+        );
+        assert_eq!(thread_cpu_ns(tid), None, "an ended thread has no clock");
+        assert!(thread_name(u64::from(std::process::id())).is_some());
+    }
+}
