@@ -268,6 +268,37 @@ impl Config {
         }
     }
 
+    /// Every key with the value that gives this configuration again through [`Config::set`]
+    /// (a blank value for a path left at its default), in the order of [`KEYS`].
+    pub fn settings(&self) -> Vec<(&'static str, String)> {
+        let path = |path: &Option<PathBuf>| {
+            path.as_ref()
+                .map(|path| path.display().to_string())
+                .unwrap_or_default()
+        };
+        KEYS.iter()
+            .map(|&(key, _)| {
+                let value = match key {
+                    "power-source-type" => self.power_source_type.clone(),
+                    "powerjoular-ringbuffer-path" => path(&self.ringbuffer_path),
+                    "vm-power-file" => path(&self.vm_power_file),
+                    "vm-power-format" => self.vm_power_format.clone(),
+                    "stack-monitoring-sample-rate" => self.sample_rate_ms.to_string(),
+                    "results-path" => self.results_path.display().to_string(),
+                    "methods-filtering-prefix" => self.methods_filtering_prefix.join(","),
+                    "jvm-threads" => match self.jvm_threads {
+                        JvmThreads::Own => "own".to_owned(),
+                        JvmThreads::Spread => "spread".to_owned(),
+                    },
+                    "estimate-idle-watts-per-cpu" => self.estimate_idle_watts_per_cpu.to_string(),
+                    "estimate-max-watts-per-cpu" => self.estimate_max_watts_per_cpu.to_string(),
+                    _ => String::new(),
+                };
+                (key, value)
+            })
+            .collect()
+    }
+
     /// Sets `key` to `value` as an option given by hand (`record`'s `--key value`, the agent's
     /// `key=value`), where a value that cannot be used is an error rather than the default with a
     /// warning, as from the file: the error names the key, for the caller to prefix (`--`). The

@@ -338,3 +338,29 @@ fn config_no_file_in_the_working_folder_means_defaults_said_at_info() {
         ]
     );
 }
+
+#[test]
+fn config_settings_give_the_same_configuration_again() {
+    let log = Recorded::default();
+    let mut config = Config::default();
+    for (key, value) in [
+        ("power-source-type", "VM"),
+        ("vm-power-file", "/host/power, shared"),
+        ("vm-power-format", "watts"),
+        ("stack-monitoring-sample-rate", "3"),
+        ("results-path", "out dir"),
+        ("methods-filtering-prefix", "com.a, org.b"),
+        ("jvm-threads", "spread"),
+        ("estimate-idle-watts-per-cpu", "0.1"),
+        ("estimate-max-watts-per-cpu", "3.3000000000000003"),
+    ] {
+        config.set(key, value, &log).unwrap();
+    }
+    for original in [Config::default(), config] {
+        let mut again = Config::default();
+        for (key, value) in original.settings() {
+            again.set_strictly(key, &value, &log).unwrap();
+        }
+        assert_eq!(again, original);
+    }
+}

@@ -235,6 +235,24 @@ impl Session {
     /// privileges or the kernel do not allow sampling, or the command cannot be launched (the
     /// agent library is required then).
     pub fn start(targets: Targets, options: &SessionOptions) -> Result<Session, SessionError> {
+        Session::start_sampling(targets, options, None)
+    }
+
+    /// [`Session::start`] with a sampler already loaded (`record` loads it first, to know
+    /// whether the eBPF mode can run before it opens anything else).
+    pub fn with_sampler(
+        sampler: Sampler,
+        targets: Targets,
+        options: &SessionOptions,
+    ) -> Result<Session, SessionError> {
+        Session::start_sampling(targets, options, Some(sampler))
+    }
+
+    fn start_sampling(
+        targets: Targets,
+        options: &SessionOptions,
+        sampler: Option<Sampler>,
+    ) -> Result<Session, SessionError> {
         let agent = launch::find_agent(options.agent_path.as_deref());
         if options.agent_path.is_some() {
             agent
@@ -259,7 +277,10 @@ impl Session {
                 (Vec::new(), Some(command))
             }
         };
-        let sampler = Sampler::new(options.rate_hz)?;
+        let sampler = match sampler {
+            Some(sampler) => sampler,
+            None => Sampler::new(options.rate_hz)?,
+        };
         let source = match command {
             Some(command) => {
                 let agent = agent

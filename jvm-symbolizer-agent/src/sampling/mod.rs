@@ -131,7 +131,7 @@ extern "system" fn on_vm_init(_env: JvmtiEnv, _jni: *mut c_void, _thread: Jobjec
 
 extern "system" fn on_vm_death(_env: JvmtiEnv, _jni: *mut c_void) {
     crate::guarded((), || {
-        end(false);
+        end();
     })
 }
 
@@ -259,11 +259,18 @@ pub unsafe fn start(vm: *mut JavaVm, command: Result<Command, String>, attach: b
     let options = match command {
         Err(message) => return failed(&message),
         Ok(Command::Stop) => {
-            return if end(true) {
-                JNI_OK
-            } else {
-                failed("there is no profile to stop.")
+            if end() {
+                log().log(
+                    Level::Info,
+                    "joularcode agent: the profile of this JVM has ended.",
+                );
+                return JNI_OK;
             }
+            log().log(
+                Level::Warning,
+                "joularcode agent: there is no profile to stop.",
+            );
+            return if attach { JNI_ERR } else { JNI_OK };
         }
         Ok(Command::Sample(options)) => options,
     };
@@ -311,18 +318,12 @@ fn begin(options: SampleOptions) -> bool {
     }
 }
 
-/// Ends the running profile, its last cycle written; false when there was none. `said`: say so.
-fn end(said: bool) -> bool {
+/// Ends the running profile, its last cycle written; false when there was none.
+fn end() -> bool {
     let Some(handle) = lock(&RUNNING).take() else {
         return false;
     };
     handle.stop();
-    if said {
-        log().log(
-            Level::Info,
-            "joularcode agent: the profile of this JVM has ended.",
-        );
-    }
     true
 }
 

@@ -290,7 +290,7 @@ impl Monitor {
         let cycle_log = options.cycle_log.as_ref().map(open_cycle_log).transpose()?;
         let cpu = CpuSource::system();
         let cpus = cpu.read().map(|use_| use_.cpus).unwrap_or(1);
-        let sampler = sampler(vm, env, jni, options.sampler, &config, cpus)?;
+        let mut sampler = sampler(vm, env, jni, options.sampler, &config, cpus)?;
         set_events(Some(sampler.events()));
         // Classes loaded before the agent: their methods' ids, for AsyncGetCallTrace
         if jni.push_local_frame(16) {
@@ -301,6 +301,9 @@ impl Monitor {
             jni.pop_local_frame();
         }
         let source_name = power::describe_choice(&config, &*source);
+        // The threads' CPU time so far is not this profile's (a JVM attached to has run before)
+        let mut threads = ThreadCpu::default();
+        threads.cycle(sampler.thread_times());
         let clock = Instant::now();
         let monitor = Monitor {
             frames: Frames::new(env, &config.methods_filtering_prefix),
@@ -308,7 +311,7 @@ impl Monitor {
             writer,
             cycle_log,
             counts: HashMap::new(),
-            threads: ThreadCpu::default(),
+            threads,
             pid: std::process::id(),
             clock,
             process_cpu_ns: process::cpu_ns(),
@@ -368,6 +371,7 @@ impl Monitor {
         (self.process_cpu_ns, self.own_cpu_ns) = (process_cpu_ns, own_cpu_ns);
         let measures = self.engine.measure(now_ns, &self.log);
         let samples = cycle_samples(self.pid, std::mem::take(&mut self.counts), &uses);
+
         let input = [JvmInput {
             pid: self.pid,
             branches: &self.frames.branches,

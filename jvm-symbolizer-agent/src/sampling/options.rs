@@ -6,14 +6,15 @@
 //! without `=` continues the value before it, so that `methods-filtering-prefix=com.a,com.b`
 //! keeps both prefixes. The agent's own keys:
 //! - `config=FILE`: the properties file (it must exist); default `joularcodejava.properties` in
-//!   the JVM's working folder, if there is one;
+//!   the JVM's working folder, if there is one; `config=` with no file: none, the options alone
+//!   (what `joularcode-bpf record --mode agent` gives, with every key);
 //! - `cycle-log=FILE`: one JSON line per cycle, as `record --cycle-log` writes it;
 //! - `sampler=auto|signals|jvmti`: how stacks are sampled (see [`SamplerChoice`]).
 
 use std::path::{Path, PathBuf};
 
 use joularcode_core::config::Config;
-use joularcode_core::log::Log;
+use joularcode_core::log::{Log, Recorded};
 
 /// How stacks are sampled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -38,11 +39,23 @@ pub enum Command {
     Stop,
 }
 
+/// Which properties file is read (`config=`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ConfigFile {
+    /// `joularcodejava.properties` in the working folder, if there is one.
+    #[default]
+    WorkingFolder,
+    /// This file, which must exist.
+    Given(PathBuf),
+    /// None: the defaults and the options.
+    Nothing,
+}
+
 /// The options of `sample`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SampleOptions {
-    /// `config=FILE`.
-    pub config_file: Option<PathBuf>,
+    /// `config=`.
+    pub config_file: ConfigFile,
     /// The keys of `joularcodejava.properties` given, in order.
     pub settings: Vec<(String, String)>,
     /// `cycle-log=FILE`.
@@ -87,7 +100,8 @@ fn parse_sample<'a>(pieces: impl Iterator<Item = &'a str>) -> Result<SampleOptio
     let mut options = SampleOptions::default();
     for (key, value) in pairs {
         match key.as_str() {
-            "config" => options.config_file = Some(PathBuf::from(value)),
+            "config" if value.trim().is_empty() => options.config_file = ConfigFile::Nothing,
+            "config" => options.config_file = ConfigFile::Given(PathBuf::from(value)),
             "cycle-log" => options.cycle_log = Some(PathBuf::from(value)),
             "sampler" => {
                 options.sampler = match value.trim() {
@@ -101,7 +115,11 @@ fn parse_sample<'a>(pieces: impl Iterator<Item = &'a str>) -> Result<SampleOptio
                     }
                 }
             }
-            _ => options.settings.push((key, value)),
+            _ => {
+                // Checked now, so that a bad option is the only line said
+                Config::default().set_strictly(&key, &value, &Recorded::default())?;
+                options.settings.push((key, value));
+            }
         }
     }
     Ok(options)
@@ -112,19 +130,19 @@ impl SampleOptions {
     /// `joularcodejava.properties` in `working_dir`) read as Joular reads it, then the options
     /// over it, each checked as on `record`'s command line. What the file says goes to `log`.
     pub fn config(&self, working_dir: &Path, log: &dyn Log) -> Result<Config, String> {
-        if let Some(file) = &self.config_file {
-            if !working_dir.join(file).is_file() {
+        let mut config = match &self.config_file {
+            ConfigFile::Nothing => Config::default(),
+            ConfigFile::WorkingFolder => Config::load(None, working_dir, log),
+            ConfigFile::Given(file) if working_dir.join(file).is_file() => {
+                Config::load(Some(&file.to_string_lossy()), working_dir, log)
+            }
+            ConfigFile::Given(file) => {
                 return Err(format!(
                     "config={}: there is no such file. Give the path of a joularcodejava.properties file.",
                     file.display()
-                ));
+                ))
             }
-        }
-        let explicit = self
-            .config_file
-            .as_ref()
-            .map(|file| file.to_string_lossy().into_owned());
-        let mut config = Config::load(explicit.as_deref(), working_dir, log);
+        };
         for (key, value) in &self.settings {
             config.set_strictly(key, value, log)?;
         }
@@ -138,7 +156,6 @@ impl SampleOptions {
 mod tests {
     use super::*;
     use joularcode_core::config::SourceKind;
-    use joularcode_core::log::Recorded;
 
     fn sample(text: &str) -> SampleOptions {
         match parse(text) {
@@ -161,9 +178,10 @@ mod tests {
             "sample,config=/etc/j.properties,methods-filtering-prefix=com.a,com.b,results-path=out,sampler=jvmti,cycle-log=/tmp/c",
         );
         assert_eq!(
-            options.config_file.as_deref(),
-            Some(Path::new("/etc/j.properties"))
+            options.config_file,
+            ConfigFile::Given(PathBuf::from("/etc/j.properties"))
         );
+        assert_eq!(sample("sample,config=").config_file, ConfigFile::Nothing);
         assert_eq!(
             options.settings,
             [
@@ -188,6 +206,19 @@ mod tests {
         };
         assert!(error("sample,fast").contains("write key=value"));
         assert!(error("sample,sampler=perf").contains("sampler=auto, signals or jvmti"));
+        for (text, expected) in [
+            (
+                "sample,stack-monitoring-sample-rate=fast",
+                "stack-monitoring-sample-rate must be a number of milliseconds from 1 to 1000, not 'fast'.",
+            ),
+            ("sample,colour=red", "colour red: Unknown setting 'colour'."),
+            (
+                "sample,power-source-type=solar",
+                "power-source-type solar: Unknown power-source-type 'solar'.",
+            ),
+        ] {
+            assert!(error(text).starts_with(expected), "{text}: {}", error(text));
+        }
     }
 
     #[test]
@@ -203,25 +234,26 @@ mod tests {
             .config(dir.path(), &log)
             .unwrap();
         assert_eq!(config.results_path, Path::new("from-file"));
+        let alone = sample("sample,config=").config(dir.path(), &log).unwrap();
+        assert_eq!(alone, Config::default(), "no file read");
         assert_eq!(config.sample_rate_ms, 20);
         assert_eq!(config.source_kind(), Ok(SourceKind::Estimate));
-        for (text, expected) in [
-            (
-                "sample,stack-monitoring-sample-rate=fast",
-                "stack-monitoring-sample-rate must be a number of milliseconds from 1 to 1000, not 'fast'.",
-            ),
-            (
-                "sample,colour=red",
-                "colour red: Unknown setting 'colour'.",
-            ),
-            (
-                "sample,power-source-type=solar",
-                "power-source-type solar: Unknown power-source-type 'solar'.",
-            ),
-            ("sample,config=missing.properties", "config=missing.properties: there is no such file."),
-        ] {
-            let error = sample(text).config(dir.path(), &log).unwrap_err();
-            assert!(error.starts_with(expected), "{text}: {error}");
-        }
+        let error = sample("sample,config=missing.properties")
+            .config(dir.path(), &log)
+            .unwrap_err();
+        assert!(
+            error.starts_with("config=missing.properties: there is no such file."),
+            "{error}"
+        );
+        std::fs::write(
+            dir.path().join("joularcodejava.properties"),
+            "power-source-type=wind\n",
+        )
+        .unwrap();
+        let error = sample("sample").config(dir.path(), &log).unwrap_err();
+        assert!(
+            error.contains("Unknown power-source-type 'wind'"),
+            "{error}"
+        );
     }
 }

@@ -5,6 +5,7 @@
 //! and branch): at the end of each power window, core's cycle [`Engine`] shares the power read out
 //! between the JVMs, and each JVM's rows go to its results folder ([`results::Results`]).
 
+pub mod agent;
 pub mod options;
 pub mod results;
 pub mod sink;
@@ -21,15 +22,15 @@ use std::time::{Duration, Instant};
 
 use joularcode_core::config::{Config, SourceKind};
 use joularcode_core::cycle::{threads_cpu_ns, Engine, JvmInput};
-use joularcode_core::log::{Level, Log};
+use joularcode_core::log::{Level, Log, Recorded};
 use joularcode_core::machine::{BusyCpu, CpuSource};
 use joularcode_core::power::{self, PowerSource, SystemClock, SystemRoots};
 use joularcode_core::threads::{cycle_samples, ThreadCpu};
 
-use crate::cli::RecordArgs;
+use crate::cli::{Mode, RecordArgs};
 use crate::launch;
 use crate::profile::BranchSet;
-use crate::sampler::{monotonic_ns, signals, CONSUME_INTERVAL};
+use crate::sampler::{monotonic_ns, signals, Sampler, CONSUME_INTERVAL};
 use crate::session::{Session, SessionOptions, Targets};
 use results::Results;
 use sink::{CycleView, JvmView, Sink};
@@ -80,6 +81,24 @@ pub fn run_with(args: &RecordArgs, mut outputs: Outputs) -> Result<i32, String> 
     let working_dir = std::env::current_dir()
         .map_err(|error| format!("cannot read the working directory: {error}"))?;
     let config = options::load(args.config.as_deref(), &args.options, &working_dir, &*log)?;
+    let rate_hz = 1000 / config.sample_rate_ms;
+    let sampler = match args.mode {
+        Mode::Agent => return agent_mode(args, &config, &*log),
+        Mode::Bpf => Sampler::new(rate_hz).map_err(|error| error.to_string())?,
+        Mode::Auto => match Sampler::new(rate_hz) {
+            Ok(sampler) => sampler,
+            Err(error) if error.is_unavailable() && !args.all => {
+                log.log(
+                    Level::Warning,
+                    &format!(
+                        "The BPF programs cannot be loaded ({error}): the JVMs profile themselves with the agent's sampling mode instead (--mode agent)."
+                    ),
+                );
+                return agent_mode(args, &config, &*log);
+            }
+            Err(error) => return Err(error.to_string()),
+        },
+    };
     let results = if outputs.csv {
         Some(Results::new(
             &config.results_path,
@@ -103,13 +122,13 @@ pub fn run_with(args: &RecordArgs, mut outputs: Outputs) -> Result<i32, String> 
     }
 
     let mut session_options = SessionOptions::new(log.clone());
-    session_options.rate_hz = 1000 / config.sample_rate_ms;
+    session_options.rate_hz = rate_hz;
     session_options.prefixes = config.methods_filtering_prefix.clone();
     session_options.agent_path = args.agent_path.clone();
     session_options.attach_agent = !args.no_attach;
     signals::stop_on_signals()?;
-    let mut session =
-        Session::start(targets(args), &session_options).map_err(|error| error.to_string())?;
+    let mut session = Session::with_sampler(sampler, targets(args), &session_options)
+        .map_err(|error| error.to_string())?;
     let recorded = record(
         args,
         &config,
@@ -174,6 +193,28 @@ fn record(
             return Ok(());
         }
     }
+}
+
+/// `record --mode agent` ([`agent`]), after the checks `record` makes before anything starts:
+/// the results path, and the power source (opened here and closed, what it says kept quiet: the
+/// agent says it).
+fn agent_mode(args: &RecordArgs, config: &Config, log: &dyn Log) -> Result<i32, String> {
+    Results::new(&config.results_path, args.pids.len() > 1)?;
+    let quiet = Recorded::default();
+    let mut source = power::open(
+        config,
+        &SystemRoots::default(),
+        Arc::new(SystemClock::default()),
+        &quiet,
+    )
+    .map_err(|error| format!("Cannot measure the CPU power: {error}"))?;
+    if config.source_kind() == Ok(SourceKind::Vm) {
+        source
+            .watts()
+            .map_err(|error| format!("Cannot measure the CPU power: {error}"))?;
+    }
+    drop(source);
+    agent::run(args, config, log)
 }
 
 /// What the command line asks to profile.

@@ -105,6 +105,14 @@ impl fmt::Display for SamplerError {
 
 impl std::error::Error for SamplerError {}
 
+impl SamplerError {
+    /// Whether eBPF sampling cannot run on this machine at all (no privileges, an old kernel, BPF
+    /// or perf events refused), as opposed to a process that cannot be tracked.
+    pub fn is_unavailable(&self) -> bool {
+        !matches!(self, SamplerError::Process(_))
+    }
+}
+
 fn bpf_error(what: &str) -> impl FnOnce(libbpf_rs::Error) -> SamplerError + '_ {
     move |e| SamplerError::Bpf(format!("cannot {what} (bpf/sampler.bpf.c): {e}"))
 }

@@ -69,7 +69,31 @@ pub fn thread_name(tid: u64) -> Option<String> {
 }
 
 /// A timer on one thread's CPU clock that sends it SIGPROF every interval of its CPU time.
+///
+/// The first signal comes after a random part of the interval, uniform in (0, interval]: a
+/// thread's samples are then `cpu / interval` on average whatever its CPU time, where a first
+/// signal after a whole interval would never sample a thread that runs less than one interval
+/// (short-lived threads), and would sample one that runs 1.5 intervals once in every case.
 pub struct Timer(libc::timer_t);
+
+/// A number of nanoseconds uniform in (0, `interval_ns`], from the clock and the thread id
+/// (splitmix64): no two threads start in step.
+fn first_delay_ns(tid: u64, interval_ns: u64) -> u64 {
+    let mut x = clock_ns(libc::CLOCK_MONOTONIC).unwrap_or(0) ^ tid.rotate_left(32);
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^= x >> 31;
+    x % interval_ns.max(1) + 1
+}
+
+/// A timespec of `ns` nanoseconds.
+fn timespec(ns: u64) -> libc::timespec {
+    libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+    }
+}
 
 // SAFETY: a timer id may be deleted from any thread of the process.
 unsafe impl Send for Timer {}
@@ -88,13 +112,10 @@ impl Timer {
             if libc::timer_create(thread_clock(tid), &mut event, &mut timer) != 0 {
                 return None;
             }
-            let period = libc::timespec {
-                tv_sec: interval.as_secs() as libc::time_t,
-                tv_nsec: interval.subsec_nanos() as libc::c_long,
-            };
+            let interval_ns = u64::try_from(interval.as_nanos()).unwrap_or(u64::MAX);
             let spec = libc::itimerspec {
-                it_interval: period,
-                it_value: period,
+                it_interval: timespec(interval_ns),
+                it_value: timespec(first_delay_ns(tid, interval_ns)),
             };
             if libc::timer_settime(timer, 0, &spec, std::ptr::null_mut()) != 0 {
                 libc::timer_delete(timer);
@@ -124,6 +145,16 @@ pub fn stop_process_timer() {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn first_delays_spread_over_the_interval() {
+        let delays: Vec<u64> = (0..10_000)
+            .map(|tid| first_delay_ns(tid, 10_000_000))
+            .collect();
+        assert!(delays.iter().all(|&d| (1..=10_000_000).contains(&d)));
+        let mean = delays.iter().sum::<u64>() as f64 / delays.len() as f64;
+        assert!((mean - 5e6).abs() < 2e5, "{mean}");
+    }
 
     #[test]
     fn another_threads_cpu_time_is_read_through_its_clock() {
