@@ -20,10 +20,12 @@
 //!   which fallback is used;
 //! - warns once when a running JVM lacks -XX:+PreserveFramePointer;
 //! - classifies its threads by name (`[GC]`, `[JIT compiler]`, `[VM]`);
-//! - counts each sample in its thread's branch.
+//! - counts each sample in its thread's branch;
+//! - removes the code maps that JVMs killed before their agent could remove them left behind
+//!   ([`stale`]).
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Arc;
@@ -39,6 +41,7 @@ use crate::discovery::{self, Discovery, DiscoveryError, Target};
 use crate::hotspot::HotSpot;
 use crate::jit::codemap::CodeMap;
 use crate::jit::perfmap::PerfMap;
+use crate::jit::stale;
 use crate::launch;
 use crate::resolve::{JitNames, ResolveStats, Resolver};
 use crate::sampler::{Sample, Sampler, SamplerError};
@@ -58,6 +61,8 @@ const LAUNCH_CHECKS: u32 = 20;
 /// their times: [`Session::take_counts_until`] takes them whatever its time. Bounds the memory of
 /// a long run that takes its counts only at its end (`stacks`).
 const SETTLE_NS: u64 = 10_000_000_000;
+/// The host's /tmp, where the agents of the host's JVMs write their code maps.
+const HOST_TMP: &str = "/tmp";
 /// How long an agent's code map may stay unreadable (not written yet) before it is given up.
 const MAP_PATIENCE: Duration = Duration::from_secs(10);
 
@@ -286,6 +291,7 @@ impl Session {
                 all,
             },
         };
+        stale::sweep(Path::new(HOST_TMP));
         let mut session = Session {
             sampler,
             source,
@@ -444,6 +450,10 @@ impl Session {
                 (started, ended, true)
             }
         };
+        if !ended.is_empty() {
+            // A JVM killed before its agent could remove its code map leaves it behind.
+            stale::sweep(Path::new(HOST_TMP));
+        }
         for pid in ended {
             if let Some(jvm) = self.jvms.get_mut(&pid) {
                 jvm.ended = true;
@@ -478,6 +488,7 @@ impl Session {
             }
             match HotSpot::open(jvm.pid) {
                 Ok(hotspot) => {
+                    stale::sweep_own_tmp(jvm.pid);
                     let pending = std::mem::take(pending);
                     let jit = if jvm.launched {
                         agent_code_map(jvm.pid)
