@@ -24,6 +24,7 @@ use joularcode_core::log::{Level, Log};
 use joularcode_core::power::{self, PowerSource, SystemClock, SystemRoots};
 
 use crate::cli::RecordArgs;
+use crate::discovery;
 use crate::launch;
 use crate::sampler::{monotonic_ns, signals, CONSUME_INTERVAL};
 use crate::session::{Session, SessionOptions, Targets, ThreadCounts};
@@ -40,6 +41,10 @@ const PUMP_INTERVAL: Duration = Duration::from_millis(100);
 /// [`launch::end`]), else 0.
 /// Errors are one line each.
 pub fn run(args: &RecordArgs) -> Result<i32, String> {
+    // A pid that is not a JVM is one line, before anything else is said or done.
+    for &pid in &args.pids {
+        discovery::check_jvm(Path::new("/proc"), pid).map_err(|error| error.to_string())?;
+    }
     let terminal = Arc::new(Terminal::new());
     let log: Arc<dyn Log> = terminal.clone();
     let working_dir = std::env::current_dir()
