@@ -196,6 +196,15 @@ impl ProfiledJvm {
         self.ended
     }
 
+    /// Samples that wait until the JVM can be read (it is starting); they are counted once it
+    /// can.
+    pub fn waiting_samples(&self) -> u64 {
+        match &self.state {
+            State::Opening { pending, .. } => pending.len() as u64,
+            _ => 0,
+        }
+    }
+
     /// What resolving met so far; samples that could not be resolved at all (the JVM could not be
     /// read) count as samples with an unknown frame.
     pub fn stats(&self) -> ResolveStats {

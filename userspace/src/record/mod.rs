@@ -239,6 +239,7 @@ impl Recorder {
                     counts.remove(&jvm.pid()).unwrap_or_default(),
                     &uses,
                 ),
+                waiting_samples: jvm.waiting_samples(),
             })
             .collect();
         let cycle = engine.share(&measures, session.sampler().drops(), &jvms, log);
