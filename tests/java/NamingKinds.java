@@ -11,9 +11,9 @@ import java.util.function.LongUnaryOperator;
  * module and one of a class in a named module (naming.mod, on the module path: run with
  * `-p <modules> --add-modules naming.mod`).
  *
- * Prints one line `NAME <class>.<method>` per hot method, with the class named by Java itself
- * (Class.getName, so hidden classes as `NamingHidden/0x...`), then `READY <pid>`; then runs each in
- * turn for the number of seconds given as the first argument.
+ * Prints `READY <pid>`, then one line `NAME <class>.<method>` per hot method, with the class named
+ * by Java itself (Class.getName, so hidden classes as `NamingHidden/0x...`), then `NAMES END`;
+ * then runs each in turn for the number of seconds given as the first argument.
  */
 public class NamingKinds {
     static volatile long sink;
@@ -61,6 +61,7 @@ public class NamingKinds {
         ops.add(new Inner());
         ops.add((LongUnaryOperator) hiddenClass.getDeclaredConstructor().newInstance());
         ops.add((LongUnaryOperator) moduleClass.getDeclaredConstructor().newInstance());
+        System.out.println("READY " + ProcessHandle.current().pid());
         for (LongUnaryOperator op : ops) {
             System.out.println("NAME " + op.getClass().getName() + ".applyAsLong");
         }
@@ -71,7 +72,7 @@ public class NamingKinds {
             }
         }
         System.out.println("MODULE " + moduleClass.getModule().getName());
-        System.out.println("READY " + ProcessHandle.current().pid());
+        System.out.println("NAMES END");
         System.out.flush();
         while (System.nanoTime() < end) {
             for (LongUnaryOperator op : ops) {

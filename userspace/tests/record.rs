@@ -352,7 +352,9 @@ fn short_lived_tasks_get_their_energy_in_whole_branches_on_every_jdk() {
             (short - cpu_share).abs() <= 0.02,
             "Java {}: {short} of the energy, {cpu_share} of the CPU; cycles {cycles:?}; rows {:?}",
             jdk.major,
-            all.iter().filter(|row| row.energy_j > 0.5).collect::<Vec<_>>()
+            all.iter()
+                .filter(|row| row.energy_j > 0.5)
+                .collect::<Vec<_>>()
         );
         assert!(
             unknown <= 0.005,
