@@ -456,6 +456,32 @@ fn assert_refused(run: &Run, command: &mut Command, expected: &str) {
 }
 
 #[test]
+fn a_pid_that_cannot_be_profiled_is_the_only_line_and_says_why() {
+    let _serial = serial();
+    let run = Run::new();
+    for (pid, said) in [
+        ("4000000", "process 4000000 does not exist"),
+        ("1", "process 1"),
+    ] {
+        let output = run
+            .command(&["--pid", pid])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run joularcode-bpf");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{stderr}");
+        // Checked before the configuration and the power source are: nothing else is said.
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.starts_with("joularcode-bpf: ") && stderr.contains(said),
+            "{stderr}"
+        );
+        // As root, with CAP_SYS_PTRACE, being told to run as root would be wrong.
+        assert!(!stderr.contains("run as root"), "{stderr}");
+    }
+}
+
+#[test]
 fn bad_input_is_one_line_and_writes_nothing() {
     let _serial = serial();
     let jvm = Jvm::start(&jdk(17), &[], "RecordBusy", &["1"]);
