@@ -14,6 +14,9 @@ import java.util.function.LongUnaryOperator;
  * Prints `READY <pid>`, then one line `NAME <class>.<method>` per hot method, with the class named
  * by Java itself (Class.getName, so hidden classes as `NamingHidden/0x...`), then `NAMES END`;
  * then runs each in turn for the number of seconds given as the first argument.
+ *
+ * Each method has its own copy of the same hot loop (as NamingHidden and naming.mod.ModWork do):
+ * a shared helper would be the newest frame of every sample instead of the method to be named.
  */
 public class NamingKinds {
     static volatile long sink;

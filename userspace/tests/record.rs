@@ -80,6 +80,17 @@ impl Run {
         output
     }
 
+    /// The energy of the JVMs over every cycle of the cycle log, once the log is checked to add
+    /// up ([`assert_conservation`]).
+    fn jvm_energy(&self) -> f64 {
+        let cycles = self.cycles();
+        assert_conservation(&cycles);
+        cycles
+            .iter()
+            .map(|c| c["jvm_energy_j"].as_f64().expect("energy"))
+            .sum()
+    }
+
     /// The cycle log, one JSON object per cycle and JVM.
     fn cycles(&self) -> Vec<serde_json::Value> {
         std::fs::read_to_string(self.cycle_log())
@@ -273,13 +284,7 @@ fn short_lived_threads_get_their_share() {
     let process = after.0 - before.0;
     let truth = (process - long_lived) as f64 / process as f64;
     let all = rows(&run.results().join("methods-power-all.csv"));
-    let cycles = run.cycles();
-    assert_conservation(&cycles);
-    let jvm_energy: f64 = cycles
-        .iter()
-        .map(|c| c["jvm_energy_j"].as_f64().expect("energy"))
-        .sum();
-    let measured = energy_of(&all, "RecordShortLived.brief") / jvm_energy;
+    let measured = energy_of(&all, "RecordShortLived.brief") / run.jvm_energy();
     eprintln!(
         "short-lived threads: {:.1}% of the CPU, {:.1}% of the energy",
         truth * 100.0,
@@ -321,12 +326,7 @@ fn short_lived_tasks_get_their_energy_in_whole_branches_on_every_jdk() {
         ));
         assert!(output.status.success(), "Java {}", jdk.major);
         let cpu_share = short_tasks_cpu_share(&String::from_utf8_lossy(&output.stdout));
-        let cycles = run.cycles();
-        assert_conservation(&cycles);
-        let jvm_energy: f64 = cycles
-            .iter()
-            .map(|c| c["jvm_energy_j"].as_f64().expect("energy"))
-            .sum();
+        let jvm_energy = run.jvm_energy();
         let all = rows(&run.results().join("methods-power-all.csv"));
         let energy_where = |rows: &[Row], keep: &dyn Fn(&str) -> bool| -> f64 {
             rows.iter()
@@ -350,7 +350,7 @@ fn short_lived_tasks_get_their_energy_in_whole_branches_on_every_jdk() {
         );
         assert!(
             (short - cpu_share).abs() <= 0.02,
-            "Java {}: {short} of the energy, {cpu_share} of the CPU; cycles {cycles:?}; rows {:?}",
+            "Java {}: {short} of the energy, {cpu_share} of the CPU; rows {:?}",
             jdk.major,
             all.iter()
                 .filter(|row| row.energy_j > 0.5)
