@@ -156,7 +156,7 @@ fn every_naming_path_gives_one_method_one_name() {
 }
 
 /// Waits until the code cache holds compiled code of the methods of `expected`, then checks, for
-/// each piece of it that stays while the maps are read, that the code map, the agent's perf map
+/// each piece of it that stays until the maps are read, that the code map, the agent's perf map
 /// and the JDK's perf map give the code at its middle the same name as its nmethod's Method*,
 /// which is the name Java gives the method.
 fn assert_paths_agree(jdk: &Jdk, hotspot: &HotSpot, expected: &BTreeSet<String>) {
@@ -181,6 +181,9 @@ fn assert_paths_agree(jdk: &Jdk, hotspot: &HotSpot, expected: &BTreeSet<String>)
         std::thread::sleep(Duration::from_millis(200));
         code = compiled(hotspot, expected);
     }
+    // HotSpot reports compiled code to the agent after installing it, and the agent writes its
+    // maps every 20 ms: what the code cache holds now is in them within a moment.
+    std::thread::sleep(Duration::from_millis(500));
     let mut map = CodeMap::of_process(pid, pid);
     map.refresh().expect("the agent's code map");
     let agent_perf_map =
