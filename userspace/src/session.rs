@@ -166,6 +166,9 @@ pub struct ProfiledJvm {
     ended: bool,
     branches: Branches,
     state: State,
+    /// Samples to resolve again after the next refresh of the code map: they hold compiled code
+    /// the agent had not reported yet ([`Resolver::resolve_or_wait`]).
+    waiting: Vec<Sample>,
     counted: Vec<Counted>,
     settled: HashMap<u32, HashMap<BranchId, u64>>,
     thread_kinds: HashMap<u32, (String, Option<JvmThread>)>,
@@ -349,11 +352,12 @@ impl Session {
         self.finish_attaches();
         for jvm in self.jvms.values_mut() {
             jvm.refresh_code_map(&*self.options.log);
+            jvm.resolve_waiting(self.options.native_frames);
         }
         for sample in samples {
             self.sampled_until = self.sampled_until.max(sample.time_ns);
             if let Some(jvm) = self.jvms.get_mut(&sample.pid) {
-                jvm.add(sample, self.options.native_frames);
+                jvm.add(sample, self.options.native_frames, true);
             }
         }
         let settle_ns = self.sampled_until.saturating_sub(SETTLE_NS);
@@ -376,9 +380,13 @@ impl Session {
     /// less than 10 s before [`Session::sampled_until`]; samples older than that are taken
     /// whatever `until_ns`.
     pub fn take_counts_until(&mut self, until_ns: u64) -> HashMap<u32, HashMap<u32, ThreadCounts>> {
+        let native_frames = self.options.native_frames;
         self.jvms
             .iter_mut()
-            .map(|(&pid, jvm)| (pid, jvm.take_counts_until(until_ns)))
+            .map(|(&pid, jvm)| {
+                jvm.resolve_waiting(native_frames);
+                (pid, jvm.take_counts_until(until_ns))
+            })
             .collect()
     }
 
@@ -390,9 +398,13 @@ impl Session {
     /// With native frames: the samples counted since the last call by JVM pid, then by branch
     /// and the native frames newer than its Java frames.
     pub fn take_native_counts(&mut self) -> HashMap<u32, HashMap<(BranchId, NativeStack), u64>> {
+        let native_frames = self.options.native_frames;
         self.jvms
             .iter_mut()
-            .map(|(&pid, jvm)| (pid, std::mem::take(&mut jvm.native)))
+            .map(|(&pid, jvm)| {
+                jvm.resolve_waiting(native_frames);
+                (pid, std::mem::take(&mut jvm.native))
+            })
             .collect()
     }
 
@@ -514,7 +526,7 @@ impl Session {
                         jvm.attaching = attacher.start(jvm.pid, &jvm.main_class);
                     }
                     for sample in pending {
-                        jvm.add(sample, self.options.native_frames);
+                        jvm.add(sample, self.options.native_frames, true);
                     }
                 }
                 Err(e) if jvm.ended || since.elapsed() > OPEN_GIVE_UP => {
@@ -526,7 +538,7 @@ impl Session {
                     let pending = std::mem::take(pending);
                     jvm.state = State::Failed;
                     for sample in pending {
-                        jvm.add(sample, self.options.native_frames);
+                        jvm.add(sample, self.options.native_frames, true);
                     }
                 }
                 Err(_) => *next_try = now + OPEN_RETRY,
@@ -605,6 +617,7 @@ impl ProfiledJvm {
                 next_try: now,
                 pending: Vec::new(),
             },
+            waiting: Vec::new(),
             counted: Vec::new(),
             settled: HashMap::new(),
             thread_kinds: HashMap::new(),
@@ -685,8 +698,17 @@ impl ProfiledJvm {
         }
     }
 
-    /// Resolves and counts one sample (or keeps it until the JVM can be read).
-    fn add(&mut self, sample: Sample, native_frames: bool) {
+    /// Resolves the samples that waited for a refresh of the code map, with what it holds now.
+    fn resolve_waiting(&mut self, native_frames: bool) {
+        for sample in std::mem::take(&mut self.waiting) {
+            self.add(sample, native_frames, false);
+        }
+    }
+
+    /// Resolves and counts one sample, or keeps it until the JVM can be read, or (when
+    /// `patient`) until the next refresh of the code map if it holds compiled code the agent has
+    /// not reported yet.
+    fn add(&mut self, sample: Sample, native_frames: bool, patient: bool) {
         let kind = self
             .thread_kinds
             .entry(sample.tid)
@@ -706,7 +728,17 @@ impl ProfiledJvm {
                 return;
             }
             State::Ready(resolver) => {
-                let resolved = resolver.resolve(&sample, kind, &mut self.branches);
+                let resolved = if patient {
+                    match resolver.resolve_or_wait(&sample, kind, &mut self.branches) {
+                        Some(resolved) => resolved,
+                        None => {
+                            self.waiting.push(sample);
+                            return;
+                        }
+                    }
+                } else {
+                    resolver.resolve(&sample, kind, &mut self.branches)
+                };
                 (resolved.branch, resolved.native)
             }
             State::Failed => {
@@ -967,7 +999,7 @@ mod tests {
             frames: Vec::new(),
         };
         for (tid, time_ns) in [(1, 100), (1, 200), (2, 150), (2, 300), (1, 250)] {
-            jvm.add(sample(tid, time_ns), false);
+            jvm.add(sample(tid, time_ns), false, true);
         }
         let total = |threads: &HashMap<u32, ThreadCounts>, tid: u32| {
             threads

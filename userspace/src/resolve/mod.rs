@@ -87,6 +87,18 @@ pub struct ResolveStats {
     pub without_java_frame: u64,
 }
 
+impl ResolveStats {
+    /// Adds `other`'s counts to these.
+    fn add(&mut self, other: &ResolveStats) {
+        self.samples += other.samples;
+        self.java_frames += other.java_frames;
+        self.inlined_frames += other.inlined_frames;
+        self.code_cache_frames += other.code_cache_frames;
+        self.unknown_frames += other.unknown_frames;
+        self.without_java_frame += other.without_java_frame;
+    }
+}
+
 /// One resolved sample.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resolved {
@@ -104,6 +116,10 @@ pub struct Resolver {
     jit: JitNames,
     native: Option<NativeNames>,
     stats: ResolveStats,
+    /// What the sample being resolved met, added to `stats` once it is resolved.
+    tally: ResolveStats,
+    /// The sample being resolved holds compiled Java code the agent has not reported yet.
+    unreported: bool,
     /// Code map entries (start, load time) checked against the live code cache: when, and
     /// whether the code there still had the entry's name.
     verified: HashMap<(u64, u64), (u64, bool)>,
@@ -176,6 +192,8 @@ impl Resolver {
             jit,
             native,
             stats: ResolveStats::default(),
+            tally: ResolveStats::default(),
+            unreported: false,
             verified: HashMap::new(),
             methods: HashMap::new(),
             frames: Stack::default(),
@@ -222,7 +240,42 @@ impl Resolver {
         thread: Option<JvmThread>,
         branches: &mut Branches,
     ) -> Resolved {
-        self.stats.samples += 1;
+        let resolved = self.resolve_now(sample, thread, branches);
+        self.stats.add(&self.tally);
+        resolved
+    }
+
+    /// As [`Resolver::resolve`], but `None` (and nothing counted) when a compiled frame of the
+    /// sample would be named from the code cache, by its outer method only, because the agent's
+    /// code map does not hold that compiled Java code yet: HotSpot reports new code to the agent
+    /// a moment after it runs it. Resolve it again after the next [`Resolver::refresh`], with
+    /// [`Resolver::resolve`].
+    pub fn resolve_or_wait(
+        &mut self,
+        sample: &Sample,
+        thread: Option<JvmThread>,
+        branches: &mut Branches,
+    ) -> Option<Resolved> {
+        let resolved = self.resolve_now(sample, thread, branches);
+        if self.unreported {
+            return None;
+        }
+        self.stats.add(&self.tally);
+        Some(resolved)
+    }
+
+    /// Resolves `sample`, counting what it meets in `tally`.
+    fn resolve_now(
+        &mut self,
+        sample: &Sample,
+        thread: Option<JvmThread>,
+        branches: &mut Branches,
+    ) -> Resolved {
+        self.tally = ResolveStats {
+            samples: 1,
+            ..ResolveStats::default()
+        };
+        self.unreported = false;
         self.frames.clear();
         self.native_pcs.clear();
         if let Some(thread) = thread {
@@ -257,18 +310,18 @@ impl Resolver {
             };
             match named {
                 Named::Frames => {
-                    self.stats.java_frames += (self.frames.ids.len() - before) as u64;
+                    self.tally.java_frames += (self.frames.ids.len() - before) as u64;
                     named_java = true;
                     last_unknown = false;
                 }
                 Named::Stub => {}
                 Named::Frozen => {
-                    self.stats.unknown_frames += 1;
-                    self.stats.java_frames += 1;
+                    self.tally.unknown_frames += 1;
+                    self.tally.java_frames += 1;
                     self.frames.frozen(branches);
                 }
                 Named::Unknown => {
-                    self.stats.unknown_frames += 1;
+                    self.tally.unknown_frames += 1;
                     if !last_unknown {
                         self.frames.ids.push(branches.jvm_frame(UNKNOWN));
                     }
@@ -277,7 +330,7 @@ impl Resolver {
             }
         }
         if !named_java {
-            self.stats.without_java_frame += 1;
+            self.tally.without_java_frame += 1;
             self.frames.clear();
             let pseudo = if in_java_code { UNKNOWN } else { NATIVE };
             self.frames.ids.push(branches.jvm_frame(pseudo));
@@ -367,7 +420,7 @@ impl Resolver {
                     self.frames.push(branches, class, method);
                 }
                 let pushed = self.frames.ids.len() - before;
-                self.stats.inlined_frames += pushed.saturating_sub(1) as u64;
+                self.tally.inlined_frames += pushed.saturating_sub(1) as u64;
                 return if pushed > 0 {
                     Named::Frames
                 } else {
@@ -377,9 +430,13 @@ impl Resolver {
         }
         match self.hotspot.blob_at(pc.pc) {
             Some(blob) if !blob.is_nmethod() => Named::Stub,
-            Some(_) => match self.hotspot.compiled_method_at(pc.pc) {
+            Some(blob) => match self.hotspot.compiled_method_at(pc.pc) {
                 Some(compiled) => {
-                    self.stats.code_cache_frames += 1;
+                    // Native methods' wrappers are not reported to agents: only compiled Java
+                    // code is worth waiting for.
+                    self.unreported |=
+                        matches!(self.jit, JitNames::Agent(_)) && blob.name == "nmethod";
+                    self.tally.code_cache_frames += 1;
                     self.frames
                         .push(branches, &compiled.method.class, &compiled.method.name);
                     Named::Frames
