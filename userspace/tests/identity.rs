@@ -270,13 +270,9 @@ fn short_lived_threads_keep_every_compiled_frame_and_agree_with_jfr() {
             jdk.major,
             run.branches
         );
-        assert!(
-            (sample_share - cpu_share).abs() <= 0.02,
-            "Java {}: the short task has {:.1}% of the samples and {:.1}% of the CPU",
-            jdk.major,
-            100.0 * sample_share,
-            100.0 * cpu_share
-        );
+        // The share of the CPU is judged by record's test, in a run without JFR: here JFR's
+        // sampler, suspending each thread 1,000 times a second, is part of the threads' CPU time,
+        // and takes its samples away from their Java frames.
         let what = format!("Java {} ShortTasks", jdk.major);
         let entries = ["ShortTasks.main", "java.lang.Thread.run"];
         assert_agrees_with_jfr(&what, &entries, &java_counts(&run), &jfr_counts(&jfr));
