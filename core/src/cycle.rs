@@ -24,7 +24,7 @@ use crate::config::{self, Config};
 use crate::log::{Level, Log};
 use crate::machine::MachineMeter;
 use crate::power::PowerSource;
-use crate::warnings::Warnings;
+use crate::warnings::{Uncaught, Warnings};
 
 /// What was measured at the end of a cycle ([`Engine::measure`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -51,6 +51,8 @@ pub struct JvmInput<'a> {
     /// The CPU time the whole JVM used in the cycle, in ns (the profiler's own threads left
     /// out): [`threads_cpu_ns`] of `samples` when every thread is in them.
     pub cpu_ns: u64,
+    /// Samples of the JVM that wait until it can be read (it is starting).
+    pub waiting_samples: u64,
 }
 
 /// The CPU time of all the threads of `samples`, in ns.
@@ -221,6 +223,8 @@ impl Engine {
             load => load,
         };
 
+        let missed = drops.saturating_sub(self.drops);
+        self.drops = drops;
         let mut taken = 0u64;
         let mut results = Vec::with_capacity(jvms.len());
         for jvm in jvms {
@@ -241,10 +245,18 @@ impl Engine {
             };
             let result = attribution::attribute(&input, jvm.branches, self.jvm_threads);
             let warnings = self.coverage.entry(jvm.pid).or_default();
+            let uncaught = Uncaught {
+                threads: result.unsampled_threads,
+                cpu_ns: result.unsampled_cpu_ns,
+                rate_ms: self.rate_ms,
+                lost_samples: missed,
+                waiting_samples: jvm.waiting_samples,
+            };
             if jvms.len() > 1 {
-                warnings.coverage(&Prefixed { pid: jvm.pid, log }, result.coverage);
+                let log = Prefixed { pid: jvm.pid, log };
+                warnings.coverage_of_samples(&log, result.coverage, &uncaught);
             } else {
-                warnings.coverage(log, result.coverage);
+                warnings.coverage_of_samples(log, result.coverage, &uncaught);
             }
             results.push(JvmCycle {
                 pid: jvm.pid,
@@ -253,8 +265,6 @@ impl Engine {
                 result,
             });
         }
-        let missed = drops.saturating_sub(self.drops);
-        self.drops = drops;
         self.warnings.sampler(
             log,
             self.rate_ms,
@@ -346,6 +356,7 @@ mod tests {
             branches,
             samples,
             cpu_ns,
+            waiting_samples: 0,
         }
     }
 
@@ -554,7 +565,13 @@ mod tests {
         let cycle = end(&mut engine, 2_000_000_000, 5, &jvms, &log);
         let messages: Vec<String> = log.messages().into_iter().map(|(_, m)| m).collect();
         assert_eq!(messages.len(), 3, "{messages:?}");
-        assert!(messages[0].starts_with("JVM 7: Only 10% of this JVM's CPU time"));
+        assert_eq!(
+            messages[0],
+            "JVM 7: Only 10% of this JVM's CPU time in the last cycle went to threads that a \
+             sample caught, so the power reported per method is a lower bound: 5 samples were \
+             lost (the sampler's buffer was full); 1 thread used 900 ms of CPU, without a \
+             sample, although one every 10 ms of CPU should have caught it."
+        );
         assert!(messages[1].starts_with("JVM 8: Only 10%"));
         assert!(
             messages[2]

@@ -377,6 +377,8 @@ impl Monitor {
             branches: &self.frames.branches,
             samples,
             cpu_ns: jvm_cpu_ns,
+            // The agent's samples are resolved as they are taken: none wait.
+            waiting_samples: 0,
         }];
         let cycle = self
             .engine
