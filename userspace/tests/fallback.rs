@@ -1,7 +1,8 @@
 //! End-to-end tests of the fallback mode on Linux, on JDK 17, 21 and 25: the agent's sampling
 //! mode (AsyncGetCallTrace on per-thread CPU timers) profiling its JVM, through `record --mode
 //! agent` (a launched command, or an attach to a running JVM) and `record --mode auto` where the
-//! BPF programs cannot be loaded; and bad options, which leave the JVM running unprofiled.
+//! BPF programs cannot be loaded; and bad options, which leave the JVM running unprofiled. JFR's
+//! sampler on the same run is the oracle of the stacks.
 //! The power is the `vm` source reading a constant 100 W from a file. They measure CPU shares:
 //! one at a time.
 
@@ -10,6 +11,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use joularcode_tests::jfr::{self, Recording, SamplePeriod};
 use joularcode_tests::procfs::{cpu_ticks, short_lived_share};
 use joularcode_tests::results::{assert_conservation, cycles, energy_of, rows, Row};
 use joularcode_tests::{agent_library, all_jdks, jdk, workload_classes, Jdk, Jvm};
@@ -261,6 +263,80 @@ fn agent_mode_keeps_the_nine_deep_chain_whole_interpreted_c1_and_c2_on_every_jdk
                 looping
             );
         }
+    }
+}
+
+/// How many of JFR's most inclusive methods the cross-check compares.
+const TOP_METHODS: usize = 50;
+
+#[test]
+fn agent_mode_agrees_with_jfr_on_the_top_fifty_methods_on_every_jdk() {
+    let _serial = serial();
+    for jdk in all_jdks() {
+        let run = Run::new();
+        let recording = Recording::new(run.dir.path().join("run.jfr"));
+        let jfr_option = recording.jvm_option(SamplePeriod::Ms10);
+        // Until 3,000 of our samples (JFR writes its recording as the JVM ends on SIGTERM)
+        let mut args = vec!["--stack-monitoring-sample-rate".to_owned(), "2".into()];
+        args.extend(launch(&jdk, &[&jfr_option], "DemoShop", &["120"]));
+        let output = run.record_until(&strs(&args), 3000, Duration::from_secs(60));
+        assert_eq!(output.status.code(), Some(143), "Java {}", jdk.major);
+        // The two shop workers' loop, on both sides: JFR samples Java code only, and neither
+        // the JVM's start nor its other threads are compared
+        let in_loop = |branch: &str| branch.contains("DemoShop.serve");
+        let ours = jfr::inclusive_shares(
+            run.all()
+                .into_iter()
+                .filter(|row| in_loop(&row.branch))
+                .map(|row| (row.branch, row.energy_j)),
+        );
+        let profile = recording
+            .read(&jdk)
+            .of_threads(|sample| sample.thread.starts_with("shop-worker-"));
+        let jfr_counts: Vec<(String, u64)> = profile
+            .branch_counts()
+            .into_iter()
+            .filter(|(branch, _)| in_loop(branch))
+            .collect();
+        let jfr_samples: u64 = jfr_counts.iter().map(|(_, n)| n).sum();
+        let theirs =
+            jfr::inclusive_shares(jfr_counts.into_iter().map(|(branch, n)| (branch, n as f64)));
+        let mut top: Vec<(&String, f64)> = theirs.iter().map(|(m, &s)| (m, s)).collect();
+        top.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+        top.truncate(TOP_METHODS);
+        let differences: Vec<f64> = top
+            .iter()
+            .map(|(method, share)| (ours.get(*method).copied().unwrap_or(0.0) - share).abs())
+            .collect();
+        let mean = differences.iter().sum::<f64>() / differences.len().max(1) as f64;
+        let (worst, by) = top
+            .iter()
+            .zip(&differences)
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .map(|((method, _), &by)| (method.as_str(), by))
+            .unwrap_or_default();
+        let samples: u64 = cycles(&run.cycle_log())
+            .iter()
+            .map(|c| c["samples"].as_u64().expect("samples"))
+            .sum();
+        eprintln!(
+            "Java {}: JFR's top {} methods ({jfr_samples} JFR samples, {samples} of ours): \
+             inclusive shares {:.4} apart on average, at most {by:.4} ({worst})",
+            jdk.major,
+            top.len(),
+            mean
+        );
+        assert!(
+            jfr_samples >= 500 && top.len() == TOP_METHODS,
+            "Java {}: {jfr_samples} JFR samples, {} methods",
+            jdk.major,
+            top.len()
+        );
+        assert!(
+            mean <= 0.04,
+            "Java {}: {mean}\nJFR's top methods: {top:?}\nours: {ours:?}",
+            jdk.major
+        );
     }
 }
 
