@@ -313,27 +313,11 @@ mod tests {
     use super::*;
     use crate::attribution::ThreadKind;
     use crate::log::Recorded;
-    use crate::machine::{BusyCpu, CpuSource, SystemLoad};
+    use crate::machine::tests::{source as proc_stat, write_stat};
+    use crate::machine::{BusyCpu, SystemLoad};
     use crate::power::{self, SystemClock, SystemRoots};
     use std::path::Path;
     use std::sync::Arc;
-
-    /// A /proc with a `stat` whose first line says `busy` ticks of user time and `idle` idle.
-    fn write_stat(root: &Path, busy: u64, idle: u64) {
-        std::fs::write(
-            root.join("stat"),
-            format!("cpu  {busy} 0 0 {idle} 0 0 0 0 0 0\ncpu0 0 0 0 0\ncpu1 0 0 0 0\n"),
-        )
-        .unwrap();
-    }
-
-    /// `/proc/stat` in ticks of 10 ms.
-    fn proc_stat(root: &Path) -> CpuSource {
-        CpuSource::ProcStat {
-            root: root.to_path_buf(),
-            ns_per_tick: 10_000_000,
-        }
-    }
 
     /// A thread in a test: `(tid, cpu_ns, kind, [(method of its one-frame branch, samples)])`.
     type TestThread<'a> = (u64, u64, ThreadKind, &'a [(&'a str, u64)]);

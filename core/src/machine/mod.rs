@@ -184,11 +184,11 @@ impl MachineMeter for SystemLoad {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A procfs whose `stat` says `busy` ticks of user time and `idle` idle, on 2 CPUs.
-    fn write_stat(root: &Path, busy: u64, idle: u64) {
+    pub(crate) fn write_stat(root: &Path, busy: u64, idle: u64) {
         std::fs::write(
             root.join("stat"),
             format!("cpu  {busy} 0 0 {idle} 0 0 0 0 0 0\ncpu0 0 0 0 0\ncpu1 0 0 0 0\n"),
@@ -196,7 +196,8 @@ mod tests {
         .unwrap();
     }
 
-    fn source(root: &Path) -> CpuSource {
+    /// `stat` under `root`, in ticks of 10 ms.
+    pub(crate) fn source(root: &Path) -> CpuSource {
         CpuSource::ProcStat {
             root: root.to_path_buf(),
             ns_per_tick: 10_000_000,

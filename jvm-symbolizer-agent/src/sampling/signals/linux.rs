@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::sampling::process::clock_ns;
+
 /// The clock id of thread `tid`'s CPU time, as glibc's `pthread_getcpuclockid` makes it
 /// (`MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)`): any thread of this process can read it.
 fn thread_clock(tid: u64) -> libc::clockid_t {
@@ -25,19 +27,6 @@ pub fn set_errno(value: i32) {
 pub fn current_thread() -> u64 {
     // SAFETY: gettid has no argument and cannot fail.
     unsafe { libc::syscall(libc::SYS_gettid) as u64 }
-}
-
-/// The CPU time of a clock, in ns.
-fn clock_ns(clock: libc::clockid_t) -> Option<u64> {
-    let mut time = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the timespec it is given.
-    if unsafe { libc::clock_gettime(clock, &mut time) } != 0 {
-        return None;
-    }
-    Some((time.tv_sec as u64).saturating_mul(1_000_000_000) + time.tv_nsec as u64)
 }
 
 /// The calling thread's CPU time, in ns.

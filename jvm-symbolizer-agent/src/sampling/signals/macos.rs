@@ -7,6 +7,8 @@ use mach2::kern_return::KERN_SUCCESS;
 use mach2::mach_port::mach_port_deallocate;
 use mach2::traps::mach_task_self;
 
+use crate::sampling::process::clock_ns;
+
 /// The calling thread's errno.
 pub fn errno() -> i32 {
     // SAFETY: the calling thread's errno location.
@@ -27,15 +29,7 @@ pub fn current_thread() -> u64 {
 
 /// The calling thread's CPU time, in ns.
 pub fn current_thread_cpu_ns() -> u64 {
-    let mut time = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the timespec it is given.
-    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut time) } != 0 {
-        return 0;
-    }
-    (time.tv_sec as u64).saturating_mul(1_000_000_000) + time.tv_nsec as u64
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID).unwrap_or(0)
 }
 
 /// `thread_info` of `port` into `T`.
