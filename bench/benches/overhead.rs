@@ -88,7 +88,8 @@ fn rusage() -> (Duration, u64) {
     )
 }
 
-/// Total run time of the sampler's BPF programs so far (with kernel.bpf_stats_enabled on).
+/// Total run time of the sampler's BPF programs so far (with kernel.bpf_stats_enabled on): those
+/// of every profiler on the machine, which drops when another one unloads its programs.
 fn bpf_run_time() -> Duration {
     let ns = libbpf_rs::query::ProgInfoIter::default()
         .filter(|prog| {
@@ -370,6 +371,14 @@ fn main() {
     };
     let idle_kind = std::env::var("JOULAR_BENCH_IDLE")
         .unwrap_or_else(|_| if mode == "agent" { "park" } else { "sleep" }.into());
+    // The agent loads no BPF program: the `jp_on_` programs then running are other profilers'
+    let bpf_time = || {
+        if mode == "agent" {
+            Duration::ZERO
+        } else {
+            bpf_run_time()
+        }
+    };
     let stats_before =
         fs::read_to_string(BPF_STATS).expect("read kernel.bpf_stats_enabled (run as root)");
     fs::write(BPF_STATS, "1").expect("enable kernel.bpf_stats_enabled (run as root)");
@@ -391,11 +400,11 @@ fn main() {
     for round in 1..=rounds {
         let without = phase(&mut jvm, seconds, || {});
         let mut profiler = Profiler::start(&mode, jvm.pid(), rate_ms);
-        let (cpu0, bpf0, start) = (profiler.cpu(), bpf_run_time(), Instant::now());
+        let (cpu0, bpf0, start) = (profiler.cpu(), bpf_time(), Instant::now());
         let with = phase(&mut jvm, seconds, || profiler.each_second());
         let (profiler_cpu, bpf_cpu, wall) = (
-            profiler.cpu() - cpu0,
-            bpf_run_time() - bpf0,
+            profiler.cpu().saturating_sub(cpu0),
+            bpf_time().saturating_sub(bpf0),
             start.elapsed(),
         );
         rss_growth = rss_growth.max(profiler.rss_kib());
