@@ -314,13 +314,14 @@ impl Sampler for Signals {
 
     fn collect(&mut self, _jni: Jni, frames: &mut Frames, counts: &mut HashMap<u32, ThreadCounts>) {
         let Some(ring) = RING.get() else { return };
-        let kinds: HashMap<u64, (Option<JvmThread>, bool)> = lock(&self.tasks.state)
-            .tasks
-            .iter()
-            .map(|(&key, task)| (key, (task.kind, task.own)))
-            .collect();
+        // One look-up per sample: copying the kinds of all threads at each drain would cost
+        // every 10 ms in proportion to the threads, parked ones included
+        let tasks = &self.tasks;
         ring.drain(|record| {
-            let (kind, own) = kinds.get(&record.thread).copied().unwrap_or((None, false));
+            let (kind, own) = lock(&tasks.state)
+                .tasks
+                .get(&record.thread)
+                .map_or((None, false), |task| (task.kind, task.own));
             if own {
                 return;
             }
