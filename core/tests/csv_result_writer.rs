@@ -88,14 +88,13 @@ fn open_path_is_a_file_fails() {
     let blocking = temp.path().join("blocked");
     fs::write(&blocking, "not a directory").unwrap();
     let error = CsvWriter::open(&blocking).unwrap_err().to_string();
-    let start = format!(
-        "Could not create the results directory {}: ",
-        blocking.display()
-    );
-    assert!(error.starts_with(&start), "{error}");
-    assert!(
-        error.ends_with(". Set results-path to a directory that can be created."),
-        "{error}"
+    assert_eq!(
+        error,
+        format!(
+            "Cannot write the results in {0}: {0} is not a directory: remove it, or give another \
+             path. Set results-path to a directory the profiler can write to.",
+            blocking.display()
+        )
     );
     assert_eq!(fs::read_to_string(&blocking).unwrap(), "not a directory");
 }
@@ -112,9 +111,12 @@ fn open_symbolic_link_is_refused() {
     assert_eq!(
         error.to_string(),
         format!(
-            "{} is a symbolic link, and results are never written through one. Remove it, or set \
-             results-path to another directory.",
-            link.display()
+            "Cannot write the results in {}: {} (to {}) is a symbolic link, and outputs are never \
+             written through one, as another user could have made it: give a path without links. \
+             Set results-path to a directory the profiler can write to.",
+            temp.path().display(),
+            link.display(),
+            target.display()
         )
     );
     assert_eq!(fs::read_to_string(&target).unwrap(), "precious");
@@ -128,11 +130,12 @@ fn open_symlinked_directory_is_refused() {
     fs::create_dir(&real).unwrap();
     let link = temp.path().join("results");
     std::os::unix::fs::symlink(&real, &link).unwrap();
-    let error = CsvWriter::open(&link).unwrap_err();
+    let error = CsvWriter::open(&link.join("sub")).unwrap_err();
     assert!(
-        error.to_string().starts_with(&format!(
-            "{} is a symbolic link, and results",
-            link.display()
+        error.to_string().contains(&format!(
+            "{} (to {}) is a symbolic link, and outputs",
+            link.display(),
+            real.display()
         )),
         "{error}"
     );
@@ -144,12 +147,12 @@ fn open_directory_in_place_of_a_file_is_refused() {
     let temp = tempfile::tempdir().unwrap();
     fs::create_dir(temp.path().join(APP_FILE)).unwrap();
     let error = CsvWriter::open(temp.path()).unwrap_err();
-    assert_eq!(
-        error.to_string(),
-        format!(
-            "{} is not a regular file. Remove it, or set results-path to another directory.",
+    assert!(
+        error.to_string().contains(&format!(
+            "{} is not a regular file: remove it, or give another path.",
             temp.path().join(APP_FILE).display()
-        )
+        )),
+        "{error}"
     );
 }
 
@@ -348,6 +351,15 @@ fn a_write_error_is_said_once_and_the_files_are_opened_again() {
     writer.close();
     fs::remove_dir_all(&dir).unwrap();
     writer.write(5, &result, &branches, &log);
+    assert_eq!(
+        lines(&dir, ALL_FILE).len(),
+        2,
+        "a removed folder is made again"
+    );
+    writer.close();
+    fs::remove_dir_all(&dir).unwrap();
+    fs::write(&dir, "in the way").unwrap();
+    writer.write(6, &result, &branches, &log);
     assert_eq!(
         log.messages()
             .iter()

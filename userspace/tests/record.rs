@@ -525,7 +525,7 @@ fn several_pids_each_in_their_folder() {
 fn a_launched_command_is_not_left_behind_when_record_fails() {
     let _serial = serial();
     let run = Run::new();
-    // A cycle log that cannot be opened is found once the command runs.
+    // A cycle log that cannot be opened is refused before the command starts.
     std::fs::create_dir(run.cycle_log()).expect("a folder in the cycle log's place");
     // A duration no other process of the machine has in its command line.
     let marker = format!("{}", 900_000 + std::process::id());

@@ -5,7 +5,7 @@
 //! `timestamp_ms,branch,power_watts,energy_joules,interval_seconds,coverage`, numbers formatted as
 //! Java's `%.9f` and `%.4f` (see [`super::java_float`]). The header goes only into an empty file,
 //! so runs append to each other. The profiler runs as root, so no symbolic link is ever followed:
-//! neither the results directory nor the files may be one.
+//! the directory and the files are created and opened with [`super::path`].
 
 use std::borrow::Cow;
 use std::fs::File;
@@ -16,6 +16,7 @@ use crate::attribution::CycleResult;
 use crate::branch::Branches;
 use crate::log::{Level, Log};
 use crate::output::java_float::push_fixed;
+use crate::output::path::{Mode, OutputDir};
 
 /// The file of every branch.
 pub const ALL_FILE: &str = "methods-power-all.csv";
@@ -78,16 +79,6 @@ impl CsvWriter {
     /// Creates the results directory (with its parents) and opens both files, writing the header
     /// into an empty one, so that a results path that cannot be written fails at once.
     pub fn open(dir: &Path) -> io::Result<CsvWriter> {
-        if let Err(error) = std::fs::create_dir_all(dir) {
-            return Err(io::Error::new(
-                error.kind(),
-                format!(
-                    "Could not create the results directory {}: {error}. Set results-path to a \
-                     directory that can be created.",
-                    dir.display()
-                ),
-            ));
-        }
         let files = open_files(dir)?;
         Ok(CsvWriter {
             dir: dir.to_path_buf(),
@@ -168,10 +159,16 @@ fn append_whole(file: &mut File, bytes: &[u8]) -> io::Result<()> {
     written
 }
 
-/// Opens both files of `dir`, with their header when empty.
+/// Creates `dir` if needed and opens both files in it ([`OutputDir`]: no link followed), with
+/// their header when empty.
 fn open_files(dir: &Path) -> io::Result<(File, File)> {
-    let mut all = open_file(dir, ALL_FILE)?;
-    let mut app = open_file(dir, APP_FILE)?;
+    let dir = OutputDir::create(dir).map_err(|error| with_fix(dir, error))?;
+    let open = |name| {
+        dir.open_file(name, Mode::Append)
+            .map_err(|error| with_fix(dir.path(), error))
+    };
+    let mut all = open(ALL_FILE)?;
+    let mut app = open(APP_FILE)?;
     for file in [&mut all, &mut app] {
         if file.metadata()?.len() == 0 {
             append_whole(file, format!("{HEADER}{LINE_END}").as_bytes())?;
@@ -180,103 +177,14 @@ fn open_files(dir: &Path) -> io::Result<(File, File)> {
     Ok((all, app))
 }
 
-/// The error for a results path that is a symbolic link.
-fn symlink_error(path: &Path) -> io::Error {
-    io::Error::other(format!(
-        "{} is a symbolic link, and results are never written through one. Remove it, or set \
-         results-path to another directory.",
-        path.display()
-    ))
-}
-
-/// The error for a results path that is not what it should be.
-fn kind_error(path: &Path, what: &str) -> io::Error {
-    io::Error::other(format!(
-        "{} is not {what}. Remove it, or set results-path to another directory.",
-        path.display()
-    ))
-}
-
-/// Opens `dir/name` to append, creating it, through a directory handle opened without following
-/// a link, and refuses a link or anything but a regular file.
-#[cfg(unix)]
-fn open_file(dir: &Path, name: &str) -> io::Result<File> {
-    use rustix::fs::{openat, Mode, OFlags};
-    use rustix::io::Errno;
-
-    let dir_fd = rustix::fs::open(
-        dir,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|errno| match errno {
-        // Linux says ENOTDIR for a link to a directory opened with O_DIRECTORY | O_NOFOLLOW
-        Errno::LOOP | Errno::NOTDIR if is_symlink(dir) => symlink_error(dir),
-        Errno::NOTDIR => kind_error(dir, "a directory"),
-        errno => with_path(dir, errno.into()),
-    })?;
-    let path = dir.join(name);
-    // NONBLOCK so that a FIFO planted there does not hang the open; it is refused below
-    let fd = openat(
-        &dir_fd,
-        name,
-        OFlags::WRONLY
-            | OFlags::APPEND
-            | OFlags::CREATE
-            | OFlags::NOFOLLOW
-            | OFlags::CLOEXEC
-            | OFlags::NONBLOCK,
-        Mode::from_raw_mode(0o666),
-    )
-    .map_err(|errno| match errno {
-        Errno::LOOP => symlink_error(&path),
-        Errno::ISDIR => kind_error(&path, "a regular file"),
-        errno => with_path(&path, errno.into()),
-    })?;
-    let file = File::from(fd);
-    if !file.metadata()?.is_file() {
-        return Err(kind_error(&path, "a regular file"));
-    }
-    Ok(file)
-}
-
-/// Opens `dir/name` to append, creating it, and refuses a link or anything but a regular file.
-/// Without openat, the checks come just before the open.
-#[cfg(not(unix))]
-fn open_file(dir: &Path, name: &str) -> io::Result<File> {
-    let path = dir.join(name);
-    for (path, want_dir) in [(dir, true), (path.as_path(), false)] {
-        match std::fs::symlink_metadata(path) {
-            Ok(meta) if meta.file_type().is_symlink() => return Err(symlink_error(path)),
-            Ok(meta) if want_dir && !meta.is_dir() => return Err(kind_error(path, "a directory")),
-            Ok(meta) if !want_dir && !meta.is_file() => {
-                return Err(kind_error(path, "a regular file"))
-            }
-            Ok(_) => {}
-            Err(error) if !want_dir && error.kind() == io::ErrorKind::NotFound => {}
-            Err(error) => return Err(with_path(path, error)),
-        }
-    }
-    std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(&path)
-        .map_err(|error| with_path(&path, error))
-}
-
-/// Whether `path` is a symbolic link, to explain a refusal.
-#[cfg(unix)]
-fn is_symlink(path: &Path) -> bool {
-    std::fs::symlink_metadata(path).is_ok_and(|meta| meta.file_type().is_symlink())
-}
-
-/// `error` with the path it happened on, and the way out.
-fn with_path(path: &Path, error: io::Error) -> io::Error {
+/// `error` about the results directory `dir`, with the way out.
+fn with_fix(dir: &Path, error: io::Error) -> io::Error {
     io::Error::new(
         error.kind(),
         format!(
-            "Cannot open {}: {error}. Set results-path to a directory the profiler can write to.",
-            path.display()
+            "Cannot write the results in {}: {error} Set results-path to a directory the \
+             profiler can write to.",
+            dir.display()
         ),
     )
 }

@@ -2,3 +2,4 @@
 
 pub mod csv;
 pub mod java_float;
+pub mod path;

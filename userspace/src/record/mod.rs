@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use joularcode_core::attribution::{Samples, ThreadKind};
 use joularcode_core::config::{Config, SourceKind};
 use joularcode_core::log::{Level, Log};
+use joularcode_core::output::path::{self, Mode};
 use joularcode_core::power::{self, PowerSource, SystemClock, SystemRoots};
 
 use crate::cli::RecordArgs;
@@ -46,6 +47,7 @@ pub fn run(args: &RecordArgs) -> Result<i32, String> {
         .map_err(|error| format!("cannot read the working directory: {error}"))?;
     let config = options::load(args.config.as_deref(), &args.options, &working_dir, &*log)?;
     let results = Results::new(&config.results_path, args.all || args.pids.len() > 1)?;
+    let cycle_log = args.cycle_log.as_deref().map(open_cycle_log).transpose()?;
     let mut source = power::open(
         &config,
         &SystemRoots::default(),
@@ -68,7 +70,8 @@ pub fn run(args: &RecordArgs) -> Result<i32, String> {
     signals::stop_on_signals()?;
     let mut session =
         Session::start(targets(args), &session_options).map_err(|error| error.to_string())?;
-    let recorded = record(args, &config, source, results, &mut session, &terminal);
+    let outputs = Outputs { results, cycle_log };
+    let recorded = record(args, &config, source, outputs, &mut session, &terminal);
     terminal.finish();
     // A launched command is ended even when recording failed, rather than left behind.
     let exit = match session.stop() {
@@ -78,18 +81,23 @@ pub fn run(args: &RecordArgs) -> Result<i32, String> {
     recorded.and(exit)
 }
 
-/// Records the cycles of `session` into `results` until its duration is over, a signal
+/// Where the cycles go, opened (or checked) before anything is launched.
+struct Outputs {
+    results: Results,
+    cycle_log: Option<File>,
+}
+
+/// Records the cycles of `session` into `outputs` until its duration is over, a signal
 /// arrives, or the JVMs (or the command) end.
 fn record(
     args: &RecordArgs,
     config: &Config,
     source: Box<dyn PowerSource>,
-    results: Results,
+    Outputs { results, cycle_log }: Outputs,
     session: &mut Session,
     terminal: &Terminal,
 ) -> Result<(), String> {
     let log: &dyn Log = terminal;
-    let cycle_log = args.cycle_log.as_deref().map(open_cycle_log).transpose()?;
     let cpus = u32::try_from(session.sampler().cpus()).unwrap_or(u32::MAX);
     let mut recorder = Recorder {
         threads: ThreadCpu::default(),
@@ -143,15 +151,10 @@ fn describe_source(config: &Config, source: &dyn PowerSource) -> String {
     }
 }
 
-/// Opens the `--cycle-log` file, emptied, refusing a symbolic link.
+/// Opens the `--cycle-log` file, emptied, following no symbolic link on its path.
 fn open_cycle_log(path: &Path) -> Result<File, String> {
-    crate::files::create_no_follow(path).map_err(|error| {
-        format!(
-            "--cycle-log {}: {error}. Give a path to a file that can be written (not a \
-                 symbolic link).",
-            path.display()
-        )
-    })
+    path::create_file(path, Mode::Truncate)
+        .map_err(|error| format!("--cycle-log {}: {error}", path.display()))
 }
 
 /// The state of the loop between cycles, and where the cycles' results go.
