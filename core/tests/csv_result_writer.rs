@@ -9,6 +9,7 @@ use joularcode_core::branch::{BranchId, Branches};
 use joularcode_core::log::{Level, Recorded};
 use joularcode_core::output::csv::{escape, CsvWriter, ALL_FILE, APP_FILE, HEADER, LINE_END};
 use joularcode_core::output::java_float::fixed;
+use joularcode_core::output::losses::Lost;
 use proptest::prelude::*;
 
 /// The branch named `name` (`class.method` frames joined by `;`; a frame without a dot is a
@@ -342,6 +343,23 @@ fn a_write_error_is_said_once_and_the_files_are_opened_again() {
     fs::remove_file(&dir).unwrap();
     fs::rename(temp.path().join("kept"), &dir).unwrap();
     writer.write(4, &result, &branches, &log);
+    let back = log.messages().last().cloned().unwrap();
+    assert_eq!(
+        back,
+        (
+            Level::Warning,
+            format!(
+                "Writing results to {} works again; 4 row(s) of 2 cycle(s) could not be written \
+                 meanwhile.",
+                dir.display()
+            )
+        )
+    );
+    assert_eq!(
+        writer.lost(),
+        Lost { rows: 4, cycles: 2 },
+        "both files' rows"
+    );
     let rows: Vec<_> = lines(&dir, ALL_FILE)
         .into_iter()
         .skip(1)

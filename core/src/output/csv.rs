@@ -9,14 +9,15 @@
 
 use std::borrow::Cow;
 use std::fs::File;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::attribution::CycleResult;
 use crate::branch::Branches;
-use crate::log::{Level, Log};
+use crate::log::Log;
 use crate::output::java_float::push_fixed;
-use crate::output::path::{Mode, OutputDir};
+use crate::output::losses::{Losses, Lost};
+use crate::output::path::{append_whole, Mode, OutputDir};
 
 /// The file of every branch.
 pub const ALL_FILE: &str = "methods-power-all.csv";
@@ -72,7 +73,7 @@ pub struct CsvWriter {
     dir: PathBuf,
     /// The all file and the app file; `None` once closed or after a write error.
     files: Option<(File, File)>,
-    error_logged: bool,
+    losses: Losses,
 }
 
 impl CsvWriter {
@@ -83,16 +84,16 @@ impl CsvWriter {
         Ok(CsvWriter {
             dir: dir.to_path_buf(),
             files: Some(files),
-            error_logged: false,
+            losses: Losses::new(format!("results to {}", dir.display())),
         })
     }
 
     /// Appends one cycle's rows to both files, stamped with `timestamp_ms` (Unix milliseconds).
     ///
     /// A file gets nothing when no branch has a positive power. A failure is reported once (a
-    /// SEVERE, again only after a cycle that succeeded); the files are then closed and opened
-    /// again at the next cycle. What a failed write had appended of a cycle is cut off again, so
-    /// a row is in a file whole or not at all.
+    /// SEVERE, again only after a cycle that succeeded, which says how many rows were lost:
+    /// [`Losses`]); the files are then closed and opened again at the next cycle. What a failed
+    /// write had appended of a cycle is cut off again, so a row is in a file whole or not at all.
     pub fn write(
         &mut self,
         timestamp_ms: i64,
@@ -114,49 +115,34 @@ impl CsvWriter {
             return;
         }
         match self.append(&all, &app) {
-            Ok(()) => self.error_logged = false,
-            Err(error) => {
-                if !self.error_logged {
-                    log.log(
-                        Level::Severe,
-                        &format!("Could not write results to {}: {error}", self.dir.display()),
-                    );
-                    self.error_logged = true;
-                }
-            }
+            Ok(()) => self.losses.written(log),
+            Err((error, rows)) => self.losses.failed(log, &error, rows),
         }
     }
 
-    /// Appends to both files, opening them first if needed; they stay closed after an error.
-    fn append(&mut self, all: &str, app: &str) -> io::Result<()> {
+    /// Appends to both files, opening them first if needed; they stay closed after an error,
+    /// which comes with the number of rows not written.
+    fn append(&mut self, all: &str, app: &str) -> Result<(), (io::Error, u64)> {
+        let count = |rows: &str| rows.matches(LINE_END).count() as u64;
         let mut files = match self.files.take() {
             Some(files) => files,
-            None => open_files(&self.dir)?,
+            None => open_files(&self.dir).map_err(|error| (error, count(all) + count(app)))?,
         };
-        append_whole(&mut files.0, all.as_bytes())?;
-        append_whole(&mut files.1, app.as_bytes())?;
+        append_whole(&mut files.0, all.as_bytes()).map_err(|e| (e, count(all) + count(app)))?;
+        append_whole(&mut files.1, app.as_bytes()).map_err(|e| (e, count(app)))?;
         self.files = Some(files);
         Ok(())
+    }
+
+    /// The rows that could not be written so far.
+    pub fn lost(&self) -> Lost {
+        self.losses.total()
     }
 
     /// Closes both files. Calling it again does nothing.
     pub fn close(&mut self) {
         self.files = None;
     }
-}
-
-/// Appends `bytes` to `file` entirely, or cuts the file back to where it was.
-fn append_whole(file: &mut File, bytes: &[u8]) -> io::Result<()> {
-    if bytes.is_empty() {
-        return Ok(());
-    }
-    let before = file.metadata()?.len();
-    let written = file.write_all(bytes);
-    if written.is_err() {
-        // Best effort: the error that matters is the write's
-        let _ = file.set_len(before);
-    }
-    written
 }
 
 /// Creates `dir` if needed and opens both files in it ([`OutputDir`]: no link followed), with

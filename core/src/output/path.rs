@@ -19,7 +19,7 @@
 //! ```
 
 use std::fs::File;
-use std::io;
+use std::io::{self, Write};
 use std::path::{Component, Path, PathBuf};
 
 /// How an output file is opened.
@@ -54,6 +54,20 @@ pub fn check_file(path: &Path) -> io::Result<()> {
 pub fn create_file(path: &Path, mode: Mode) -> io::Result<File> {
     let (dir, name) = split(path)?;
     OutputDir::create(&dir)?.open_file(name, mode)
+}
+
+/// Appends `bytes` to `file` entirely, or cuts the file back to where it was.
+pub fn append_whole(file: &mut File, bytes: &[u8]) -> io::Result<()> {
+    if bytes.is_empty() {
+        return Ok(());
+    }
+    let before = file.metadata()?.len();
+    let written = file.write_all(bytes);
+    if written.is_err() {
+        // Best effort: the error that matters is the write's
+        let _ = file.set_len(before);
+    }
+    written
 }
 
 /// A directory of outputs, created and held open: its files are opened relative to it, so a

@@ -21,7 +21,8 @@ use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{open_for_reading, Clock, PowerError, PowerSource, ONE_SECOND};
+use super::{Clock, PowerError, PowerSource, ONE_SECOND};
+use crate::input::open_for_reading;
 use crate::log::{Level, Log};
 use crate::output::java_float::java_double;
 

@@ -6,13 +6,12 @@
 //! between the JVMs, and each JVM's rows go to its results folder ([`results::Results`]).
 
 pub mod cycle;
+pub mod cycle_log;
 pub mod options;
 pub mod results;
 pub mod status;
 
 use std::collections::{HashMap, HashSet};
-use std::fs::File;
-use std::io::Write;
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
@@ -21,7 +20,7 @@ use std::time::{Duration, Instant};
 use joularcode_core::attribution::{Samples, ThreadKind};
 use joularcode_core::config::{Config, SourceKind};
 use joularcode_core::log::{Level, Log};
-use joularcode_core::output::path::{self, Mode};
+use joularcode_core::output::losses::Lost;
 use joularcode_core::power::{self, PowerSource, SystemClock, SystemRoots};
 
 use crate::cli::RecordArgs;
@@ -30,6 +29,7 @@ use crate::sampler::{monotonic_ns, signals, CONSUME_INTERVAL};
 use crate::session::{Session, SessionOptions, Targets, ThreadCounts};
 use crate::threads;
 use cycle::{Engine, JvmInput, ThreadCpu, ThreadUse};
+use cycle_log::CycleLog;
 use results::Results;
 use status::{Status, Terminal};
 
@@ -38,7 +38,7 @@ const PUMP_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Runs `record` until its duration is over, a signal arrives, or the JVMs (or the command) end.
 /// Returns the exit code: the launched command's (ended with SIGTERM if it still runs then:
-/// [`launch::end`]), else 0.
+/// [`launch::end`]), else 0; 1 (unless the command's is not 0) when rows could not be written.
 /// Errors are one line each.
 pub fn run(args: &RecordArgs) -> Result<i32, String> {
     let terminal = Arc::new(Terminal::new());
@@ -47,7 +47,11 @@ pub fn run(args: &RecordArgs) -> Result<i32, String> {
         .map_err(|error| format!("cannot read the working directory: {error}"))?;
     let config = options::load(args.config.as_deref(), &args.options, &working_dir, &*log)?;
     let results = Results::new(&config.results_path, args.all || args.pids.len() > 1)?;
-    let cycle_log = args.cycle_log.as_deref().map(open_cycle_log).transpose()?;
+    let cycle_log = args
+        .cycle_log
+        .as_deref()
+        .map(CycleLog::create)
+        .transpose()?;
     let mut source = power::open(
         &config,
         &SystemRoots::default(),
@@ -78,13 +82,55 @@ pub fn run(args: &RecordArgs) -> Result<i32, String> {
         Some(mut child) => launch::end(&mut child, launch::GRACE, &*log),
         None => Ok(0),
     };
-    recorded.and(exit)
+    let summary = recorded?;
+    Ok(conclude(&summary, exit?, args, &*log))
+}
+
+/// What a run did, for its last words.
+struct Summary {
+    /// JVMs whose results were opened.
+    profiled: usize,
+    /// Rows (CSV rows and cycle log lines) that could not be written.
+    lost: Lost,
+}
+
+/// Says what the run missed, and returns its exit code: `code` (the command's), or 1 when rows
+/// were lost and `code` is 0.
+fn conclude(summary: &Summary, code: i32, args: &RecordArgs, log: &dyn Log) -> i32 {
+    if summary.profiled == 0 {
+        let why = if !args.command.is_empty() {
+            "the command started no JVM, or none that ran long enough to be seen (about 0.1 s)"
+        } else if args.all {
+            "no JVM ran on this host during the recording"
+        } else {
+            "the JVMs ended before they could be profiled"
+        };
+        log.log(
+            Level::Warning,
+            &format!("No JVM was profiled: {why}. Nothing was written."),
+        );
+    }
+    if summary.lost.rows == 0 {
+        return code;
+    }
+    log.log(
+        Level::Severe,
+        &format!(
+            "{} row(s) of {} cycle(s) could not be written (see above): the results are incomplete.",
+            summary.lost.rows, summary.lost.cycles
+        ),
+    );
+    if code == 0 {
+        1
+    } else {
+        code
+    }
 }
 
 /// Where the cycles go, opened (or checked) before anything is launched.
 struct Outputs {
     results: Results,
-    cycle_log: Option<File>,
+    cycle_log: Option<CycleLog>,
 }
 
 /// Records the cycles of `session` into `outputs` until its duration is over, a signal
@@ -96,7 +142,7 @@ fn record(
     Outputs { results, cycle_log }: Outputs,
     session: &mut Session,
     terminal: &Terminal,
-) -> Result<(), String> {
+) -> Result<Summary, String> {
     let log: &dyn Log = terminal;
     let cpus = u32::try_from(session.sampler().cpus()).unwrap_or(u32::MAX);
     let mut recorder = Recorder {
@@ -106,6 +152,7 @@ fn record(
         status: Status::default(),
         results,
         cycle_log,
+        profiled: 0,
     };
     let mut engine = Engine::start(source, config, Path::new("/proc"), cpus, monotonic_ns());
 
@@ -125,7 +172,14 @@ fn record(
         recorder.status.jvms = session.jvms().count();
         terminal.show(&recorder.status);
         if stop {
-            return Ok(());
+            let mut lost = recorder.results.lost();
+            if let Some(cycle_log) = &recorder.cycle_log {
+                lost += cycle_log.lost();
+            }
+            return Ok(Summary {
+                profiled: recorder.profiled,
+                lost,
+            });
         }
     }
 }
@@ -151,12 +205,6 @@ fn describe_source(config: &Config, source: &dyn PowerSource) -> String {
     }
 }
 
-/// Opens the `--cycle-log` file, emptied, following no symbolic link on its path.
-fn open_cycle_log(path: &Path) -> Result<File, String> {
-    path::create_file(path, Mode::Truncate)
-        .map_err(|error| format!("--cycle-log {}: {error}", path.display()))
-}
-
 /// The state of the loop between cycles, and where the cycles' results go.
 struct Recorder {
     threads: ThreadCpu,
@@ -164,7 +212,9 @@ struct Recorder {
     source: String,
     status: Status,
     results: Results,
-    cycle_log: Option<File>,
+    cycle_log: Option<CycleLog>,
+    /// JVMs whose results were opened so far.
+    profiled: usize,
 }
 
 impl Recorder {
@@ -179,14 +229,17 @@ impl Recorder {
             }
             let name = format!("JVM {} ({})", jvm.pid(), jvm.main_class());
             match self.results.open(jvm.pid(), jvm.main_class()) {
-                Ok(dir) => log.log(
-                    Level::Info,
-                    &format!(
-                        "Profiling {name}, power from {}, results in {}.",
-                        self.source,
-                        dir.display()
-                    ),
-                ),
+                Ok(dir) => {
+                    self.profiled += 1;
+                    log.log(
+                        Level::Info,
+                        &format!(
+                            "Profiling {name}, power from {}, results in {}.",
+                            self.source,
+                            dir.display()
+                        ),
+                    );
+                }
                 Err(error) if first => return Err(error),
                 Err(error) => log.log(
                     Level::Severe,
@@ -249,14 +302,8 @@ impl Recorder {
                 log,
             );
         }
-        if let Some(file) = self.cycle_log.as_mut() {
-            if let Err(error) = file.write_all(cycle.json_lines().as_bytes()) {
-                log.log(
-                    Level::Severe,
-                    &format!("Could not write the cycle log: {error}"),
-                );
-                self.cycle_log = None;
-            }
+        if let Some(cycle_log) = self.cycle_log.as_mut() {
+            cycle_log.write(&cycle.json_lines(), log);
         }
         self.status.cycles += 1;
         self.status.samples += cycle.jvms.iter().map(|jvm| jvm.samples).sum::<u64>();

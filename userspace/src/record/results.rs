@@ -14,6 +14,7 @@ use joularcode_core::attribution::CycleResult;
 use joularcode_core::branch::Branches;
 use joularcode_core::log::Log;
 use joularcode_core::output::csv::{CsvWriter, ALL_FILE, APP_FILE};
+use joularcode_core::output::losses::Lost;
 use joularcode_core::output::path;
 
 /// The longest main class kept in a folder name, in characters.
@@ -26,6 +27,8 @@ pub struct Results {
     per_jvm: bool,
     open: BTreeMap<u32, Output>,
     root_taken: bool,
+    /// What the writers already closed could not write.
+    lost_closed: Lost,
 }
 
 /// One JVM's results folder and its writer.
@@ -58,6 +61,7 @@ impl Results {
             per_jvm,
             open: BTreeMap::new(),
             root_taken: false,
+            lost_closed: Lost::default(),
         })
     }
 
@@ -96,7 +100,18 @@ impl Results {
     pub fn close(&mut self, pid: u32) {
         if let Some(mut output) = self.open.remove(&pid) {
             output.writer.close();
+            self.lost_closed += output.writer.lost();
         }
+    }
+
+    /// The rows that could not be written so far, all JVMs together.
+    pub fn lost(&self) -> Lost {
+        self.open
+            .values()
+            .fold(self.lost_closed, |mut sum, output| {
+                sum += output.writer.lost();
+                sum
+            })
     }
 }
 
