@@ -11,6 +11,8 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+pub mod host;
+
 /// The root of the repository.
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -120,15 +122,28 @@ impl Jvm {
     /// Starts `java <jvm_args> -cp <workloads> <main_class> <args>` and waits until the workload
     /// prints a line starting with `READY` (every workload does once it runs its steady state).
     pub fn start(jdk: &Jdk, jvm_args: &[&str], main_class: &str, args: &[&str]) -> Jvm {
-        let mut child = Command::new(jdk.java())
+        Jvm::spawn(Jvm::command(jdk, jvm_args, main_class, args))
+    }
+
+    /// The command [`Jvm::start`] runs, to change (its user, its working folder) before
+    /// [`Jvm::spawn`].
+    pub fn command(jdk: &Jdk, jvm_args: &[&str], main_class: &str, args: &[&str]) -> Command {
+        let mut command = Command::new(jdk.java());
+        command
             .args(jvm_args)
             .arg("-cp")
             .arg(workload_classes())
             .arg(main_class)
-            .args(args)
+            .args(args);
+        command
+    }
+
+    /// Starts a workload's `command` and waits until it prints a line starting with `READY`.
+    pub fn spawn(mut command: Command) -> Jvm {
+        let mut child = command
             .stdout(Stdio::piped())
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", jdk.java().display()));
+            .unwrap_or_else(|e| panic!("cannot start {:?}: {e}", command.get_program()));
         let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
         let mut jvm = Jvm { child, stdout };
         jvm.wait_for_line("READY", Duration::from_secs(60));

@@ -36,6 +36,7 @@ use joularcode_core::log::{Level, Log};
 
 use crate::attach::{self, AttachError};
 use crate::discovery::{self, Discovery, DiscoveryError, Target};
+use crate::foreign::ForeignError;
 use crate::hotspot::HotSpot;
 use crate::jit::codemap::{CodeMap, CodeMapError};
 use crate::jit::perfmap::PerfMap;
@@ -753,8 +754,16 @@ fn attach_agent(
         Err(e) => return (JitNames::CodeCache, Some(format!("{name}: {e}"))),
     };
     let map = CodeMap::of_process(pid, target.ns_pid);
-    if agent_runs(map.path()) {
-        return (JitNames::Agent(Box::new(map)), None);
+    match agent_runs(map.path()) {
+        Ok(true) => return (JitNames::Agent(Box::new(map)), None),
+        Ok(false) => {}
+        // What is there would hang or mislead the agent: it is not loaded.
+        Err(e) => {
+            let message = format!(
+                "{name}: {e}; the symbolizer agent is not loaded, and compiled frames are named from the code cache"
+            );
+            return (JitNames::CodeCache, Some(message));
+        }
     }
     let refused = match target.load_agent(agent, launch::AGENT_OPTIONS) {
         Ok(()) => return (JitNames::Agent(Box::new(map)), None),
@@ -775,16 +784,18 @@ fn attach_agent(
     (JitNames::CodeCache, Some(message))
 }
 
-/// Whether an agent holds the lock of the code map at `path` (it keeps it while its JVM runs).
-fn agent_runs(path: &std::path::Path) -> bool {
+/// Whether an agent holds the lock of the code map at `path` (it keeps it while its JVM runs);
+/// an error when something else than a regular file of the JVM's user is there.
+fn agent_runs(path: &std::path::Path) -> Result<bool, ForeignError> {
     use std::os::fd::AsRawFd;
-    let Ok(crate::foreign::ForeignFile { file, .. }) = crate::foreign::open_file(path, u64::MAX)
-    else {
-        return false;
+    let file = match crate::foreign::open_file(path, u64::MAX) {
+        Ok(opened) => opened.file,
+        Err(e @ ForeignError::Refused { .. }) => return Err(e),
+        Err(ForeignError::Io { .. }) => return Ok(false),
     };
     // SAFETY: flock on a file descriptor this function owns.
     let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } != 0;
-    locked && std::io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK)
+    Ok(locked && std::io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK))
 }
 
 /// The JVMs of a launched command that started and ended since the last look: its processes

@@ -8,14 +8,15 @@
 //!
 //! Everything in the file is untrusted (the JVM's user writes it): it is opened as
 //! [`crate::foreign`] says (no link, a regular file of the JVM's user, never blocking), read at
-//! most [`READ_RATE`] bytes a second, and at most [`MAX_LINES`] lines of it are kept, so that a
-//! map of garbage, or of millions of records, costs bounded time and memory. A malformed line is
+//! most [`READ_RATE`] bytes a second and for at most 20 ms per refresh, and at most [`MAX_LINES`]
+//! lines of it are kept, so that a map of garbage, or of millions of records, costs bounded time
+//! and memory. A malformed line is
 //! skipped and counted, never fatal.
 
 use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::foreign::{self, ForeignError};
 
@@ -33,6 +34,11 @@ const MAX_DEPTH: usize = 1024;
 pub const READ_RATE: u64 = 8 << 20;
 /// Bytes read by one refresh at most (saved up at [`READ_RATE`] while there is less to read).
 const READ_BURST: u64 = 16 << 20;
+/// Bytes read and parsed at a time by a refresh.
+const CHUNK: usize = 256 << 10;
+/// How long one refresh reads at most (a chunk more when it started within it): parsing a map is
+/// never what holds up a cycle.
+const REFRESH_TIME: Duration = Duration::from_millis(20);
 /// The largest code map opened.
 const MAX_FILE: u64 = 1 << 30;
 /// Lines of a map kept at most (about 100 bytes of memory each): a JVM reports some hundred
@@ -273,30 +279,46 @@ impl CodeMap {
             path: path.clone(),
             source,
         };
-        let mut bytes = Vec::new();
-        let budget = self.budget.available();
         opened.file.seek(SeekFrom::Start(self.offset)).map_err(io)?;
-        opened
-            .file
-            .take(budget)
-            .read_to_end(&mut bytes)
-            .map_err(io)?;
-        self.budget.bytes -= bytes.len() as u64;
-        self.offset += bytes.len() as u64;
-        self.feed(&bytes)?;
+        let started = Instant::now();
+        let mut chunk = Vec::with_capacity(CHUNK);
+        let mut read = 0;
+        let fed = loop {
+            let want = self.budget.available().min(CHUNK as u64);
+            chunk.clear();
+            let n = (&mut opened.file)
+                .take(want)
+                .read_to_end(&mut chunk)
+                .map_err(io)?;
+            self.budget.bytes -= n as u64;
+            self.offset += n as u64;
+            read += n as u64;
+            let fed = self.feed_lines(&chunk);
+            if fed.is_err() || n == 0 || started.elapsed() >= REFRESH_TIME {
+                break fed;
+            }
+        };
+        self.publish();
+        fed?;
         if self.lines >= MAX_LINES {
             return Err(CodeMapError::Full { path });
         }
-        Ok(bytes.len() as u64)
+        Ok(read)
     }
 
     /// Parses `bytes` that follow what was fed before (a refresh feeds the file's new bytes).
     /// Complete lines take effect at once; a partial last line waits for the next call.
     pub fn feed(&mut self, bytes: &[u8]) -> Result<(), CodeMapError> {
+        let fed = self.feed_lines(bytes);
+        self.publish();
+        fed
+    }
+
+    /// [`CodeMap::feed`] without making the new lines searchable yet ([`CodeMap::publish`]).
+    fn feed_lines(&mut self, bytes: &[u8]) -> Result<(), CodeMapError> {
         let mut rest = bytes;
         while let Some(end) = rest.iter().position(|&b| b == b'\n') {
             if self.lines >= MAX_LINES {
-                self.publish();
                 return Ok(());
             }
             self.lines += 1;
@@ -313,10 +335,7 @@ impl CodeMap {
                 whole.extend_from_slice(line);
                 self.line(&whole)
             };
-            if let Err(e) = result {
-                self.publish();
-                return Err(e);
-            }
+            result?;
         }
         if self.partial.len() + rest.len() > MAX_LINE {
             self.partial.clear();
@@ -325,7 +344,6 @@ impl CodeMap {
         } else if !self.skipping {
             self.partial.extend_from_slice(rest);
         }
-        self.publish();
         Ok(())
     }
 
@@ -700,6 +718,29 @@ mod tests {
             let _ = map.lookup(state % 0x10_0000, state % 1000);
         }
         assert!(map.bad_lines() > 0);
+    }
+
+    #[test]
+    fn a_map_is_read_within_its_budget_and_kept_to_its_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("full.map");
+        let mut text = HEADER.to_string();
+        text.push_str(&"X\n".repeat(MAX_LINES as usize + 5));
+        std::fs::write(&path, &text).unwrap();
+        let mut map = CodeMap::new(&path);
+        let mut refreshes = 0;
+        let full = loop {
+            refreshes += 1;
+            match map.refresh() {
+                Ok(read) => assert!(read <= READ_BURST, "{read}"),
+                Err(e) => break e,
+            }
+            assert!(refreshes < 10_000, "the map never fills");
+        };
+        assert!(matches!(full, CodeMapError::Full { .. }), "{full}");
+        assert_eq!(map.bad_lines(), MAX_LINES - 1, "the header is a line too");
+        assert_eq!(map.refresh().unwrap(), 0, "a full map is not read any more");
+        assert!(map.budget.bytes <= READ_BURST);
     }
 
     #[test]
