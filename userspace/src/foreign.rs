@@ -317,6 +317,55 @@ pub fn open_file(path: &Path, max_len: u64) -> Result<ForeignFile, ForeignError>
     ProcessDir::open(dir)?.open_file(name, max_len)
 }
 
+/// Reads a file that process `pid`'s mapping shows (its libjvm.so), whoever owns it: through
+/// `path`, either `/proc/<pid>/map_files/<range>` (the kernel's link to the very file mapped) or a
+/// path below `/proc/<pid>/root` (no link followed below it). It must be a regular file of at most
+/// `max_len` bytes: a mapping of a device, or a huge file, named like a library is not read.
+pub fn read_mapped_file(path: &Path, max_len: u64) -> Result<Vec<u8>, ForeignError> {
+    use std::io::Read;
+    let mapped = path
+        .parent()
+        .and_then(|dir| dir.file_name())
+        .is_some_and(|dir| dir == "map_files");
+    let (fd, stat) = if mapped {
+        let flags = OFlags::PATH | OFlags::CLOEXEC;
+        let fd = rustix::fs::open(path, flags, Mode::empty())
+            .map_err(|errno| ForeignError::io(path, errno))?;
+        let stat = rustix::fs::fstat(&fd).map_err(|errno| ForeignError::io(path, errno))?;
+        (fd, stat)
+    } else {
+        let (dir, name) = match (path.parent(), path.file_name().and_then(|n| n.to_str())) {
+            (Some(dir), Some(name)) => (dir, name),
+            _ => return Err(ForeignError::refused(path, "is not a file name")),
+        };
+        ProcessDir::open(dir)?.checked(name, FileType::RegularFile, None)?
+    };
+    let found = FileType::from_raw_mode(stat.st_mode);
+    if found != FileType::RegularFile {
+        return Err(ForeignError::refused(
+            path,
+            format!("is {}, not a regular file", describe(found)),
+        ));
+    }
+    let len = u64::try_from(stat.st_size).unwrap_or(u64::MAX);
+    if len > max_len {
+        return Err(ForeignError::refused(
+            path,
+            format!("holds {len} bytes, more than the {max_len} read from such a file"),
+        ));
+    }
+    let mut bytes = Vec::new();
+    reopen(&fd, OFlags::RDONLY)
+        .map_err(|errno| ForeignError::io(path, errno))?
+        .take(max_len)
+        .read_to_end(&mut bytes)
+        .map_err(|source| ForeignError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    Ok(bytes)
+}
+
 /// `/proc/<pid>/root` or `/proc/<pid>/cwd` at the start of `path`: the pid, that entry, and the
 /// rest of the path.
 fn process_entry(path: &Path) -> Option<(u32, PathBuf, PathBuf)> {
@@ -445,6 +494,45 @@ mod tests {
         );
         assert_eq!(process_entry(Path::new("/proc/self/root/tmp")), None);
         assert_eq!(process_entry(Path::new("/tmp/proc/42/root")), None);
+    }
+
+    #[test]
+    fn a_mapped_file_is_read_whoever_owns_it_but_not_a_device() {
+        let me = std::process::id();
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let line = maps
+            .lines()
+            .find(|line| line.ends_with(exe.to_str().unwrap()))
+            .unwrap();
+        let range = line.split(' ').next().unwrap();
+        let mapped = PathBuf::from(format!("/proc/{me}/map_files/{range}"));
+        let bytes = read_mapped_file(&mapped, u64::MAX).unwrap();
+        assert_eq!(bytes, std::fs::read(&exe).unwrap());
+        let error = read_mapped_file(&mapped, 10).unwrap_err();
+        assert!(error.to_string().contains("more than the 10"), "{error}");
+        let zero = std::fs::File::open("/dev/zero").unwrap();
+        // SAFETY: a private read-only mapping of /dev/zero, unmapped below.
+        let at = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                zero.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(at, libc::MAP_FAILED);
+        let device = PathBuf::from(format!(
+            "/proc/{me}/map_files/{:x}-{:x}",
+            at as usize,
+            at as usize + 4096
+        ));
+        let error = read_mapped_file(&device, u64::MAX).unwrap_err();
+        // SAFETY: the mapping made above.
+        unsafe { libc::munmap(at, 4096) };
+        assert!(error.to_string().contains("not a regular file"), "{error}");
     }
 
     #[test]
