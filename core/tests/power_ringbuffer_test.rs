@@ -355,7 +355,9 @@ fn a_ring_buffer_of_another_user_is_refused() {
     assert!(owned_by_a_trusted_user(path, 0, 1000).is_ok(), "root's");
     assert!(owned_by_a_trusted_user(path, 1000, 1000).is_ok(), "mine");
     assert_eq!(
-        owned_by_a_trusted_user(path, 1001, 0).unwrap_err().message(),
+        owned_by_a_trusted_user(path, 1001, 0)
+            .unwrap_err()
+            .message(),
         "/dev/shm/powerjoular belongs to user 1001, not to root or to the user running the \
          profiler (0), so it could report any power. Run PowerJoular as root, or remove the file \
          and start PowerJoular again."

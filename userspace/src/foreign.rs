@@ -199,6 +199,32 @@ impl ProcessDir {
         self.open_file_of(name, self.owner, max_len)
     }
 
+    /// The device, inode and size of the regular file `name`, with the checks of
+    /// [`ProcessDir::open_file`] but without opening it: whether a file opened before is still
+    /// the one there, for a few system calls.
+    pub fn identify(&self, name: &str, max_len: u64) -> Result<((u64, u64), u64), ForeignError> {
+        let (_, stat) = self.checked(name, FileType::RegularFile, self.owner)?;
+        let len = self.check_len(name, &stat, max_len)?;
+        Ok(((stat.st_dev, stat.st_ino), len))
+    }
+
+    /// The size of `name` from its `stat`, refused above `max_len`.
+    fn check_len(
+        &self,
+        name: &str,
+        stat: &rustix::fs::Stat,
+        max_len: u64,
+    ) -> Result<u64, ForeignError> {
+        let len = u64::try_from(stat.st_size).unwrap_or(u64::MAX);
+        if len > max_len {
+            return Err(ForeignError::refused(
+                &self.path.join(name),
+                format!("holds {len} bytes, more than the {max_len} read from such a file"),
+            ));
+        }
+        Ok(len)
+    }
+
     /// [`ProcessDir::open_file`], for a file that `owner` must own (a file the profiler made).
     pub fn open_file_of(
         &self,
@@ -208,13 +234,7 @@ impl ProcessDir {
     ) -> Result<ForeignFile, ForeignError> {
         let path = self.path.join(name);
         let (fd, stat) = self.checked(name, FileType::RegularFile, owner)?;
-        let len = u64::try_from(stat.st_size).unwrap_or(0);
-        if len > max_len {
-            return Err(ForeignError::refused(
-                &path,
-                format!("holds {len} bytes, more than the {max_len} read from such a file"),
-            ));
-        }
+        let len = self.check_len(name, &stat, max_len)?;
         let file = reopen(&fd, OFlags::RDONLY).map_err(|errno| ForeignError::io(&path, errno))?;
         Ok(ForeignFile {
             file,

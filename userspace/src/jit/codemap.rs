@@ -14,11 +14,12 @@
 //! skipped and counted, never fatal.
 
 use std::collections::HashMap;
+use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::foreign::{self, ForeignError};
+use crate::foreign::{ForeignError, ProcessDir};
 
 /// First word and version of a code map's header line.
 const MAGIC: &str = "joularcode-code-map";
@@ -181,6 +182,9 @@ struct Code {
 #[derive(Debug)]
 pub struct CodeMap {
     path: PathBuf,
+    /// The map's folder, held open between refreshes, and the map opened in it.
+    dir: Option<ProcessDir>,
+    file: Option<File>,
     inode: Option<(u64, u64)>,
     budget: Budget,
     lines: u64,
@@ -205,6 +209,8 @@ impl CodeMap {
     pub fn new(path: impl Into<PathBuf>) -> CodeMap {
         CodeMap {
             path: path.into(),
+            dir: None,
+            file: None,
             inode: None,
             budget: Budget::full(),
             lines: 0,
@@ -266,30 +272,51 @@ impl CodeMap {
         if self.lines >= MAX_LINES {
             return Ok(0);
         }
-        let mut opened = foreign::open_file(&self.path, MAX_FILE)?;
-        if self.inode != Some(opened.id) || opened.len < self.offset {
+        let name = self
+            .path
+            .file_name()
+            .and_then(|name| name.to_str())
+            .ok_or_else(|| ForeignError::Refused {
+                path: self.path.clone(),
+                why: "is not a file name".into(),
+            })?
+            .to_string();
+        // The folder is held between refreshes; after an error it is entered again next time
+        // (the JVM may have restarted).
+        let dir = match self.dir.take() {
+            Some(dir) => dir,
+            None => ProcessDir::open(self.path.parent().unwrap_or(Path::new("/")))?,
+        };
+        let (id, len) = dir.identify(&name, MAX_FILE)?;
+        if self.file.is_none() || self.inode != Some(id) || len < self.offset {
+            let opened = dir.open_file(&name, MAX_FILE)?;
             // The budget is the file name's, whatever file it holds.
             let budget = self.budget;
             *self = CodeMap::new(self.path.clone());
             self.budget = budget;
             self.inode = Some(opened.id);
+            self.file = Some(opened.file);
         }
+        self.dir = Some(dir);
+        let Some(file) = self.file.as_mut() else {
+            return Ok(0);
+        };
         let path = self.path.clone();
         let io = |source| CodeMapError::Io {
             path: path.clone(),
             source,
         };
-        opened.file.seek(SeekFrom::Start(self.offset)).map_err(io)?;
+        file.seek(SeekFrom::Start(self.offset)).map_err(io)?;
         let started = Instant::now();
         let mut chunk = Vec::with_capacity(CHUNK);
         let mut read = 0;
         let fed = loop {
             let want = self.budget.available().min(CHUNK as u64);
             chunk.clear();
-            let n = (&mut opened.file)
-                .take(want)
-                .read_to_end(&mut chunk)
-                .map_err(io)?;
+            let Some(file) = self.file.as_mut() else {
+                break Ok(());
+            };
+            let n = file.take(want).read_to_end(&mut chunk).map_err(io)?;
             self.budget.bytes -= n as u64;
             self.offset += n as u64;
             read += n as u64;
