@@ -10,32 +10,17 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use joularcode_tests::host::{Tmpfs, User};
-use joularcode_tests::{agent_library, jdk, workload_classes, Jvm};
-
-/// One test at a time: they run the BPF sampler and time what they plant.
-static SERIAL: Mutex<()> = Mutex::new(());
+use joularcode_tests::record_run::RecordRun;
+use joularcode_tests::{java_command, jdk, one_at_a_time, one_error_line, processes_with, Jvm};
 
 /// How long `record` may take beyond its `--duration` before it is taken for hung.
 const HANG: Duration = Duration::from_secs(60);
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
-    assert!(
-        // SAFETY: geteuid only reads this process's user id.
-        unsafe { libc::geteuid() } == 0,
-        "the safety tests make a user and load the BPF sampler: run them as root"
-    );
-    SERIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// A folder for one run of `record`: its power file (the `vm` source), results and cycle log.
-struct Run {
-    dir: tempfile::TempDir,
+    one_at_a_time("the safety tests make a user and load the BPF sampler")
 }
 
 /// How a run of `record` went.
@@ -50,65 +35,13 @@ struct Finished {
     wall: Duration,
 }
 
-impl Run {
-    fn new() -> Run {
-        let dir = tempfile::tempdir().expect("a temporary folder");
-        let run = Run { dir };
-        run.set_watts("100");
-        run
-    }
-
-    fn set_watts(&self, text: &str) {
-        let temp = self.dir.path().join("watts.new");
-        std::fs::write(&temp, format!("{text}\n")).expect("the watts file");
-        std::fs::rename(&temp, self.dir.path().join("watts")).expect("the watts file");
-    }
-
-    fn results(&self) -> PathBuf {
-        self.dir.path().join("results")
-    }
-
-    fn cycle_log(&self) -> PathBuf {
-        self.dir.path().join("cycles.jsonl")
-    }
-
-    /// `record` with the vm source reading this folder's watts file, then `args`.
-    fn bare(&self, args: &[&str]) -> Command {
-        let binary = std::env::var_os("JOULARCODE_BPF_BIN")
-            .unwrap_or_else(|| env!("CARGO_BIN_EXE_joularcode-bpf").into());
-        let mut command = Command::new(binary);
-        command
-            .current_dir(self.dir.path())
-            .arg("record")
-            .args(["--power-source-type", "vm", "--vm-power-format", "watts"])
-            .arg("--vm-power-file")
-            .arg(self.dir.path().join("watts"))
-            .arg("--agent-path")
-            .arg(agent_library())
-            .args(args);
-        command
-    }
-
-    /// [`Run::bare`] with the results and the cycle log in this folder.
-    fn record(&self, args: &[&str]) -> Command {
-        let mut command = self.bare(&[]);
-        command
-            .arg("--results-path")
-            .arg(self.results())
-            .arg("--cycle-log")
-            .arg(self.cycle_log())
-            .args(args);
-        command
-    }
-
-    /// The cycle log, one JSON object per cycle and JVM.
-    fn cycles(&self) -> Vec<serde_json::Value> {
-        std::fs::read_to_string(self.cycle_log())
-            .unwrap_or_default()
-            .lines()
-            .map(|line| serde_json::from_str(line).expect("a JSON line"))
-            .collect()
-    }
+/// A folder for one run of `record` (`JOULARCODE_BPF_BIN`, else this build's), at 100 W.
+fn new_run() -> RecordRun {
+    let binary = std::env::var_os("JOULARCODE_BPF_BIN").map_or_else(
+        || env!("CARGO_BIN_EXE_joularcode-bpf").into(),
+        PathBuf::from,
+    );
+    RecordRun::new(&binary, "100")
 }
 
 /// Runs `command` to its end, calling `during` with the time elapsed and its pid every 100 ms
@@ -211,34 +144,6 @@ fn maps_agent(pid: u32) -> bool {
         .is_ok_and(|maps| maps.contains("libjvm_symbolizer_agent"))
 }
 
-/// The pids of the processes whose command line holds `marker`.
-fn processes_with(marker: &str) -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .expect("/proc")
-        .filter_map(|entry| {
-            let entry = entry.ok()?;
-            let pid = entry.file_name().to_str()?.parse().ok()?;
-            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
-            String::from_utf8_lossy(&cmdline)
-                .contains(marker)
-                .then_some(pid)
-        })
-        .collect()
-}
-
-/// `java -cp CLASSES MAIN_CLASS ARGS...` on Java 17, as the command of a `record -- ...`.
-fn java_command(main_class: &str, args: &[&str]) -> Vec<String> {
-    let utf8 = |path: &Path| path.to_str().expect("a UTF-8 path").to_owned();
-    let mut command = vec![
-        utf8(&jdk(17).java()),
-        "-cp".to_owned(),
-        utf8(workload_classes()),
-        main_class.to_owned(),
-    ];
-    command.extend(args.iter().map(|&arg| arg.to_owned()));
-    command
-}
-
 /// A marker no other process of the machine has in its command line: a busy JVM's duration.
 fn marker() -> String {
     format!("{}", 800_000 + std::process::id())
@@ -255,9 +160,9 @@ fn a_fifo_for_a_code_map_hangs_nothing() {
     // Planted before the attach: the agent is not loaded into a JVM that would block on it, and
     // that is said.
     user.mkfifo(&map);
-    let run = Run::new();
+    let run = new_run();
     let before = watch(
-        run.record(&["--pid", &pid, "--duration", "4"]),
+        run.command(&["--pid", &pid, "--duration", "4"]),
         Duration::from_secs(4),
         |_, _| {},
     );
@@ -273,10 +178,10 @@ fn a_fifo_for_a_code_map_hangs_nothing() {
     clear(&map);
 
     // Swapped for a FIFO while record reads it: record goes on with the code cache.
-    let run = Run::new();
+    let run = new_run();
     let mut swapped = None;
     let during = watch(
-        run.record(&["--pid", &pid, "--duration", "8"]),
+        run.command(&["--pid", &pid, "--duration", "8"]),
         Duration::from_secs(8),
         |elapsed, _| {
             if swapped.is_none() && is_regular(&map) && elapsed > Duration::from_secs(2) {
@@ -339,10 +244,10 @@ fn a_code_map_of_garbage_or_millions_of_records_costs_bounded_memory() {
     let map = code_map(jvm.pid());
 
     // The map swapped for a link to /dev/zero once the agent writes it: refused, not read.
-    let run = Run::new();
+    let run = new_run();
     let mut swapped = false;
     let zero = watch(
-        run.record(&["--pid", &pid, "--duration", "6"]),
+        run.command(&["--pid", &pid, "--duration", "6"]),
         Duration::from_secs(6),
         |elapsed, _| {
             if !swapped && is_regular(&map) && elapsed > Duration::from_secs(2) {
@@ -379,10 +284,10 @@ fn a_code_map_of_garbage_or_millions_of_records_costs_bounded_memory() {
     let huge = PathBuf::from(format!("/tmp/jcsafe-huge-{}.map", std::process::id()));
     huge_code_map(&huge, jvm.pid(), 2_250_000);
     user.own(&huge);
-    let run = Run::new();
+    let run = new_run();
     let mut swapped = false;
     let big = watch(
-        run.record(&["--pid", &pid, "--duration", "14"]),
+        run.command(&["--pid", &pid, "--duration", "14"]),
         Duration::from_secs(14),
         |elapsed, _| {
             if !swapped && is_regular(&map) && elapsed > Duration::from_secs(2) {
@@ -420,9 +325,9 @@ fn an_attach_socket_that_is_not_the_jvms_own_is_refused() {
     let jvm = user_jvm(&user, "RecordBusy", &["1"]);
     let socket = PathBuf::from(format!("/tmp/.java_pid{}", jvm.pid()));
     user.symlink(&root_socket, &socket);
-    let run = Run::new();
+    let run = new_run();
     let linked = watch(
-        run.record(&["--pid", &jvm.pid().to_string(), "--duration", "5"]),
+        run.command(&["--pid", &jvm.pid().to_string(), "--duration", "5"]),
         Duration::from_secs(5),
         |_, _| {},
     );
@@ -468,9 +373,9 @@ fn an_attach_socket_that_is_not_the_jvms_own_is_refused() {
         }
         (connections, requests)
     });
-    let run = Run::new();
+    let run = new_run();
     let faked = watch(
-        run.record(&["--pid", &jvm.pid().to_string(), "--duration", "5"]),
+        run.command(&["--pid", &jvm.pid().to_string(), "--duration", "5"]),
         Duration::from_secs(5),
         |_, _| {},
     );
@@ -500,12 +405,12 @@ fn an_attach_socket_that_is_not_the_jvms_own_is_refused() {
 /// progress.
 fn two_signals(first: nix::sys::signal::Signal, second: nix::sys::signal::Signal) {
     let marker = marker();
-    let run = Run::new();
+    let run = new_run();
     let mut args = vec!["--".to_owned()];
     args.extend(java_command("RecordBusy", &["1", &marker]));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut sent_ms = None;
-    let finished = watch(run.record(&args), Duration::from_secs(30), |_, record| {
+    let finished = watch(run.command(&args), Duration::from_secs(30), |_, record| {
         if sent_ms.is_some() || run.cycles().len() < 2 {
             return;
         }
@@ -554,14 +459,7 @@ fn assert_refused_before_launch(command: &mut Command, expected: &str, launched:
         .stdin(Stdio::null())
         .output()
         .expect("run joularcode-bpf");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
-    let errors: Vec<&str> = stderr
-        .lines()
-        .filter(|line| line.starts_with("joularcode-bpf:"))
-        .collect();
-    assert_eq!(errors.len(), 1, "{stderr}");
-    assert!(errors[0].contains(expected), "{stderr}");
+    let stderr = one_error_line(&output, expected);
     assert!(!launched.exists(), "the command was launched: {stderr}");
 }
 
@@ -569,7 +467,7 @@ fn assert_refused_before_launch(command: &mut Command, expected: &str, launched:
 fn outputs_through_another_users_link_or_into_a_fifo_are_refused_before_launch() {
     let _serial = serial();
     let user = User::create("link");
-    let run = Run::new();
+    let run = new_run();
     // A folder only root may write, and the user's link to it in a folder of the user's.
     let precious = run.dir.path().join("precious");
     std::fs::create_dir(&precious).expect("a root-only folder");
@@ -627,10 +525,10 @@ fn impossible_power_readings_are_skipped_and_said() {
         &["1"],
     );
     let pid = jvm.pid().to_string();
-    let run = Run::new();
+    let run = new_run();
     run.set_watts("1e308");
     let output = run
-        .record(&["--pid", &pid, "--duration", "2"])
+        .command(&["--pid", &pid, "--duration", "2"])
         .stdin(Stdio::null())
         .output()
         .expect("run joularcode-bpf");
@@ -646,7 +544,7 @@ fn impossible_power_readings_are_skipped_and_said() {
     let phases = ["100", "1e308", "100", "NaN", "100"];
     let mut phase = 0;
     let finished = watch(
-        run.record(&["--pid", &pid, "--duration", "10"]),
+        run.command(&["--pid", &pid, "--duration", "10"]),
         Duration::from_secs(10),
         |elapsed, _| {
             let now = (elapsed.as_secs() / 2) as usize;
@@ -686,7 +584,7 @@ fn impossible_power_readings_are_skipped_and_said() {
 #[test]
 fn a_latin_1_properties_file_is_used() {
     let _serial = serial();
-    let run = Run::new();
+    let run = new_run();
     // "résultats" and a comment with "è", in ISO-8859-1 (not UTF-8)
     std::fs::write(
         run.dir.path().join("joularcodejava.properties"),
@@ -724,7 +622,7 @@ fn a_full_disk_loses_rows_says_so_and_exits_non_zero() {
         "RecordBusy",
         &["2"],
     );
-    let run = Run::new();
+    let run = new_run();
     let results = disk.path().join("results");
     let filler = disk.path().join("filler");
     let mut command = run.bare(&["--pid", &jvm.pid().to_string(), "--duration", "40"]);
@@ -778,9 +676,9 @@ fn a_full_disk_loses_rows_says_so_and_exits_non_zero() {
 #[test]
 fn a_command_without_a_jvm_is_said() {
     let _serial = serial();
-    let run = Run::new();
+    let run = new_run();
     let finished = watch(
-        run.record(&["--", "/bin/sh", "-c", "exit 3"]),
+        run.command(&["--", "/bin/sh", "-c", "exit 3"]),
         Duration::from_secs(2),
         |_, _| {},
     );
@@ -804,10 +702,10 @@ fn an_attach_cut_short_by_the_end_leaves_no_trigger_file() {
     let pid = nix::unistd::Pid::from_raw(i32::try_from(jvm.pid()).expect("a pid"));
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).expect("stopped");
     let trigger = user.home().join(format!(".attach_pid{}", jvm.pid()));
-    let run = Run::new();
+    let run = new_run();
     let mut seen = false;
     let finished = watch(
-        run.record(&["--pid", &jvm.pid().to_string(), "--duration", "3"]),
+        run.command(&["--pid", &jvm.pid().to_string(), "--duration", "3"]),
         Duration::from_secs(3),
         |_, _| seen |= trigger.exists(),
     );
