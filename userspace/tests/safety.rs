@@ -592,7 +592,8 @@ fn a_latin_1_properties_file_is_used() {
     )
     .expect("the properties file");
     let mut args = vec!["--".to_owned()];
-    args.extend(java_command("RecordBrief", &["500", "0"]));
+    // Two seconds of work: enough samples in its one method on a loaded machine.
+    args.extend(java_command("RecordBrief", &["2000", "0"]));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let finished = watch(run.bare(&args), Duration::from_secs(5), |_, _| {});
     assert!(finished.status.success(), "{}", finished.stderr);
