@@ -254,25 +254,28 @@ impl Target {
             return Err(AttachError::NotReady(self.pid));
         }
         let name = format!(".attach_pid{}", self.ns_pid);
+        // A regular file left there (by a jcmd that was stopped) triggers as well, and stays.
         let (folder, trigger) = [ProcessDir::cwd(self.pid).ok(), self.tmp().ok()]
             .into_iter()
             .flatten()
-            .find_map(|folder| {
-                let made = folder.create_new(&name, 0o644).ok()?;
-                Some((folder, made))
+            .find_map(|folder| match folder.create_new(&name, 0o644) {
+                Ok(made) => Some((folder, Some(made))),
+                Err(_) if folder.holds_file(&name) => Some((folder, None)),
+                Err(_) => None,
             })
             .ok_or_else(|| {
                 AttachError::Io(format!(
-                    "cannot create {name} in the JVM {}'s working folder or /tmp (a file is \
-                     already there, or they cannot be entered without following a link)",
+                    "cannot create {name} in the JVM {}'s working folder or /tmp (something else \
+                     than a file is there, or they cannot be entered without following a link)",
                     self.pid
                 ))
             })?;
         let stream = self.signal_and_wait(&tmp, &socket, &mut refused);
         // Removed whatever happened, unless someone put another file in its place.
-        folder.remove_made(trigger);
-        let stream = stream?;
-        match stream {
+        if let Some(made) = trigger {
+            folder.remove_made(made);
+        }
+        match stream? {
             Some(stream) => Ok(stream),
             None => Err(refused.unwrap_or(AttachError::Timeout {
                 pid: self.pid,

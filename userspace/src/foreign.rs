@@ -289,6 +289,11 @@ impl ProcessDir {
         })
     }
 
+    /// Whether `name` is a regular file (whoever owns it), not following a link.
+    pub fn holds_file(&self, name: &str) -> bool {
+        self.checked(name, FileType::RegularFile, None).is_ok()
+    }
+
     /// Removes `made`, if the name still holds the very file that was made.
     pub fn remove_made(&self, made: Made) {
         if self.id_of(&made.name) == Some(made.id) {
