@@ -574,7 +574,9 @@ mod tests {
         std::fs::write(dir.path().join("trigger"), "someone else's").unwrap();
         folder.remove_made(made);
         assert!(dir.path().join("trigger").exists(), "another file stays");
+        assert!(folder.holds_file("trigger"));
         fifo(&dir.path().join("fifo"));
+        assert!(!folder.holds_file("fifo"));
         folder.remove_file("fifo");
         assert!(
             dir.path().join("fifo").exists(),
