@@ -18,11 +18,16 @@ pub struct CycleLog {
 }
 
 impl CycleLog {
+    /// Checks, creating nothing, that the file at `path` can be created ([`path::check_file`]),
+    /// so that a bad one is refused before anything is launched.
+    pub fn check(path: &Path) -> Result<(), String> {
+        path::check_file(path).map_err(|error| refused(path, error))
+    }
+
     /// Creates (or empties) the file at `path`, following no symbolic link on its path; the
     /// error is one line that names the option.
     pub fn create(path: &Path) -> Result<CycleLog, String> {
-        let file = path::create_file(path, Mode::Truncate)
-            .map_err(|error| format!("--cycle-log {}: {error}", path.display()))?;
+        let file = path::create_file(path, Mode::Truncate).map_err(|error| refused(path, error))?;
         Ok(CycleLog {
             path: path.to_path_buf(),
             file: Some(file),
@@ -56,6 +61,11 @@ impl CycleLog {
     pub fn lost(&self) -> Lost {
         self.losses.total()
     }
+}
+
+/// The error of `--cycle-log` at `path`.
+fn refused(path: &Path, error: std::io::Error) -> String {
+    format!("--cycle-log {}: {error}", path.display())
 }
 
 #[cfg(test)]

@@ -9,7 +9,9 @@ pub mod cycle;
 pub mod cycle_log;
 pub mod options;
 pub mod results;
+pub mod sink;
 pub mod status;
+pub mod views;
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -25,16 +27,29 @@ use joularcode_core::power::{self, PowerSource, SystemClock, SystemRoots};
 
 use crate::cli::RecordArgs;
 use crate::launch;
+use crate::profile::BranchSet;
 use crate::sampler::{monotonic_ns, signals, CONSUME_INTERVAL};
 use crate::session::{Session, SessionOptions, Targets, ThreadCounts};
 use crate::threads;
 use cycle::{Engine, JvmInput, ThreadCpu, ThreadUse};
 use cycle_log::CycleLog;
 use results::Results;
-use status::{Status, Terminal};
+use sink::{CycleView, JvmView, Sink};
+use status::{StatusLine, Terminal};
+use views::ViewFiles;
 
 /// How long the loop waits for samples between two looks at the clock.
 const PUMP_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Where a recording's cycles go.
+pub struct Outputs {
+    /// Where messages go.
+    pub log: Arc<dyn Log>,
+    /// Whether the CSV files of results-path are written (`top` writes none).
+    pub csv: bool,
+    /// The other outputs, fed with each cycle.
+    pub sinks: Vec<Box<dyn Sink>>,
+}
 
 /// Runs `record` until its duration is over, a signal arrives, or the JVMs (or the command) end.
 /// Returns the exit code: the launched command's (ended with SIGTERM if it still runs then:
@@ -42,16 +57,42 @@ const PUMP_INTERVAL: Duration = Duration::from_millis(100);
 /// Errors are one line each.
 pub fn run(args: &RecordArgs) -> Result<i32, String> {
     let terminal = Arc::new(Terminal::new());
-    let log: Arc<dyn Log> = terminal.clone();
+    let mut sinks: Vec<Box<dyn Sink>> = vec![Box::new(StatusLine::new(terminal.clone()))];
+    let views = ViewFiles::create(
+        args.flamegraph.as_deref(),
+        args.pprof.as_deref(),
+        BranchSet::from_app_flag(args.app),
+    )?;
+    if let Some(views) = views {
+        sinks.push(Box::new(views));
+    }
+    run_with(
+        args,
+        Outputs {
+            log: terminal,
+            csv: true,
+            sinks,
+        },
+    )
+}
+
+/// Runs a recording as [`run`] does, its cycles going to `outputs`.
+pub fn run_with(args: &RecordArgs, mut outputs: Outputs) -> Result<i32, String> {
+    let log = outputs.log.clone();
     let working_dir = std::env::current_dir()
         .map_err(|error| format!("cannot read the working directory: {error}"))?;
     let config = options::load(args.config.as_deref(), &args.options, &working_dir, &*log)?;
-    let results = Results::new(&config.results_path, args.all || args.pids.len() > 1)?;
-    let cycle_log = args
-        .cycle_log
-        .as_deref()
-        .map(CycleLog::create)
-        .transpose()?;
+    let results = if outputs.csv {
+        Some(Results::new(
+            &config.results_path,
+            args.all || args.pids.len() > 1,
+        )?)
+    } else {
+        None
+    };
+    if let Some(path) = args.cycle_log.as_deref() {
+        CycleLog::check(path)?;
+    }
     let mut source = power::open(
         &config,
         &SystemRoots::default(),
@@ -74,21 +115,34 @@ pub fn run(args: &RecordArgs) -> Result<i32, String> {
     signals::stop_on_signals()?;
     let mut session =
         Session::start(targets(args), &session_options).map_err(|error| error.to_string())?;
-    let outputs = Outputs { results, cycle_log };
-    let recorded = record(args, &config, source, outputs, &mut session, &terminal);
-    terminal.finish();
+    let recorded = record(
+        args,
+        &config,
+        source,
+        results,
+        &mut session,
+        &mut outputs.sinks,
+        &*log,
+    );
+    // What was gathered is written even when recording failed.
+    let finished = outputs
+        .sinks
+        .iter_mut()
+        .map(|sink| sink.finish(&*log))
+        .fold(Ok(()), Result::and);
     // A launched command is ended even when recording failed, rather than left behind.
     let exit = match session.stop() {
         Some(mut child) => launch::end(&mut child, launch::GRACE, &*log),
         None => Ok(0),
     };
     let summary = recorded?;
+    finished?;
     Ok(conclude(&summary, exit?, args, &*log))
 }
 
 /// What a run did, for its last words.
 struct Summary {
-    /// JVMs whose results were opened.
+    /// JVMs profiled.
     profiled: usize,
     /// Rows (CSV rows and cycle log lines) that could not be written.
     lost: Lost,
@@ -127,31 +181,30 @@ fn conclude(summary: &Summary, code: i32, args: &RecordArgs, log: &dyn Log) -> i
     }
 }
 
-/// Where the cycles go, opened (or checked) before anything is launched.
-struct Outputs {
-    results: Results,
-    cycle_log: Option<CycleLog>,
-}
-
-/// Records the cycles of `session` into `outputs` until its duration is over, a signal
-/// arrives, or the JVMs (or the command) end.
+/// Records the cycles of `session` into `results` and `sinks` until its duration is over, a
+/// signal arrives, or the JVMs (or the command) end.
 fn record(
     args: &RecordArgs,
     config: &Config,
     source: Box<dyn PowerSource>,
-    Outputs { results, cycle_log }: Outputs,
+    results: Option<Results>,
     session: &mut Session,
-    terminal: &Terminal,
+    sinks: &mut [Box<dyn Sink>],
+    log: &dyn Log,
 ) -> Result<Summary, String> {
-    let log: &dyn Log = terminal;
+    let cycle_log = args
+        .cycle_log
+        .as_deref()
+        .map(CycleLog::create)
+        .transpose()?;
     let cpus = u32::try_from(session.sampler().cpus()).unwrap_or(u32::MAX);
     let mut recorder = Recorder {
         threads: ThreadCpu::default(),
         opened: HashSet::new(),
         source: describe_source(config, &*source),
-        status: Status::default(),
         results,
         cycle_log,
+        sinks,
         profiled: 0,
     };
     let mut engine = Engine::start(source, config, Path::new("/proc"), cpus, monotonic_ns());
@@ -169,10 +222,12 @@ fn record(
         if stop || engine.window_over(now_ns) {
             recorder.end_cycle(session, &mut engine, now_ns, log)?;
         }
-        recorder.status.jvms = session.jvms().count();
-        terminal.show(&recorder.status);
         if stop {
-            let mut lost = recorder.results.lost();
+            let mut lost = recorder
+                .results
+                .as_ref()
+                .map(Results::lost)
+                .unwrap_or_default();
             if let Some(cycle_log) = &recorder.cycle_log {
                 lost += cycle_log.lost();
             }
@@ -206,18 +261,18 @@ fn describe_source(config: &Config, source: &dyn PowerSource) -> String {
 }
 
 /// The state of the loop between cycles, and where the cycles' results go.
-struct Recorder {
+struct Recorder<'a> {
     threads: ThreadCpu,
     opened: HashSet<u32>,
     source: String,
-    status: Status,
-    results: Results,
+    results: Option<Results>,
     cycle_log: Option<CycleLog>,
-    /// JVMs whose results were opened so far.
+    sinks: &'a mut [Box<dyn Sink>],
+    /// JVMs profiled so far.
     profiled: usize,
 }
 
-impl Recorder {
+impl Recorder<'_> {
     /// Opens the results of the JVMs seen for the first time, and says what is profiled. The
     /// results of the first JVM that cannot be written to end the run; later ones are said
     /// (SEVERE) and the run goes on for the other JVMs.
@@ -228,18 +283,23 @@ impl Recorder {
                 continue;
             }
             let name = format!("JVM {} ({})", jvm.pid(), jvm.main_class());
-            match self.results.open(jvm.pid(), jvm.main_class()) {
-                Ok(dir) => {
-                    self.profiled += 1;
-                    log.log(
-                        Level::Info,
-                        &format!(
-                            "Profiling {name}, power from {}, results in {}.",
-                            self.source,
-                            dir.display()
-                        ),
-                    );
-                }
+            self.profiled += 1;
+            let Some(results) = self.results.as_mut() else {
+                log.log(
+                    Level::Info,
+                    &format!("Profiling {name}, power from {}.", self.source),
+                );
+                continue;
+            };
+            match results.open(jvm.pid(), jvm.main_class()) {
+                Ok(dir) => log.log(
+                    Level::Info,
+                    &format!(
+                        "Profiling {name}, power from {}, results in {}.",
+                        self.source,
+                        dir.display()
+                    ),
+                ),
                 Err(error) if first => return Err(error),
                 Err(error) => log.log(
                     Level::Severe,
@@ -251,8 +311,8 @@ impl Recorder {
     }
 
     /// Ends the cycle at `now_ns`: takes the threads' CPU time, the power and the machine's busy
-    /// time, waits for the cycle's samples, shares the power out and writes the rows, the cycle
-    /// log and the status; then forgets the JVMs that ended, so that a new one with the same pid
+    /// time, waits for the cycle's samples, shares the power out and writes the rows and the
+    /// cycle log, and hands the cycle to the sinks; then forgets the JVMs that ended, so that a new one with the same pid
     /// starts afresh.
     fn end_cycle(
         &mut self,
@@ -293,25 +353,47 @@ impl Recorder {
             })
             .collect();
         let cycle = engine.share(&measures, session.sampler().drops(), &jvms, log);
-        for (jvm, input) in cycle.jvms.iter().zip(&jvms) {
-            self.results.write(
-                jvm.pid,
-                cycle.timestamp_ms,
-                &jvm.result,
-                input.branches,
-                log,
-            );
+        if let Some(results) = self.results.as_mut() {
+            for (jvm, input) in cycle.jvms.iter().zip(&jvms) {
+                results.write(
+                    jvm.pid,
+                    cycle.timestamp_ms,
+                    &jvm.result,
+                    input.branches,
+                    log,
+                );
+            }
         }
         if let Some(cycle_log) = self.cycle_log.as_mut() {
             cycle_log.write(&cycle.json_lines(), log);
         }
-        self.status.cycles += 1;
-        self.status.samples += cycle.jvms.iter().map(|jvm| jvm.samples).sum::<u64>();
-        self.status.energy_j += cycle.jvms_energy_j();
-        self.status.drops = session.sampler().drops();
+        let view = CycleView {
+            source: &self.source,
+            cycle: &cycle,
+            jvms: cycle
+                .jvms
+                .iter()
+                .zip(&jvms)
+                .map(|(result, input)| {
+                    let jvm = session.jvm(result.pid);
+                    JvmView {
+                        main_class: jvm.map_or("", |jvm| jvm.main_class()),
+                        ended: jvm.is_some_and(|jvm| jvm.ended()),
+                        branches: input.branches,
+                        samples: &input.samples,
+                        result,
+                    }
+                })
+                .collect(),
+        };
+        for sink in self.sinks.iter_mut() {
+            sink.cycle(&view);
+        }
 
         for jvm in session.jvms().filter(|jvm| jvm.ended()) {
-            self.results.close(jvm.pid());
+            if let Some(results) = self.results.as_mut() {
+                results.close(jvm.pid());
+            }
             engine.forget(jvm.pid());
             self.threads.forget(jvm.pid());
             self.opened.remove(&jvm.pid());

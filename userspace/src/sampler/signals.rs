@@ -39,3 +39,9 @@ pub fn stop_requested() -> bool {
 pub fn received() -> u32 {
     RECEIVED.load(Ordering::Relaxed)
 }
+
+/// Counts as one signal: `top` stops this way on its quit key (in a terminal's raw mode, Ctrl-C
+/// is a key, not a signal).
+pub fn stop() {
+    RECEIVED.fetch_add(1, Ordering::Relaxed);
+}
