@@ -491,6 +491,11 @@ fn outputs_through_another_users_link_or_into_a_fifo_are_refused_before_launch()
         "is a symbolic link",
         &launched,
     );
+    assert_refused_before_launch(
+        &mut with_command(&["--flamegraph", &in_shared("flame.svg")]),
+        "is a symbolic link",
+        &launched,
+    );
     assert_eq!(
         std::fs::read_dir(&precious).expect("listed").count(),
         0,
