@@ -541,7 +541,10 @@ fn copy_into(target: &Target, agent: &Path) -> Result<String, AttachError> {
     let mut made = tmp
         .create_new(&temp, 0o644)
         .map_err(|e| target.refusal(e))?;
-    made.file.write_all(&bytes).map_err(io)?;
+    if let Err(error) = made.file.write_all(&bytes) {
+        tmp.remove_made(made);
+        return Err(io(error));
+    }
     tmp.rename(&temp, &file_name).map_err(io)?;
     Ok(format!("/tmp/{file_name}"))
 }
