@@ -13,8 +13,9 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use joularcode_tests::host::{Tmpfs, User};
+use joularcode_tests::profiler::java_command;
 use joularcode_tests::record_run::RecordRun;
-use joularcode_tests::{java_command, jdk, one_at_a_time, one_error_line, processes_with, Jvm};
+use joularcode_tests::{jdk, one_at_a_time, one_error_line, processes_with, Jvm};
 
 /// How long `record` may take beyond its `--duration` before it is taken for hung.
 const HANG: Duration = Duration::from_secs(60);
@@ -407,7 +408,7 @@ fn two_signals(first: nix::sys::signal::Signal, second: nix::sys::signal::Signal
     let marker = marker();
     let run = new_run();
     let mut args = vec!["--".to_owned()];
-    args.extend(java_command("RecordBusy", &["1", &marker]));
+    args.extend(java_command(&jdk(17), &[], "RecordBusy", &["1", &marker]));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut sent_ms = None;
     let finished = watch(run.command(&args), Duration::from_secs(30), |_, record| {
@@ -598,7 +599,7 @@ fn a_latin_1_properties_file_is_used() {
     .expect("the properties file");
     let mut args = vec!["--".to_owned()];
     // Two seconds of work: enough samples in its one method on a loaded machine.
-    args.extend(java_command("RecordBrief", &["2000", "0"]));
+    args.extend(java_command(&jdk(17), &[], "RecordBrief", &["2000", "0"]));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let finished = watch(run.bare(&args), Duration::from_secs(5), |_, _| {});
     assert!(finished.status.success(), "{}", finished.stderr);

@@ -264,7 +264,10 @@ impl CodeMap {
 
     /// Reads what the agent appended since the last refresh, within the read budget (the rest
     /// waits for the next refreshes). Returns the number of bytes read. A map that shrank or was
-    /// replaced (the JVM's pid reused, the agent restarted) is read again from its start.
+    /// replaced (the JVM's pid reused, the agent restarted) is read again from its start. A map
+    /// that is gone once it was opened (the agent removes it when the JVM ends, and the JVM's
+    /// /proc root goes with the JVM) is read to its end through the open file; one refused (a
+    /// link, a FIFO in its place) is not.
     ///
     /// [`CodeMapError::Full`] is returned once, when the map reaches [`MAX_LINES`]; it stays
     /// usable, and later refreshes read nothing.
@@ -283,21 +286,30 @@ impl CodeMap {
             .to_string();
         // The folder is held between refreshes; after an error it is entered again next time
         // (the JVM may have restarted).
-        let dir = match self.dir.take() {
-            Some(dir) => dir,
-            None => ProcessDir::open(self.path.parent().unwrap_or(Path::new("/")))?,
-        };
-        let (id, len) = dir.identify(&name, MAX_FILE)?;
-        if self.file.is_none() || self.inode != Some(id) || len < self.offset {
-            let opened = dir.open_file(&name, MAX_FILE)?;
-            // The budget is the file name's, whatever file it holds.
-            let budget = self.budget;
-            *self = CodeMap::new(self.path.clone());
-            self.budget = budget;
-            self.inode = Some(opened.id);
-            self.file = Some(opened.file);
+        let found = match self.dir.take() {
+            Some(dir) => Ok(dir),
+            None => ProcessDir::open(self.path.parent().unwrap_or(Path::new("/"))),
         }
-        self.dir = Some(dir);
+        .and_then(|dir| {
+            let found = dir.identify(&name, MAX_FILE)?;
+            Ok((dir, found))
+        });
+        match found {
+            Ok((dir, (id, len))) => {
+                if self.file.is_none() || self.inode != Some(id) || len < self.offset {
+                    let opened = dir.open_file(&name, MAX_FILE)?;
+                    // The budget is the file name's, whatever file it holds.
+                    let budget = self.budget;
+                    *self = CodeMap::new(self.path.clone());
+                    self.budget = budget;
+                    self.inode = Some(opened.id);
+                    self.file = Some(opened.file);
+                }
+                self.dir = Some(dir);
+            }
+            Err(ForeignError::Io { .. }) if self.file.is_some() => {}
+            Err(e) => return Err(e.into()),
+        }
         let Some(file) = self.file.as_mut() else {
             return Ok(0);
         };
@@ -796,6 +808,17 @@ mod tests {
         map.refresh().unwrap();
         assert_eq!(names(&map, 0x1000, 5), Some(vec!["b.B.m"]));
         assert_eq!(map.len(), 1);
+        // The agent writes its last lines and removes the map as the JVM ends: they are read
+        // through the open file.
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
         std::fs::remove_file(&path).unwrap();
+        std::io::Write::write_all(&mut file, b"L 2 3000 10 0\n").unwrap();
+        map.refresh().unwrap();
+        assert_eq!(names(&map, 0x3000, 5), Some(vec!["b.B.m"]));
+        let mut never_opened = CodeMap::new(&path);
+        assert!(never_opened.refresh().is_err());
     }
 }
