@@ -421,7 +421,7 @@ fn fd_path(fd: &OwnedFd) -> PathBuf {
 }
 
 /// Opens the file an `O_PATH` handle holds, non-blocking.
-fn reopen(fd: &OwnedFd, flags: OFlags) -> Result<File, Errno> {
+pub(crate) fn reopen(fd: &OwnedFd, flags: OFlags) -> Result<File, Errno> {
     let flags = flags | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
     rustix::fs::open(fd_path(fd), flags, Mode::empty()).map(File::from)
 }
