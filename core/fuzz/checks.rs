@@ -81,7 +81,9 @@ pub fn sysfs(bytes: &[u8]) {
 }
 
 /// Class names as the JVM holds them (a Symbol's bytes, read as UTF-8 with replacements) and
-/// as JVMTI gives their signatures: a `/` is left only where a hidden class's `+` was.
+/// as JVMTI gives their signatures: a `/` is left only where a hidden class's `+` was, and a
+/// name that can be a class's (no `.` in its internal form, JVMS §4.2) reads the same from its
+/// Symbol, from its signature, and from JVMTI's form of a hidden class (`.` for the last `+`).
 pub fn class_names(bytes: &[u8]) {
     let internal = String::from_utf8_lossy(bytes);
     let binary = binary_class_name(&internal);
@@ -89,5 +91,12 @@ pub fn class_names(bytes: &[u8]) {
         assert!(!binary.contains('/'), "{binary}");
     }
     let from_signature = class_name_from_signature(&format!("L{internal};"));
+    if internal.contains('.') {
+        return;
+    }
     assert_eq!(from_signature, binary);
+    if let Some((name, suffix)) = internal.rsplit_once('+') {
+        let jvmti = class_name_from_signature(&format!("L{name}.{suffix};"));
+        assert_eq!(jvmti, binary);
+    }
 }
