@@ -6,7 +6,8 @@
 //! the file is opened with `openat` in the last folder. A link at any component, a component that
 //! is not a directory, or a file that is not a regular file with a single link (a FIFO would hang
 //! the writer, a hard link would write into another file) is refused with one line that says
-//! which component and what to do.
+//! which component and what to do. A character device of root's (`/dev/null`) is the one other
+//! file accepted: only root makes those.
 //!
 //! ```no_run
 //! use joularcode_core::output::path::{self, Mode};
@@ -313,7 +314,9 @@ mod imp {
                 })?;
             let stat = rustix::fs::fstat(&fd).map_err(|errno| with_path(&path, errno.into()))?;
             check_stat(&path, &self.fd, name, &stat)?;
-            if mode == Mode::Truncate {
+            if mode == Mode::Truncate
+                && FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile
+            {
                 rustix::fs::ftruncate(&fd, 0).map_err(|errno| with_path(&path, errno.into()))?;
             }
             Ok(File::from(fd))
@@ -335,6 +338,9 @@ mod imp {
             }
             FileType::RegularFile if stat.st_nlink > 1 => Err(links_error(path)),
             FileType::RegularFile => Ok(()),
+            // Only root makes device files, so no other user planted this one: root named it
+            // (`--output /dev/null`), and it is opened without blocking.
+            FileType::CharacterDevice if stat.st_uid == 0 => Ok(()),
             _ => Err(kind_error(path, "a regular file")),
         }
     }
@@ -488,6 +494,15 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&original).unwrap(), "precious");
         let error = create_file(&original.join("x"), Mode::Truncate).unwrap_err();
         assert!(error.to_string().contains("is not a directory"), "{error}");
+    }
+
+    #[test]
+    fn dev_null_is_written_to() {
+        check_file(Path::new("/dev/null")).unwrap();
+        for mode in [Mode::Truncate, Mode::Append] {
+            let mut file = create_file(Path::new("/dev/null"), mode).unwrap();
+            file.write_all(b"discarded").unwrap();
+        }
     }
 
     #[test]
