@@ -634,7 +634,8 @@ fn a_full_disk_loses_rows_says_so_and_exits_non_zero() {
     let filler = disk.path().join("filler");
     let mut command = run.bare(&["--pid", &jvm.pid().to_string(), "--duration", "40"]);
     command.arg("--results-path").arg(&results);
-    // The disk is filled after 3 s, and freed once the all-file has stopped growing for 2.5 s
+    // The disk is filled after 3 s once record has written rows (a loaded machine can take longer
+    // to start it), and freed once the all-file has stopped growing for 2.5 s
     // (a file's last page takes a few cycles' rows before one needs a new one); record is
     // stopped 3 s later.
     let all = results.join("methods-power-all.csv");
@@ -642,7 +643,7 @@ fn a_full_disk_loses_rows_says_so_and_exits_non_zero() {
     let finished = watch(command, Duration::from_secs(40), |elapsed, record| {
         let size = std::fs::metadata(&all).map_or(0, |meta| meta.len());
         match (filled, freed) {
-            (None, _) if elapsed > Duration::from_secs(3) => {
+            (None, _) if size > 0 && elapsed > Duration::from_secs(3) => {
                 use std::io::Write;
                 let mut file = std::fs::File::create(&filler).expect("the filler");
                 while file.write_all(&[0; 4096]).is_ok() {}
