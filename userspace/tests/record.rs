@@ -103,7 +103,11 @@ fn rows(file: &Path) -> Vec<Row> {
             let record = record.expect("a CSV record");
             let number = |i: usize| record[i].parse::<f64>().expect("a number");
             let (power, energy, interval) = (number(2), number(3), number(4));
-            assert!(power > 0.0 && (energy - power * interval).abs() < 2e-9);
+            assert!(
+                power > 0.0 && (energy - power * interval).abs() < 2e-9,
+                "{}: {record:?}",
+                file.display()
+            );
             Row {
                 branch: record[1].to_owned(),
                 energy_j: energy,
