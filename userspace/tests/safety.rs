@@ -36,13 +36,17 @@ struct Finished {
     wall: Duration,
 }
 
-/// A folder for one run of `record` (`JOULARCODE_BPF_BIN`, else this build's), at 100 W.
-fn new_run() -> RecordRun {
-    let binary = std::env::var_os("JOULARCODE_BPF_BIN").map_or_else(
+/// The profiler under test: `JOULARCODE_BPF_BIN`, else this build's.
+fn binary() -> PathBuf {
+    std::env::var_os("JOULARCODE_BPF_BIN").map_or_else(
         || env!("CARGO_BIN_EXE_joularcode-bpf").into(),
         PathBuf::from,
-    );
-    RecordRun::new(&binary, "100")
+    )
+}
+
+/// A folder for one run of `record` ([`binary`]), at 100 W.
+fn new_run() -> RecordRun {
+    RecordRun::new(&binary(), "100")
 }
 
 /// Runs `command` to its end, calling `during` with the time elapsed and its pid every 100 ms
@@ -139,10 +143,12 @@ fn clear(path: &Path) {
     let _ = std::fs::remove_file(path);
 }
 
-/// Whether process `pid` maps the symbolizer agent.
+/// Whether process `pid` maps the symbolizer agent of the profiler under test (the one beside
+/// [`binary`]: another profiler of the machine, such as a host daemon, may load its own).
 fn maps_agent(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/maps"))
-        .is_ok_and(|maps| maps.contains("libjvm_symbolizer_agent"))
+    let agent = binary().with_file_name("libjvm_symbolizer_agent.so");
+    let agent = agent.to_str().expect("a UTF-8 path");
+    std::fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|maps| maps.contains(agent))
 }
 
 /// A marker no other process of the machine has in its command line: a busy JVM's duration.
