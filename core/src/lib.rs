@@ -6,6 +6,7 @@ pub mod attribution;
 pub mod branch;
 pub mod config;
 pub mod cycle;
+mod input;
 pub mod log;
 pub mod machine;
 pub mod names;

@@ -1188,7 +1188,7 @@ fn an_output_path_that_is_a_link_is_refused_before_recording() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(
-        stderr.contains("--flamegraph") && stderr.contains("not a symbolic link"),
+        stderr.contains("--flamegraph") && stderr.contains("is a symbolic link"),
         "{stderr}"
     );
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
