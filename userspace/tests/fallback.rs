@@ -390,7 +390,7 @@ fn bad_agent_options_are_one_line_and_the_jvm_runs_on_unprofiled() {
         ),
         (
             "sample,power-source-type=estimate,results-path=/proc/joularcode",
-            "Could not create the results directory /proc/joularcode",
+            "Cannot write the results in /proc/joularcode",
         ),
         ("stop", "there is no profile to stop."),
     ] {
