@@ -1,7 +1,8 @@
-//! The JVM's own threads, told apart from application threads by their names (architecture
-//! decision 7; the classification is core's, shared with the agent): garbage collection, JIT
-//! compilation and the VM's other service threads get pseudo-frames (`[GC]`, `[JIT compiler]`,
-//! `[VM]`) instead of Java branches. Their names are read from `/proc/PID/task/TID/comm`.
+//! The JVM's own threads, told apart from application threads by their names
+//! (docs/architecture.md, decision 7; the classification is core's, shared with the agent):
+//! garbage collection, JIT compilation and the VM's other service threads get pseudo-frames
+//! (`[GC]`, `[JIT compiler]`, `[VM]`) instead of Java branches. Their names are read from
+//! `/proc/PID/task/TID/comm`.
 
 pub use joularcode_core::threads::{classify, JvmThread};
 
