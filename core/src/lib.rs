@@ -5,6 +5,7 @@
 pub mod attribution;
 pub mod branch;
 pub mod config;
+pub mod cpu_list;
 pub mod cycle;
 mod input;
 pub mod log;
