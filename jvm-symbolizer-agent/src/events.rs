@@ -6,6 +6,8 @@
 use std::cell::Cell;
 use std::ffi::{c_char, c_void, CStr};
 
+use joularcode_core::power::clock::monotonic_ns;
+
 use crate::format;
 use crate::jvmti::{CmlrHeader, CmlrInlineRecord, Env, Jint, JmethodId, CMLR_INLINE_INFO};
 use crate::output::Sink;
@@ -19,19 +21,6 @@ thread_local! {
     /// Set while this thread runs GenerateEvents: its load events describe code that existed
     /// before the agent attached.
     pub static REPLAYING: Cell<bool> = const { Cell::new(false) };
-}
-
-/// CLOCK_MONOTONIC in nanoseconds, the clock of `bpf_ktime_get_ns`.
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the timespec it is given.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(ts.tv_nsec as u64)
 }
 
 /// Joular's name of a method: `package.Class.method`.

@@ -1,23 +1,12 @@
 //! The CPU time of the whole process, from the OS.
 
-/// The time of a POSIX clock (a CPU-time clock, or the monotonic one), in ns.
 #[cfg(unix)]
-pub fn clock_ns(clock: libc::clockid_t) -> Option<u64> {
-    let mut time = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the timespec it is given.
-    if unsafe { libc::clock_gettime(clock, &mut time) } != 0 {
-        return None;
-    }
-    Some((time.tv_sec as u64).saturating_mul(1_000_000_000) + time.tv_nsec as u64)
-}
+use joularcode_core::power::clock::posix_clock_ns;
 
 /// The CPU time this process has used, all threads together, in ns.
 #[cfg(unix)]
 pub fn cpu_ns() -> u64 {
-    clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID).unwrap_or(0)
+    posix_clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID).unwrap_or(0)
 }
 
 /// The CPU time this process has used, all threads together, in ns.

@@ -27,6 +27,8 @@ use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, RingBufferBuilder};
 use record::RECORD_LEN;
 
+/// Now on CLOCK_MONOTONIC, the clock of [`Sample::time_ns`].
+pub use joularcode_core::power::clock::monotonic_ns;
 pub use record::{RawFrame, Sample, MAX_FRAMES};
 
 mod skel {
@@ -39,13 +41,6 @@ pub const CONSUME_INTERVAL: Duration = Duration::from_millis(100);
 /// Seconds of samples the channel holds before the consumer thread drops new ones (counted in
 /// [`Sampler::drops`]): read [`Sampler::samples`] at least this often.
 pub const CHANNEL_SECONDS: u64 = 4;
-
-/// Now on CLOCK_MONOTONIC, the clock of [`Sample::time_ns`].
-pub fn monotonic_ns() -> u64 {
-    let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
-        .expect("CLOCK_MONOTONIC is always available on Linux");
-    now.tv_sec() as u64 * 1_000_000_000 + now.tv_nsec() as u64
-}
 
 /// How the sampler's BPF program walks the frame-pointer chain. Both record the same frames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::sampling::process::clock_ns;
+use joularcode_core::power::clock::posix_clock_ns;
 
 /// The clock id of thread `tid`'s CPU time, as glibc's `pthread_getcpuclockid` makes it
 /// (`MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)`): any thread of this process can read it.
@@ -31,12 +31,12 @@ pub fn current_thread() -> u64 {
 
 /// The calling thread's CPU time, in ns.
 pub fn current_thread_cpu_ns() -> u64 {
-    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID).unwrap_or(0)
+    posix_clock_ns(libc::CLOCK_THREAD_CPUTIME_ID).unwrap_or(0)
 }
 
 /// The CPU time of thread `tid` of this process, in ns; `None` once it has ended.
 pub fn thread_cpu_ns(tid: u64) -> Option<u64> {
-    clock_ns(thread_clock(tid))
+    posix_clock_ns(thread_clock(tid))
 }
 
 /// The threads of this process.
@@ -68,7 +68,7 @@ pub struct Timer(libc::timer_t);
 /// A number of nanoseconds uniform in (0, `interval_ns`], from the clock and the thread id
 /// (splitmix64): no two threads start in step.
 fn first_delay_ns(tid: u64, interval_ns: u64) -> u64 {
-    let mut x = clock_ns(libc::CLOCK_MONOTONIC).unwrap_or(0) ^ tid.rotate_left(32);
+    let mut x = posix_clock_ns(libc::CLOCK_MONOTONIC).unwrap_or(0) ^ tid.rotate_left(32);
     x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
     x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);

@@ -7,7 +7,7 @@ use mach2::kern_return::KERN_SUCCESS;
 use mach2::mach_port::mach_port_deallocate;
 use mach2::traps::mach_task_self;
 
-use crate::sampling::process::clock_ns;
+use joularcode_core::power::clock::posix_clock_ns;
 
 /// The calling thread's errno.
 pub fn errno() -> i32 {
@@ -29,7 +29,7 @@ pub fn current_thread() -> u64 {
 
 /// The calling thread's CPU time, in ns.
 pub fn current_thread_cpu_ns() -> u64 {
-    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID).unwrap_or(0)
+    posix_clock_ns(libc::CLOCK_THREAD_CPUTIME_ID).unwrap_or(0)
 }
 
 /// `thread_info` of `port` into `T`.
