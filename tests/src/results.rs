@@ -48,7 +48,14 @@ pub fn rows_ending(file: &Path, line_end: &str) -> Vec<Row> {
             let record = record.expect("a CSV record");
             let number = |i: usize| record[i].parse::<f64>().expect("a number");
             let (power, energy, interval) = (number(2), number(3), number(4));
-            assert!(power > 0.0 && (energy - power * interval).abs() < 2e-9);
+            // Each of the three is rounded to 9 decimals: the power's rounding counts once per
+            // second of the interval, the interval's once per watt.
+            let rounding = 0.5e-9 * (1.0 + interval + power) + 1e-12;
+            assert!(
+                power > 0.0 && (energy - power * interval).abs() <= rounding,
+                "{}: {record:?}",
+                file.display()
+            );
             Row {
                 branch: record[1].to_owned(),
                 energy_j: energy,

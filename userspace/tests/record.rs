@@ -10,7 +10,7 @@ use std::time::Duration;
 use joularcode_tests::procfs::{cpu_ticks, short_lived_share};
 use joularcode_tests::profiler::{java_command, with_command};
 use joularcode_tests::record_run::RecordRun;
-use joularcode_tests::results::assert_conservation;
+use joularcode_tests::results::{assert_conservation, energy_of, rows, Row};
 use joularcode_tests::{all_jdks, jdk, one_at_a_time, one_error_line, processes_with, Jvm};
 use regex::Regex;
 
@@ -59,73 +59,6 @@ impl Run {
             .map(|c| c["jvm_energy_j"].as_f64().expect("energy"))
             .sum()
     }
-}
-
-/// One row of a CSV file.
-#[derive(Debug)]
-struct Row {
-    branch: String,
-    energy_j: f64,
-}
-
-/// The rows of a Joular CSV file, read as Joular's users read them: the csv crate with the exact
-/// header; every line checked field by field against Java's `%d,%s,%.9f,%.9f,%.9f,%.4f`.
-fn rows(file: &Path) -> Vec<Row> {
-    let text = std::fs::read_to_string(file)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", file.display()));
-    let line = Regex::new(
-        r#"^\d+,("(?:[^"]|"")*"|[^",\r\n]+),\d+\.\d{9},\d+\.\d{9},\d+\.\d{9},\d\.\d{4}$"#,
-    )
-    .expect("a valid regex");
-    let mut lines = text.split_inclusive('\n');
-    assert_eq!(
-        lines.next(),
-        Some("timestamp,branch,power_watts,energy_joules,interval_seconds,coverage\n")
-    );
-    for row in lines {
-        let row = row.strip_suffix('\n').expect("every line ends with \\n");
-        assert!(line.is_match(row), "not a Joular row: {row:?}");
-    }
-    let mut reader = csv::Reader::from_path(file).expect("a CSV file");
-    assert_eq!(
-        reader.headers().expect("a header"),
-        vec![
-            "timestamp",
-            "branch",
-            "power_watts",
-            "energy_joules",
-            "interval_seconds",
-            "coverage"
-        ]
-    );
-    reader
-        .records()
-        .map(|record| {
-            let record = record.expect("a CSV record");
-            let number = |i: usize| record[i].parse::<f64>().expect("a number");
-            let (power, energy, interval) = (number(2), number(3), number(4));
-            // Each of the three is rounded to 9 decimals: the power's rounding counts once per
-            // second of the interval, the interval's once per watt.
-            let rounding = 0.5e-9 * (1.0 + interval + power) + 1e-12;
-            assert!(
-                power > 0.0 && (energy - power * interval).abs() <= rounding,
-                "{}: {record:?}",
-                file.display()
-            );
-            Row {
-                branch: record[1].to_owned(),
-                energy_j: energy,
-            }
-        })
-        .collect()
-}
-
-/// The energy of the rows whose branch contains `part`.
-fn energy_of(rows: &[Row], part: &str) -> f64 {
-    rows.iter()
-        .filter(|row| row.branch.contains(part))
-        .map(|row| row.energy_j)
-        .sum()
 }
 
 /// Lets record run for `seconds`, then sends it `signal` (SIGINT is what Ctrl-C sends) and
