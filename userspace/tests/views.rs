@@ -910,16 +910,26 @@ fn top_cycle(screen: &str) -> Option<u64> {
 
 /// The exit status the shell printed after `top`: `TOP-EXIT=0` (the typed command line holds
 /// `TOP-EXIT=$status`).
-fn exit_status(screen: &str) -> Option<i32> {
+/// The exit status the shell printed after the run named `stop` (see `run_line`). The typed line
+/// holds the marker too, followed by `$status`, which is no number: a screen still showing an
+/// earlier run, or the line typed but not yet run, gives `None`.
+fn exit_status(screen: &str, stop: &str) -> Option<i32> {
     screen
-        .split("TOP-EXIT=")
+        .split(&exit_marker(stop))
         .skip(1)
         .find_map(|rest| rest.split_whitespace().next()?.parse().ok())
 }
 
+/// What the shell prints before the exit status of the run named `stop`.
+fn exit_marker(stop: &str) -> String {
+    format!("TOP-EXIT[{}]=", stop.replace(' ', "-"))
+}
+
 /// The terminal is as before `top` ran: the main screen, the cursor shown, the same stty modes.
-fn assert_restored(tmux: &Tmux, before: &Path, after: &Path) {
-    tmux.wait_for("the shell back", |screen| exit_status(screen).is_some());
+fn assert_restored(tmux: &Tmux, stop: &str, before: &Path, after: &Path) {
+    tmux.wait_for("the shell back", |screen| {
+        exit_status(screen, stop).is_some()
+    });
     assert_eq!(
         tmux.display("#{alternate_on}"),
         "0",
@@ -990,9 +1000,10 @@ fn top_under_tmux_shows_two_jvms_and_gives_the_terminal_back() {
     let run_line = |stop: &str, command: &str| {
         format!(
             "clear; echo '# {stop}'; stty -g > {}; {command}; status=$?; stty -g > {}; \
-             echo TOP-EXIT=$status",
+             echo '{}'$status",
             before.display(),
-            after.display()
+            after.display(),
+            exit_marker(stop)
         )
     };
     let line = |stop: &str| run_line(stop, &command);
@@ -1059,8 +1070,13 @@ fn top_under_tmux_shows_two_jvms_and_gives_the_terminal_back() {
     eprintln!("{screen}");
     save_screen(&tmux, "top");
     tmux.keys(&["q"]);
-    assert_restored(&tmux, &before, &after);
-    assert_eq!(exit_status(&tmux.screen()), Some(0), "{}", tmux.screen());
+    assert_restored(&tmux, "quit with q", &before, &after);
+    assert_eq!(
+        exit_status(&tmux.screen(), "quit with q"),
+        Some(0),
+        "{}",
+        tmux.screen()
+    );
     assert!(
         tmux.screen().contains("# quit with q"),
         "the main screen is back as it was"
@@ -1070,8 +1086,13 @@ fn top_under_tmux_shows_two_jvms_and_gives_the_terminal_back() {
     tmux.keys(&[&line("quit with Ctrl-C"), "Enter"]);
     tmux.wait_for("a cycle", |s| top_cycle(s).is_some());
     tmux.keys(&["C-c"]);
-    assert_restored(&tmux, &before, &after);
-    assert_eq!(exit_status(&tmux.screen()), Some(0), "{}", tmux.screen());
+    assert_restored(&tmux, "quit with Ctrl-C", &before, &after);
+    assert_eq!(
+        exit_status(&tmux.screen(), "quit with Ctrl-C"),
+        Some(0),
+        "{}",
+        tmux.screen()
+    );
 
     // SIGTERM ends the recording, which ends the view.
     tmux.keys(&[&line("quit with SIGTERM"), "Enter"]);
@@ -1082,8 +1103,13 @@ fn top_under_tmux_shows_two_jvms_and_gives_the_terminal_back() {
         nix::sys::signal::Signal::SIGTERM,
     )
     .expect("SIGTERM to top");
-    assert_restored(&tmux, &before, &after);
-    assert_eq!(exit_status(&tmux.screen()), Some(0), "{}", tmux.screen());
+    assert_restored(&tmux, "quit with SIGTERM", &before, &after);
+    assert_eq!(
+        exit_status(&tmux.screen(), "quit with SIGTERM"),
+        Some(0),
+        "{}",
+        tmux.screen()
+    );
 
     // An error once the view has taken the terminal over: the terminal is given back before the
     // error's line is printed.
@@ -1094,9 +1120,9 @@ fn top_under_tmux_shows_two_jvms_and_gives_the_terminal_back() {
         missing.display()
     );
     tmux.keys(&[&run_line("an error", &failing), "Enter"]);
-    assert_restored(&tmux, &before, &after);
+    assert_restored(&tmux, "an error", &before, &after);
     let screen = tmux.screen();
-    assert_eq!(exit_status(&screen), Some(1), "{screen}");
+    assert_eq!(exit_status(&screen, "an error"), Some(1), "{screen}");
     assert!(
         screen.contains("joularcode-bpf: Cannot measure the CPU power"),
         "{screen}"
