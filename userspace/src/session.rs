@@ -18,7 +18,7 @@
 //!   start; a running one gets it attached (in the background), unless it refuses, in which case
 //!   the JDK's perf map or its code cache name the outer methods, and the session says once
 //!   which fallback is used;
-//! - warns once when a running JVM lacks -XX:+PreserveFramePointer;
+//! - tells the sampler's stack walker how to unwind its HotSpot frames, and of its Java threads;
 //! - classifies its threads by name (`[GC]`, `[JIT compiler]`, `[VM]`);
 //! - counts each sample in its thread's branch.
 
@@ -41,7 +41,7 @@ use crate::jit::codemap::CodeMap;
 use crate::jit::perfmap::PerfMap;
 use crate::launch;
 use crate::resolve::{JitNames, ResolveStats, Resolver};
-use crate::sampler::{Sample, Sampler, SamplerError};
+use crate::sampler::{Sample, Sampler, SamplerError, WalkedJvm};
 use crate::threads::{self, JvmThread};
 
 /// How often the JVMs are looked for again (`--pid`, `--all`).
@@ -168,6 +168,7 @@ pub struct ProfiledJvm {
     attaching: Option<JoinHandle<(JitNames, Option<String>)>>,
     unresolved: u64,
     map_failing_since: Option<Instant>,
+    walked: Option<WalkedJvm>,
 }
 
 impl ProfiledJvm {
@@ -316,6 +317,11 @@ impl Session {
 
     /// Forgets the JVMs that have ended (after their last counts were taken).
     pub fn forget_ended(&mut self) {
+        for jvm in self.jvms.values_mut().filter(|jvm| jvm.ended) {
+            if let Some(walked) = jvm.walked.take() {
+                walked.forget(&self.sampler);
+            }
+        }
         self.jvms.retain(|_, jvm| !jvm.ended);
     }
 
@@ -344,6 +350,9 @@ impl Session {
         let settle_ns = self.sampled_until.saturating_sub(SETTLE_NS);
         for jvm in self.jvms.values_mut() {
             jvm.settle(settle_ns);
+            if let (Some(walked), State::Ready(resolver)) = (&mut jvm.walked, &jvm.state) {
+                walked.refresh(&self.sampler, resolver.hotspot());
+            }
         }
         Ok(())
     }
@@ -479,10 +488,20 @@ impl Session {
             match HotSpot::open(jvm.pid) {
                 Ok(hotspot) => {
                     let pending = std::mem::take(pending);
+                    match WalkedJvm::register(&self.sampler, &hotspot) {
+                        Ok(walked) => jvm.walked = Some(walked),
+                        Err(e) => {
+                            let message = format!(
+                                "JVM {} ({}): {e}; its stacks are walked by frame pointers only, \
+                                 so JIT-compiled frames without -XX:+PreserveFramePointer cut them short",
+                                jvm.pid, jvm.main_class
+                            );
+                            self.options.log.log(Level::Warning, &message);
+                        }
+                    }
                     let jit = if jvm.launched {
                         agent_code_map(jvm.pid)
                     } else {
-                        warn_without_frame_pointers(&hotspot, jvm, &*self.options.log);
                         JitNames::CodeCache
                     };
                     let mut resolver = Resolver::new(hotspot, jit, self.options.native_frames);
@@ -592,6 +611,7 @@ impl ProfiledJvm {
             attaching: None,
             unresolved: 0,
             map_failing_since: None,
+            walked: None,
         }
     }
 
@@ -667,6 +687,9 @@ impl ProfiledJvm {
 
     /// Resolves and counts one sample (or keeps it until the JVM can be read).
     fn add(&mut self, sample: Sample, native_frames: bool) {
+        if let Some(walked) = &mut self.walked {
+            walked.saw(&sample);
+        }
         let kind = self
             .thread_kinds
             .entry(sample.tid)
@@ -713,20 +736,6 @@ impl ProfiledJvm {
 fn agent_code_map(pid: u32) -> JitNames {
     let ns_pid = attach::Target::new(pid).map_or(pid, |target| target.ns_pid);
     JitNames::Agent(Box::new(CodeMap::of_process(pid, ns_pid)))
-}
-
-/// Says once that a running JVM without -XX:+PreserveFramePointer gives truncated stacks.
-fn warn_without_frame_pointers(hotspot: &HotSpot, jvm: &ProfiledJvm, log: &dyn Log) {
-    if hotspot.flag_bool("PreserveFramePointer") == Some(false) {
-        let message = format!(
-            "JVM {} ({}) runs without -XX:+PreserveFramePointer: its JIT-compiled code uses the frame \
-             pointer as a plain register, so stack walks stop at compiled frames and their callers \
-             are lost (truncated stacks). Restart it with -XX:+PreserveFramePointer, or profile it \
-             from its start with `joularcode-bpf stacks -- java ...`.",
-            jvm.pid, jvm.main_class
-        );
-        log.log(Level::Warning, &message);
-    }
 }
 
 /// Loads the agent into a running JVM (unless it runs one already), or picks the fallback:
@@ -941,9 +950,14 @@ mod tests {
             cpu: 0,
             time_ns,
             kernel: false,
+            jvm: false,
+            java_thread: false,
+            scanned: false,
             ip: 0,
             sp: 0,
             bp: 0,
+            stack_end: 0,
+            end: crate::sampler::WalkEnd::ChainEnd,
             frames: Vec::new(),
         };
         for (tid, time_ns) in [(1, 100), (1, 200), (2, 150), (2, 300), (1, 250)] {

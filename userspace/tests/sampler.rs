@@ -11,7 +11,11 @@ use std::thread::sleep;
 use std::time::Duration;
 
 use joularcode_bpf::discovery::{Discovery, Target};
-use joularcode_bpf::sampler::{monotonic_ns, Sample, Sampler, ThreadTime, Walk, CONSUME_INTERVAL};
+use joularcode_bpf::hotspot::HotSpot;
+use joularcode_bpf::sampler::{
+    monotonic_ns, FrameKind, Sample, Sampler, ThreadTime, Walk, WalkEnd, WalkedJvm,
+    CONSUME_INTERVAL,
+};
 use joularcode_tests::{all_jdks, jdk, Jvm};
 
 fn sampler() -> Sampler {
@@ -298,11 +302,13 @@ const THREAD_SAMPLES: usize = 100;
 
 /// The first [`THREAD_SAMPLES`] samples of the JVM thread named `name`, walked the `walk` way.
 /// Sampled for as long as it takes (up to a minute): on a loaded machine the thread may get a
-/// small share of a CPU.
-fn thread_samples(jvm: &Jvm, name: &str, walk: Walk) -> Vec<Sample> {
+/// small share of a CPU. The JVM is registered with the stack walker first, as the profiler does.
+fn thread_samples(jvm: &Jvm, name: &str, walk: Walk) -> (HotSpot, Vec<Sample>) {
     let tid = tid_of(jvm.pid(), name);
     let sampler = Sampler::with_walk(100, walk)
         .unwrap_or_else(|e| panic!("these tests load BPF programs and need root: {e}"));
+    let hotspot = HotSpot::open(jvm.pid()).expect("read the JVM");
+    let _walked = WalkedJvm::register(&sampler, &hotspot).expect("the walker takes the JVM");
     sampler.track(jvm.pid()).expect("track the JVM");
     let mut samples = Vec::new();
     for _ in 0..600 {
@@ -318,81 +324,62 @@ fn thread_samples(jvm: &Jvm, name: &str, walk: Walk) -> Vec<Sample> {
         samples.len()
     );
     samples.truncate(THREAD_SAMPLES);
-    samples
+    (hotspot, samples)
 }
 
-/// At least 90% of the `total` samples of a run on Java `major` passed the check.
-fn assert_nine_in_ten(passed: usize, total: usize, major: u32) {
-    assert!(
-        passed * 10 >= total * 9,
-        "Java {major}: {passed} of {total} samples"
-    );
+/// The Java frames of `sample`, named (`Class.method`; compiled ones by their outer method),
+/// newest first.
+fn java_frames(hotspot: &HotSpot, sample: &Sample) -> Vec<String> {
+    sample
+        .frames
+        .iter()
+        .filter_map(|frame| {
+            let method = match frame.kind {
+                FrameKind::Interpreted { method } => hotspot.method(method),
+                FrameKind::Compiled { .. } => hotspot
+                    .compiled_method_at(frame.lookup_pc())
+                    .map(|compiled| compiled.method),
+                _ => return None,
+            };
+            Some(method.map_or("?".into(), |m| format!("{}.{}", m.class, m.name)))
+        })
+        .collect()
 }
 
 #[test]
-fn a_nine_deep_java_chain_is_walked_at_least_nine_frames_deep() {
+fn a_nine_deep_java_chain_is_walked_whole_without_frame_pointers() {
     let _serial = serial();
     assert_eq!(Walk::detect(), Walk::BpfLoop, "this kernel has bpf_loop");
+    let chain: Vec<String> = (1..=9).rev().map(|i| format!("SamplerDeep.d{i}")).collect();
     for jdk in all_jdks() {
-        let jvm = Jvm::start(&jdk, &["-XX:+PreserveFramePointer"], "SamplerDeep", &[]);
-        // Both ways of walking: bpf_loop, and the bounded loop that kernels before 5.17 get.
-        for walk in [Walk::BpfLoop, Walk::Bounded] {
-            let samples = thread_samples(&jvm, "Deep", walk);
-            let deep = samples.iter().filter(|s| s.frames.len() >= 9).count();
-            println!(
-                "Java {} ({walk:?}): {deep} of {} samples at least 9 frames deep",
-                jdk.major,
-                samples.len()
-            );
-            assert_nine_in_ten(deep, samples.len(), jdk.major);
-        }
-    }
-}
-
-#[test]
-fn interpreted_frames_carry_their_method_pointer() {
-    let _serial = serial();
-    for jdk in all_jdks() {
-        let jvm = Jvm::start(
-            &jdk,
-            &["-Xint", "-XX:+PreserveFramePointer"],
-            "SamplerDeep",
-            &[],
-        );
-        let samples = thread_samples(&jvm, "Deep", Walk::detect());
-        // Each interpreted frame of d1..d9 holds its Method* at fp-3 words: the same nine (or
-        // more) non-zero values recur in (nearly) every sample.
-        let mut seen: HashMap<u64, usize> = HashMap::new();
-        for sample in &samples {
-            let slots: HashSet<u64> = sample
-                .frames
-                .iter()
-                .map(|f| f.method_slot)
-                .filter(|&m| m != 0)
-                .collect();
-            for slot in slots {
-                *seen.entry(slot).or_default() += 1;
+        for tier in [&["-Xint"][..], &["-XX:TieredStopAtLevel=1"], &[]] {
+            let jvm = Jvm::start(&jdk, tier, "SamplerDeep", &[]);
+            // Both ways of walking: bpf_loop, and the bounded loop that kernels before 5.17 get.
+            for walk in [Walk::BpfLoop, Walk::Bounded] {
+                let (hotspot, samples) = thread_samples(&jvm, "Deep", walk);
+                let whole = samples
+                    .iter()
+                    .filter(|s| {
+                        let frames = java_frames(&hotspot, s);
+                        s.end == WalkEnd::Entry
+                            && frames.starts_with(&chain)
+                            && frames.last().map(String::as_str) == Some("java.lang.Thread.run")
+                    })
+                    .count();
+                println!(
+                    "Java {} {tier:?} ({walk:?}): {whole} of {} walks whole",
+                    jdk.major,
+                    samples.len()
+                );
+                assert!(
+                    whole * 100 >= samples.len() * 99,
+                    "Java {} {tier:?} ({walk:?}): {whole} of {} walks whole; one was {:?}",
+                    jdk.major,
+                    samples.len(),
+                    samples.iter().map(|s| java_frames(&hotspot, s)).next()
+                );
             }
         }
-        let recurring = seen
-            .values()
-            .filter(|&&n| n * 10 >= samples.len() * 9)
-            .count();
-        println!(
-            "Java {}: {recurring} Method* values recur in 90% of {} samples",
-            jdk.major,
-            samples.len()
-        );
-        assert!(
-            recurring >= 9,
-            "Java {}: only {recurring} recurring Method* values",
-            jdk.major
-        );
-        let deep = samples
-            .iter()
-            .filter(|s| s.frames.iter().take(9).all(|f| f.method_slot != 0))
-            .count();
-        assert_nine_in_ten(deep, samples.len(), jdk.major);
     }
 }
 

@@ -82,6 +82,19 @@ pub struct NMethodInfo {
     pub comp_level: u8,
 }
 
+/// Where a heap's code and segment map are: what a walker needs to find a pc's blob.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeapLayout {
+    /// The start of the heap: segment 0.
+    pub low: u64,
+    /// One past the end of its reserved range.
+    pub high: u64,
+    /// Its segment map, one byte per segment.
+    pub segmap: u64,
+    /// Bytes per segment, as a power of two.
+    pub log2_segment: u32,
+}
+
 /// A heap's committed part, read afresh for each lookup since it grows.
 struct HeapState {
     low: u64,
@@ -191,6 +204,23 @@ impl CodeCache {
     /// The reserved ranges `[low, high)` of the code heaps.
     pub fn heap_ranges(&self) -> &[(u64, u64)] {
         &self.reserved
+    }
+
+    /// Every heap's layout; `None` if one cannot be read.
+    pub fn heap_layouts(&self, mem: &ProcessMemory) -> Option<Vec<HeapLayout>> {
+        self.heaps
+            .iter()
+            .zip(&self.reserved)
+            .map(|(&heap, &(_, high))| {
+                let state = self.heap_state(mem, heap)?;
+                Some(HeapLayout {
+                    low: state.low,
+                    high,
+                    segmap: state.segmap,
+                    log2_segment: state.log2_segment,
+                })
+            })
+            .collect()
     }
 
     fn heap_state(&self, mem: &ProcessMemory, heap: u64) -> Option<HeapState> {

@@ -10,6 +10,7 @@ pub mod maps;
 pub mod memory;
 pub mod method;
 pub mod threads;
+pub mod unwind;
 pub mod vmstructs;
 pub mod walk;
 
@@ -18,6 +19,7 @@ use thiserror::Error;
 pub use codecache::CodeBlob;
 pub use method::JavaMethod;
 pub use threads::{FrameAnchor, JavaThread};
+pub use unwind::UnwindInfo;
 pub use walk::{Frame, FrameKind, FrameState};
 
 use codecache::CodeCache;
@@ -203,6 +205,11 @@ impl HotSpot {
     /// Whether this JVM has a flag called `name`, of any type.
     pub fn has_flag(&self, name: &str) -> bool {
         self.flags.has(name)
+    }
+
+    /// What a stack walker needs to unwind this JVM's frames (see [`UnwindInfo`]).
+    pub fn unwind_info(&self) -> Result<UnwindInfo, HotSpotError> {
+        UnwindInfo::read(&self.mem, &self.vm, &self.code)
     }
 
     /// The Java threads alive now, with their OS thread ids and frame anchors.

@@ -1,6 +1,6 @@
 //! The JVM's Java threads, from `ThreadsSMRSupport::_java_thread_list`, with each thread's OS
-//! thread id and its `JavaFrameAnchor`: where its Java stack resumes while it runs VM or native
-//! code (blocked, sleeping, in a JNI call).
+//! thread id, its stack, and its `JavaFrameAnchor`: where its Java stack resumes while it runs
+//! VM or native code (blocked, sleeping, in a JNI call).
 
 use super::memory::{array_at, word, ProcessMemory};
 use super::vmstructs::VmStructs;
@@ -30,6 +30,8 @@ pub struct JavaThread {
     pub tid: Option<u32>,
     /// Its last Java frame.
     pub anchor: FrameAnchor,
+    /// Its stack, `[low, high)`, when it can be read.
+    pub stack: Option<(u64, u64)>,
 }
 
 /// Offsets needed to list the Java threads.
@@ -44,6 +46,7 @@ pub struct ThreadReader {
     anchor_fp: u64,
     anchor_size: u64,
     os_thread: Option<(u64, u64)>,
+    stack: Option<(u64, u64)>,
 }
 
 impl ThreadReader {
@@ -52,6 +55,15 @@ impl ThreadReader {
         let os_thread = vm
             .offset(&["JavaThread", "Thread"], "_osthread", 8)
             .and_then(|o| Ok((o, vm.offset(&["OSThread"], "_thread_id", 4)?)))
+            .ok();
+        let stack = vm
+            .offset(&["JavaThread", "Thread"], "_stack_base", 8)
+            .and_then(|base| {
+                Ok((
+                    base,
+                    vm.offset(&["JavaThread", "Thread"], "_stack_size", 8)?,
+                ))
+            })
             .ok();
         Ok(ThreadReader {
             list_var: vm.static_address("ThreadsSMRSupport", "_java_thread_list")?,
@@ -63,6 +75,7 @@ impl ThreadReader {
             anchor_fp: vm.offset(&["JavaFrameAnchor"], "_last_Java_fp", 8)?,
             anchor_size: vm.require_size("JavaFrameAnchor")?,
             os_thread,
+            stack,
         })
     }
 
@@ -76,6 +89,7 @@ impl ThreadReader {
                     address: thread,
                     tid: self.tid(mem, thread),
                     anchor: self.anchor(mem, thread)?,
+                    stack: self.stack(mem, thread),
                 })
             })
             .collect()
@@ -104,6 +118,15 @@ impl ThreadReader {
             pc: word(&bytes, self.anchor_pc)?,
             fp: word(&bytes, self.anchor_fp)?,
         })
+    }
+
+    /// `[_stack_base - _stack_size, _stack_base)`, if plausible.
+    fn stack(&self, mem: &ProcessMemory, thread: u64) -> Option<(u64, u64)> {
+        let (base, size) = self.stack?;
+        let high = mem.read_u64(thread.checked_add(base)?)?;
+        let size = mem.read_u64(thread.checked_add(size)?)?;
+        let low = high.checked_sub(size)?;
+        (size > 0 && low > 0).then_some((low, high))
     }
 
     fn tid(&self, mem: &ProcessMemory, thread: u64) -> Option<u32> {

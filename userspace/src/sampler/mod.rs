@@ -7,6 +7,7 @@
 //! Nothing is sampled until a process is tracked ([`Sampler::track`], [`Sampler::follow`]).
 //! Dropping the sampler detaches and unloads everything; the process's exit does too.
 
+pub mod jvm;
 mod perf;
 pub mod privileges;
 pub mod raw;
@@ -16,7 +17,7 @@ pub mod signals;
 use std::fmt;
 use std::fs;
 use std::mem::MaybeUninit;
-use std::os::fd::{AsRawFd, IntoRawFd};
+use std::os::fd::{AsFd, AsRawFd, IntoRawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::Arc;
@@ -25,9 +26,10 @@ use std::time::Duration;
 
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, RingBufferBuilder};
-use record::RECORD_LEN;
+use record::record_len;
 
-pub use record::{RawFrame, Sample, MAX_FRAMES};
+pub use jvm::WalkedJvm;
+pub use record::{FrameKind, Sample, StackFrame, WalkEnd, MAX_FRAMES};
 
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/sampler.skel.rs"));
@@ -52,8 +54,8 @@ pub fn monotonic_ns() -> u64 {
 pub enum Walk {
     /// With the bpf_loop helper (Linux 5.17 and later): the verifier checks one step.
     BpfLoop,
-    /// With a loop bounded to 128 steps, for kernels without bpf_loop (5.15, 5.16): the verifier
-    /// checks every step, so loading takes longer.
+    /// A few steps per program, chained by tail calls, for kernels without bpf_loop (5.15,
+    /// 5.16): the verifier checks every step of a program, so loading takes longer.
     Bounded,
 }
 
@@ -160,12 +162,21 @@ impl Sampler {
             .samples
             .set_max_entries(ring_size(rate_hz, cpus.len()))
             .map_err(bpf_error("size the ring buffer"))?;
-        let unused = match walk {
-            Walk::BpfLoop => &mut open.progs.jp_on_sample_bounded,
-            Walk::Bounded => &mut open.progs.jp_on_sample,
-        };
-        unused.set_autoload(false);
+        match walk {
+            Walk::BpfLoop => {
+                open.progs.jp_on_sample_bounded.set_autoload(false);
+                open.progs.jp_walk_more.set_autoload(false);
+            }
+            Walk::Bounded => open.progs.jp_on_sample.set_autoload(false),
+        }
         let mut skel = open.load().map_err(bpf_error("load the BPF programs"))?;
+        if walk == Walk::Bounded {
+            let more = skel.progs.jp_walk_more.as_fd().as_raw_fd();
+            skel.maps
+                .walk_more
+                .update(&0u32.to_ne_bytes(), &more.to_ne_bytes(), MapFlags::ANY)
+                .map_err(bpf_error("chain the bounded walk's programs"))?;
+        }
         skel.attach()
             .map_err(bpf_error("attach the scheduler tracepoints"))?;
 
@@ -344,12 +355,17 @@ fn mark(set: &dyn MapCore, pid: u32, verb: &str) -> Result<(), SamplerError> {
         })
 }
 
-/// Bytes of ring buffer for `cpus` CPUs sampled at `rate_hz`: room for one second of samples
-/// (ten times what the consumer drains at each pass), as a power of two from 1 MiB to 256 MiB.
+/// Frames per sample the ring buffer is sized for: a deep Java stack (javac's average is about
+/// 60). Samples with more frames take more room: the ring then holds less than a second.
+const SIZED_FRAMES: usize = 64;
+
+/// Bytes of ring buffer for `cpus` CPUs sampled at `rate_hz`: room for one second of samples of
+/// 64 frames (ten times what the consumer drains at each pass; still two and a half passes of
+/// samples of the most frames), as a power of two from 1 MiB to 256 MiB.
 fn ring_size(rate_hz: u64, cpus: usize) -> u32 {
     let second = rate_hz
         .saturating_mul(cpus as u64)
-        .saturating_mul(RECORD_LEN as u64);
+        .saturating_mul(record_len(SIZED_FRAMES) as u64);
     second.clamp(1 << 20, 1 << 28).next_power_of_two() as u32
 }
 
@@ -450,10 +466,11 @@ mod tests {
     #[test]
     fn the_ring_holds_a_second_of_samples() {
         assert_eq!(ring_size(100, 2), 1 << 20);
-        assert_eq!(ring_size(1000, 2), 1 << 23);
-        assert_eq!(ring_size(100, 64), 1 << 25);
+        assert_eq!(ring_size(1000, 2), 1 << 22);
+        assert_eq!(ring_size(100, 64), 1 << 24);
         assert_eq!(ring_size(10_000, 4096), 1 << 28);
-        assert!(ring_size(100, 8) as usize >= 100 * 8 * RECORD_LEN);
+        assert!(ring_size(100, 8) as usize >= 100 * 8 * record_len(SIZED_FRAMES));
+        assert!(ring_size(1000, 2) as usize >= 1000 * 2 * record_len(MAX_FRAMES) / 4);
     }
 
     #[test]
