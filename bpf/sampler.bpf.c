@@ -28,10 +28,10 @@ _Static_assert(sizeof(struct jp_frame) == 24, "jp_frame");
 _Static_assert(__builtin_offsetof(struct jp_sample, frames) == 64, "jp_sample header");
 _Static_assert(sizeof(struct jp_thread) == 40, "jp_thread");
 _Static_assert(sizeof(struct jp_field) == 4, "jp_field");
-_Static_assert(__builtin_offsetof(struct jp_jvm, blob_size) == 176, "jp_jvm fields");
+_Static_assert(__builtin_offsetof(struct jp_jvm, blob_size) == 184, "jp_jvm fields");
+_Static_assert(__builtin_offsetof(struct jp_jvm, name) == 216, "jp_jvm name");
 _Static_assert(sizeof(struct jp_jvm) == 224, "jp_jvm");
 _Static_assert(sizeof(struct jp_java_thread) == 32, "jp_java_thread");
-_Static_assert(JP_SCAN_WORDS * 8 <= JP_BLOB_READ, "the scan reads into the blob buffer");
 
 /* task->flags: the task is exiting. */
 #define PF_EXITING 0x00000004
@@ -149,14 +149,6 @@ int BPF_PROG(jp_on_fork, struct task_struct *parent, struct task_struct *child)
 	return 0;
 }
 
-/* The JVMs the walker knows, by tgid (userspace fills it once it has read a JVM). */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u32);
-	__type(value, struct jp_jvm);
-} jvms SEC(".maps");
-
 /* The Java threads of those JVMs, by tid (userspace keeps it up to date). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -164,14 +156,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct jp_java_thread);
 } java_threads SEC(".maps");
-
-/* Working memory of the walk, per CPU. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct jp_scratch);
-} scratch SEC(".maps");
 
 /*
  * The start of a sample of the current thread, if its process is tracked: its time refreshed,
@@ -200,6 +184,8 @@ static __always_inline struct jp_scratch *begin_sample(struct bpf_perf_event_dat
 	__u64 sp = ctx->regs.sp;
 	__u64 bp = ctx->regs.bp;
 	__u64 bx = ctx->regs.bx;
+	__u64 r13 = ctx->regs.r13;
+	__u64 ax = ctx->regs.ax;
 	__u32 flags = 0;
 	if ((__s64)ip < 0) {
 		struct pt_regs *user = (struct pt_regs *)bpf_task_pt_regs(task);
@@ -207,6 +193,8 @@ static __always_inline struct jp_scratch *begin_sample(struct bpf_perf_event_dat
 		sp = BPF_CORE_READ(user, sp);
 		bp = BPF_CORE_READ(user, bp);
 		bx = BPF_CORE_READ(user, bx);
+		r13 = BPF_CORE_READ(user, r13);
+		ax = BPF_CORE_READ(user, ax);
 		flags = JP_SAMPLE_KERNEL;
 	}
 	struct jp_walk *w = &s->w;
@@ -214,6 +202,8 @@ static __always_inline struct jp_scratch *begin_sample(struct bpf_perf_event_dat
 	w->sp = sp;
 	w->fp = bp;
 	w->bx = bx;
+	w->r13 = r13;
+	w->ax = ax;
 	w->anchor_sp = 0;
 	w->anchor_pc = 0;
 	w->anchor_fp = 0;

@@ -99,23 +99,25 @@ struct jp_jvm {
 	__u64 interpreter_begin;                 /* 128: the template interpreter's code */
 	__u64 interpreter_end;                   /* 136 */
 	__u64 call_stub_return;                  /* 144: StubRoutines::_call_stub_return_address */
-	__u32 nheaps;                            /* 152 */
-	__u16 heap_block;       /* 156: sizeof(HeapBlock): a blob follows its block's header */
-	__u16 nmethod_size;     /* 158: sizeof(nmethod), the _header_size of every nmethod */
-	__u16 blob_read;        /* 160: bytes of a blob read at once; every field below fits */
-	__s16 call_wrapper;     /* 162: the call stub's JavaCallWrapper*, from its fp */
-	__u16 wrapper_anchor;   /* 164: JavaCallWrapper::_anchor */
-	__u16 thread_anchor;    /* 166: JavaThread::_anchor */
-	__u64 pad;              /* 168 */
-	struct jp_field blob_size;      /* 176: CodeBlob::_size */
-	struct jp_field header_size;    /* 180: CodeBlob::_header_size */
-	struct jp_field frame_size;     /* 184: CodeBlob::_frame_size (words) */
-	struct jp_field frame_complete; /* 188: CodeBlob::_frame_complete_offset (from code begin) */
-	struct jp_field code_begin;     /* 192: CodeBlob::_code_begin or _code_offset */
-	struct jp_field compile_id;     /* 196: nmethod::_compile_id */
-	struct jp_field orig_pc;        /* 200: nmethod::_orig_pc_offset (from a frame's sp) */
-	struct jp_field deopt_handler;  /* 204: the deopt handler's address or offset */
-	__u8 pad2[16];                  /* 208 */
+	__u64 code_low;         /* 152: the lowest heap's low: every heap lies in [code_low, */
+	__u64 code_high;        /* 160: code_high), and nothing else when they are contiguous */
+	__u32 nheaps;           /* 168 */
+	__u16 heap_block;       /* 172: sizeof(HeapBlock): a blob follows its block's header */
+	__u16 nmethod_size;     /* 174: sizeof(nmethod), the _header_size of every nmethod */
+	__u16 blob_read;        /* 176: bytes of a blob read at once; every field below fits */
+	__s16 call_wrapper;     /* 178: the call stub's JavaCallWrapper*, from its fp */
+	__u16 wrapper_anchor;   /* 180: JavaCallWrapper::_anchor */
+	__u16 thread_anchor;    /* 182: JavaThread::_anchor */
+	struct jp_field blob_size;      /* 184: CodeBlob::_size */
+	struct jp_field header_size;    /* 188: CodeBlob::_header_size */
+	struct jp_field frame_size;     /* 192: CodeBlob::_frame_size (words) */
+	struct jp_field frame_complete; /* 196: CodeBlob::_frame_complete_offset (from code begin) */
+	struct jp_field code_begin;     /* 200: CodeBlob::_code_begin or _code_offset */
+	struct jp_field compile_id;     /* 204: nmethod::_compile_id */
+	struct jp_field orig_pc;        /* 208: nmethod::_orig_pc_offset (from a frame's sp) */
+	struct jp_field deopt_handler;  /* 212: the deopt handler's address or offset */
+	struct jp_field name;           /* 216: CodeBlob::_name */
+	__u32 pad;                      /* 220 */
 };
 
 /* A Java thread of a JVM (the value of map `java_threads`, keyed by tid; 32 bytes). */

@@ -64,6 +64,8 @@ pub struct UnwindInfo {
     pub orig_pc: FieldLayout,
     /// `CompiledMethod::_deopt_handler_begin` (JDK <= 22) or `nmethod::_deopt_handler_offset`.
     pub deopt_handler: FieldLayout,
+    /// `CodeBlob::_name`.
+    pub name: FieldLayout,
 }
 
 /// The width of a field of C++ type `ty`, as VMStructs spells it.
@@ -151,6 +153,7 @@ impl UnwindInfo {
                     (nmethod, "_deopt_handler_offset", true),
                 ],
             )?,
+            name: field(vm, &[(blob, "_name", false)])?,
         };
         check_anchor_layout(vm)?;
         let blob_read = info.fields().iter().map(|f| u64::from(f.offset) + 8).max();
@@ -167,7 +170,7 @@ impl UnwindInfo {
     }
 
     /// The blob and nmethod fields the walker reads.
-    pub fn fields(&self) -> [FieldLayout; 8] {
+    pub fn fields(&self) -> [FieldLayout; 9] {
         [
             self.blob_size,
             self.header_size,
@@ -177,6 +180,7 @@ impl UnwindInfo {
             self.compile_id,
             self.orig_pc,
             self.deopt_handler,
+            self.name,
         ]
     }
 }

@@ -37,15 +37,19 @@ fn jvm_bytes(info: &UnwindInfo) -> Result<[u8; JVM_LEN], String> {
     put(128, &info.interpreter.0.to_ne_bytes());
     put(136, &info.interpreter.1.to_ne_bytes());
     put(144, &info.call_stub_return.to_ne_bytes());
-    put(152, &(info.heaps.len() as u32).to_ne_bytes());
-    put(156, &info.heap_block.to_ne_bytes());
-    put(158, &info.nmethod_size.to_ne_bytes());
-    put(160, &info.blob_read.to_ne_bytes());
-    put(162, &info.call_wrapper.to_ne_bytes());
-    put(164, &info.wrapper_anchor.to_ne_bytes());
-    put(166, &info.thread_anchor.to_ne_bytes());
+    let low = info.heaps.iter().map(|heap| heap.low).min().unwrap_or(0);
+    let high = info.heaps.iter().map(|heap| heap.high).max().unwrap_or(0);
+    put(152, &low.to_ne_bytes());
+    put(160, &high.to_ne_bytes());
+    put(168, &(info.heaps.len() as u32).to_ne_bytes());
+    put(172, &info.heap_block.to_ne_bytes());
+    put(174, &info.nmethod_size.to_ne_bytes());
+    put(176, &info.blob_read.to_ne_bytes());
+    put(178, &info.call_wrapper.to_ne_bytes());
+    put(180, &info.wrapper_anchor.to_ne_bytes());
+    put(182, &info.thread_anchor.to_ne_bytes());
     for (i, field) in info.fields().iter().enumerate() {
-        put(176 + 4 * i, &field_bytes(field));
+        put(184 + 4 * i, &field_bytes(field));
     }
     Ok(bytes)
 }
@@ -202,6 +206,7 @@ mod tests {
             compile_id: field(304, 4, false),
             orig_pc: field(300, 4, false),
             deopt_handler: field(128, 8, false),
+            name: field(96, 8, false),
         }
     }
 
@@ -218,12 +223,15 @@ mod tests {
             (u64_at(128), u64_at(136), u64_at(144)),
             (0x1100, 0x1200, 0x1300)
         );
-        assert_eq!(&bytes[152..156], &3u32.to_ne_bytes());
-        assert_eq!(&bytes[162..164], &(-48i16).to_ne_bytes());
-        assert_eq!(&bytes[166..168], &656u16.to_ne_bytes());
+        // The code cache spans the three heaps.
+        assert_eq!((u64_at(152), u64_at(160)), (0x1000, 0x4000));
+        assert_eq!(&bytes[168..172], &3u32.to_ne_bytes());
+        assert_eq!(&bytes[178..180], &(-48i16).to_ne_bytes());
+        assert_eq!(&bytes[182..184], &656u16.to_ne_bytes());
         // code_begin: offset 36, 4 bytes, relative; deopt_handler: offset 128, 8 bytes.
-        assert_eq!(&bytes[192..196], &[36, 0, 4, 1]);
-        assert_eq!(&bytes[204..208], &[128, 0, 8, 0]);
+        assert_eq!(&bytes[200..204], &[36, 0, 4, 1]);
+        assert_eq!(&bytes[212..216], &[128, 0, 8, 0]);
+        assert_eq!(&bytes[216..220], &[96, 0, 8, 0]);
         assert!(jvm_bytes(&info(0)).is_err());
         assert!(jvm_bytes(&info(5)).is_err());
     }
