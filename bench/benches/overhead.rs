@@ -21,7 +21,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use joularcode_bpf::sampler::Sampler;
+use joularcode_bpf::hotspot::HotSpot;
+use joularcode_bpf::sampler::{Sampler, WalkedJvm};
 use joularcode_tests::{jdk, target_dir, Jvm};
 
 const BPF_STATS: &str = "/proc/sys/kernel/bpf_stats_enabled";
@@ -115,6 +116,7 @@ enum Profiler {
     /// The sampler in this process; the RSS before it was loaded, the samples drained.
     Sampler {
         sampler: Box<Sampler>,
+        walked: WalkedJvm,
         rss_before: u64,
         samples: u64,
     },
@@ -171,9 +173,12 @@ impl Profiler {
             let rss_before = status_kib("self", "VmRSS:");
             let sampler =
                 Box::new(Sampler::new(1000 / rate_ms).expect("load the sampler (run as root)"));
+            let hotspot = HotSpot::open(pid).expect("read the JVM");
+            let walked = WalkedJvm::register(&sampler, &hotspot).expect("the walker takes it");
             sampler.track(pid).expect("track the JVM");
             return Profiler::Sampler {
                 sampler,
+                walked,
                 rss_before,
                 samples: 0,
             };
@@ -213,10 +218,16 @@ impl Profiler {
     /// What the profiler does once a second (record runs on its own).
     fn each_second(&mut self) {
         if let Profiler::Sampler {
-            sampler, samples, ..
+            sampler,
+            walked,
+            samples,
+            ..
         } = self
         {
-            *samples += sampler.samples().try_iter().count() as u64;
+            for sample in sampler.samples().try_iter() {
+                walked.saw(&sample);
+                *samples += 1;
+            }
             sampler.thread_times();
         }
     }
@@ -298,12 +309,7 @@ fn main() {
         fs::read_to_string(BPF_STATS).expect("read kernel.bpf_stats_enabled (run as root)");
     fs::write(BPF_STATS, "1").expect("enable kernel.bpf_stats_enabled (run as root)");
 
-    let mut jvm = Jvm::start(
-        &jdk(17),
-        &["-XX:+PreserveFramePointer"],
-        "SamplerOverhead",
-        &[&idle],
-    );
+    let mut jvm = Jvm::start(&jdk(17), &[], "SamplerOverhead", &[&idle]);
     println!(
         "warming up the JVM (pid {}, {idle} idle threads) for {seconds} s",
         jvm.pid()

@@ -203,7 +203,7 @@ impl Window {
 #[test]
 fn busy_threads_on_cpu_time_matches_schedstat_and_sets_the_sample_count() {
     let _serial = serial();
-    let jvm = Jvm::start(&jdk(17), &["-XX:+PreserveFramePointer"], "SamplerBusy", &[]);
+    let jvm = Jvm::start(&jdk(17), &[], "SamplerBusy", &[]);
     // At 1000 Hz, so that the count of samples over 5 s is large enough to check within 10% on
     // this shared 2-CPU machine, where the busy threads may get well under a CPU each (the
     // default rate is checked over a longer window below).
@@ -242,7 +242,7 @@ fn busy_threads_on_cpu_time_matches_schedstat_and_sets_the_sample_count() {
 #[test]
 fn the_default_rate_sets_the_sample_count_over_a_longer_window() {
     let _serial = serial();
-    let jvm = Jvm::start(&jdk(17), &["-XX:+PreserveFramePointer"], "SamplerBusy", &[]);
+    let jvm = Jvm::start(&jdk(17), &[], "SamplerBusy", &[]);
     // 100 Hz (stack-monitoring-sample-rate=10 ms) until the JVM has run 15 s on the CPUs (about
     // 1,500 samples, so that 10% is about four times the sampling noise), for up to two minutes
     // on a loaded machine.
@@ -448,7 +448,7 @@ fn raw(args: &[&str]) -> std::process::Output {
 #[test]
 fn the_raw_command_shows_busy_threads_and_refuses_non_jvms() {
     let _serial = serial();
-    let jvm = Jvm::start(&jdk(17), &["-XX:+PreserveFramePointer"], "SamplerBusy", &[]);
+    let jvm = Jvm::start(&jdk(17), &[], "SamplerBusy", &[]);
     let out = raw(&["--pid", &jvm.pid().to_string(), "--duration", "3"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     println!("{stdout}");

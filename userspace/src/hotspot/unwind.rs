@@ -226,6 +226,26 @@ fn read_call_wrapper_slot(vm: &VmStructs) -> Result<i16, HotSpotError> {
     Ok(words as i16 * 8)
 }
 
+/// Checks that the JVM's interpreter frames have the x86_64 layout the walker assumes (Method*
+/// at fp - 3 words, sender sp at fp - 1 word), from the two slot offsets VMStructs publishes
+/// (sender sp at fp - 1, last sp at fp - 2 words).
+pub fn check_interpreter_layout(vm: &VmStructs) -> Result<(), HotSpotError> {
+    for (name, expected) in [
+        ("frame::interpreter_frame_sender_sp_offset", -1),
+        ("frame::interpreter_frame_last_sp_offset", -2),
+    ] {
+        match vm.constant(name) {
+            Some(value) if value == expected => {}
+            found => {
+                return Err(HotSpotError::BadTable(format!(
+                    "{name} is {found:?}, not {expected}: not an x86_64 interpreter frame layout"
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The walker reads a JavaFrameAnchor as three words: last Java sp, pc and fp.
 fn check_anchor_layout(vm: &VmStructs) -> Result<(), HotSpotError> {
     for (field, expected) in [

@@ -8,7 +8,7 @@
 //! Dropping the sampler detaches and unloads everything; the process's exit does too.
 
 pub mod jvm;
-mod perf;
+pub mod perf;
 pub mod privileges;
 pub mod raw;
 mod record;
@@ -26,10 +26,9 @@ use std::time::Duration;
 
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, RingBufferBuilder};
-use record::record_len;
 
 pub use jvm::WalkedJvm;
-pub use record::{FrameKind, Sample, StackFrame, WalkEnd, MAX_FRAMES};
+pub use record::{record_len, FrameKind, Sample, StackFrame, WalkEnd, MAX_FRAMES};
 
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/sampler.skel.rs"));
@@ -72,6 +71,17 @@ impl Walk {
             Walk::Bounded
         }
     }
+}
+
+/// What the kernel says of the sampling program ([`Sampler::program_stats`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProgramStats {
+    /// Nanoseconds it ran, in all (counted while kernel.bpf_stats_enabled is 1).
+    pub run_time_ns: u64,
+    /// How many times it ran (counted while kernel.bpf_stats_enabled is 1).
+    pub run_count: u64,
+    /// Instructions the verifier went through to load it.
+    pub verified_instructions: u32,
 }
 
 /// On-CPU time of one thread of a tracked process.
@@ -130,6 +140,7 @@ pub struct Sampler {
     samples: Receiver<Sample>,
     channel_drops: Arc<AtomicU64>,
     perf_links: Vec<Link>,
+    walk: Walk,
     skel: SamplerSkel<'static>,
 }
 
@@ -215,6 +226,7 @@ impl Sampler {
             samples,
             channel_drops,
             perf_links,
+            walk,
             skel,
         })
     }
@@ -320,6 +332,31 @@ impl Sampler {
     /// The online CPUs sampled (one perf event each).
     pub fn cpus(&self) -> usize {
         self.perf_links.len()
+    }
+
+    /// The kernel's figures for the sampling program (the one attached to the perf events:
+    /// with kernel.bpf_stats_enabled on, its run time and run count, tail calls included), or
+    /// `None` if the kernel does not give them.
+    pub fn program_stats(&self) -> Option<ProgramStats> {
+        let program = match self.walk {
+            Walk::BpfLoop => &self.skel.progs.jp_on_sample,
+            Walk::Bounded => &self.skel.progs.jp_on_sample_bounded,
+        };
+        let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
+        let mut len = std::mem::size_of_val(&info) as u32;
+        // SAFETY: the kernel fills at most `len` bytes of `info`, a plain C struct.
+        let ret = unsafe {
+            libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(
+                program.as_fd().as_raw_fd(),
+                &mut info,
+                &mut len,
+            )
+        };
+        (ret == 0).then_some(ProgramStats {
+            run_time_ns: info.run_time_ns,
+            run_count: info.run_cnt,
+            verified_instructions: info.verified_insns,
+        })
     }
 
     fn read_threads(&self) -> Vec<(u32, ThreadEntry)> {
