@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use joularcode_bpf::hotspot::HotSpot;
 use joularcode_bpf::jit::codemap::CodeMap;
 use joularcode_bpf::resolve::{JitNames, ResolveStats, Resolver};
-use joularcode_bpf::sampler::Sampler;
+use joularcode_bpf::sampler::{Sampler, WalkedJvm};
 use joularcode_bpf::session::{Session, SessionOptions, Targets};
 use joularcode_bpf::threads;
 use joularcode_core::branch::Branches;
@@ -128,6 +128,8 @@ struct ChainRun {
     samples: u64,
     /// What resolving met.
     stats: ResolveStats,
+    /// The busiest thread's other branches, the most frequent first.
+    others: Vec<(String, u64)>,
 }
 
 /// Launches StacksChain for `seconds` under `jvm_args` in a session, forgets its first
@@ -168,17 +170,25 @@ fn chain_run(jdk: &Jdk, jvm_args: &[&str], seconds: u64, warm_up: Duration) -> C
         .filter(|(&branch, _)| jvm.branches().name(branch) == CHAIN)
         .map(|(_, count)| count)
         .sum();
+    let mut others: Vec<(String, u64)> = busiest
+        .counts
+        .iter()
+        .map(|(&branch, &count)| (jvm.branches().name(branch).to_string(), count))
+        .filter(|(name, _)| name != CHAIN)
+        .collect();
+    others.sort_by_key(|(_, count)| std::cmp::Reverse(*count));
     ChainRun {
         pid,
         share: full as f64 / total as f64,
         samples: total,
         stats: jvm.stats(),
+        others,
     }
 }
 
 impl ChainRun {
-    /// Checks that at least 90% of the samples show the chain.
-    fn assert_chain(&self, jdk: &Jdk, mode: &str) {
+    /// Checks that at least `least` of the samples show the chain.
+    fn assert_chain(&self, jdk: &Jdk, mode: &str, least: f64) {
         let (share, samples, stats) = (self.share, self.samples, self.stats);
         eprintln!(
             "Java {} {mode}: {:.1}% of {samples} samples show the chain; {stats:?}",
@@ -191,10 +201,11 @@ impl ChainRun {
             jdk.major
         );
         assert!(
-            share >= 0.9,
-            "Java {} {mode}: only {:.1}% of the main thread's samples show the chain",
+            share >= least,
+            "Java {} {mode}: only {:.1}% of the main thread's samples show the chain; others: {:?}",
             jdk.major,
-            share * 100.0
+            share * 100.0,
+            &self.others[..self.others.len().min(8)]
         );
     }
 }
@@ -209,7 +220,8 @@ fn the_chain_is_named_interpreted_with_c1_and_with_c2_inlining() {
             ("C2", &["-XX:-TieredCompilation"][..]),
         ] {
             let run = chain_run(&jdk, jvm_args, 6, Duration::from_secs(2));
-            run.assert_chain(&jdk, mode);
+            // Without -XX:+PreserveFramePointer (launched JVMs do not get it).
+            run.assert_chain(&jdk, mode, 0.99);
             let (samples, stats) = (run.samples, run.stats);
             match mode {
                 "interpreted" => assert_eq!(stats.inlined_frames, 0, "Java {}", jdk.major),
@@ -258,8 +270,9 @@ fn a_method_recompiled_at_a_higher_tier_keeps_its_names() {
     let _serial = serial();
     for jdk in all_jdks() {
         // Tiered compilation, measured from half a second in: C1, then C2 code.
+        // While the tiers change, fresh code may not be named yet.
         let run = chain_run(&jdk, &[], 6, Duration::from_millis(500));
-        run.assert_chain(&jdk, "tiered");
+        run.assert_chain(&jdk, "tiered", 0.9);
         let path = format!("/tmp/joularcode-{}.map", run.pid);
         let mut map = CodeMap::new(&path);
         map.refresh().expect("the agent's code map");
@@ -279,7 +292,7 @@ fn a_running_jvm_gets_the_agent_and_its_compiled_code_named() {
     let _serial = serial();
     for jdk in all_jdks() {
         // Let the JIT compile the chain before the agent comes.
-        let run = profile_running(&jdk, &["-XX:+PreserveFramePointer"], Duration::from_secs(3));
+        let run = profile_running(&jdk, &[], Duration::from_secs(3));
         run.assert_main_share(&jdk, CHAIN, 0.85);
         assert_eq!(run.said("cannot be loaded"), 0, "{}", run.stderr);
         assert_eq!(run.said("PreserveFramePointer"), 0, "{}", run.stderr);
@@ -290,7 +303,7 @@ fn a_running_jvm_gets_the_agent_and_its_compiled_code_named() {
 fn a_jvm_that_refuses_attach_is_named_from_its_code_cache() {
     let _serial = serial();
     for jdk in all_jdks() {
-        let flags = ["-XX:+DisableAttachMechanism", "-XX:+PreserveFramePointer"];
+        let flags = ["-XX:+DisableAttachMechanism"];
         let run = profile_running(&jdk, &flags, Duration::from_secs(2));
         // The chain is compiled into run (inlined): without the agent, the outer method.
         run.assert_main_share(&jdk, "StacksChain.main;StacksChain.run", 0.9);
@@ -298,13 +311,12 @@ fn a_jvm_that_refuses_attach_is_named_from_its_code_cache() {
         let fallback = run.said("from its code cache (VMStructs)");
         assert_eq!(fallback, 1, "{}", run.stderr);
 
-        // Interpreted frames need nothing: the whole chain, and the missing
-        // PreserveFramePointer is told once.
+        // Interpreted frames need nothing: the whole chain, and nothing to say about frame
+        // pointers.
         let flags = ["-XX:+DisableAttachMechanism", "-Xint"];
         let run = profile_running(&jdk, &flags, Duration::ZERO);
         run.assert_main_share(&jdk, CHAIN, 0.9);
-        let warned = run.said("without -XX:+PreserveFramePointer");
-        assert_eq!(warned, 1, "{}", run.stderr);
+        assert_eq!(run.said("PreserveFramePointer"), 0, "{}", run.stderr);
     }
 }
 
@@ -312,10 +324,7 @@ fn a_jvm_that_refuses_attach_is_named_from_its_code_cache() {
 fn a_jvm_that_refuses_agents_is_named_from_its_code_cache_and_perf_map() {
     let _serial = serial();
     for jdk in [joularcode_tests::jdk(21), joularcode_tests::jdk(25)] {
-        let flags = [
-            "-XX:-EnableDynamicAgentLoading",
-            "-XX:+PreserveFramePointer",
-        ];
+        let flags = ["-XX:-EnableDynamicAgentLoading"];
         let run = profile_running(&jdk, &flags, Duration::from_secs(2));
         run.assert_main_share(&jdk, "StacksChain.main;StacksChain.run", 0.9);
         assert_eq!(run.said("EnableDynamicAgentLoading"), 1, "{}", run.stderr);
@@ -374,16 +383,12 @@ fn code_of_unloaded_classes_never_names_a_later_sample() {
     let _serial = serial();
     for jdk in all_jdks() {
         let agent = format!("-agentpath:{}", agent_library().display());
-        let mut jvm = Jvm::start(
-            &jdk,
-            &[&agent, "-XX:+PreserveFramePointer"],
-            "StacksUnload",
-            &["12"],
-        );
+        let mut jvm = Jvm::start(&jdk, &[&agent], "StacksUnload", &["12"]);
         let pid = jvm.pid();
         let sampler = Sampler::new(1000).expect("sampler");
         sampler.track(pid).expect("track");
         let hotspot = HotSpot::open(pid).expect("open the JVM");
+        let _walked = WalkedJvm::register(&sampler, &hotspot).expect("the walker takes the JVM");
         let map = CodeMap::of_process(pid, pid);
         let mut resolver = Resolver::new(hotspot, JitNames::Agent(Box::new(map)), false);
         let mut branches = Branches::new(&[] as &[&str]);
@@ -517,7 +522,7 @@ fn every_jvm_gets_a_root_frame_with_all() {
     let _serial = serial();
     let jdk = joularcode_tests::jdk(21);
     let jvms: Vec<Jvm> = (0..2)
-        .map(|_| Jvm::start(&jdk, &["-XX:+PreserveFramePointer"], "StacksChain", &[]))
+        .map(|_| Jvm::start(&jdk, &[], "StacksChain", &[]))
         .collect();
     let run = stacks(&["--all", "--no-attach", "--duration", "3"]);
     assert_eq!(run.code, Some(0), "{}", run.stderr);
