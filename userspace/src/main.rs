@@ -8,6 +8,7 @@ use joularcode_bpf::commands::stacks;
 use joularcode_bpf::record;
 use joularcode_bpf::report;
 use joularcode_bpf::sampler::raw;
+use joularcode_bpf::top;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -21,12 +22,11 @@ fn main() -> ExitCode {
         .map(|()| 0),
         Command::Stacks(args) => stacks::run(&args),
         Command::Record(args) => record::run(&args),
-        Command::Report(args) => {
-            report::run(&args.results, args.all_branches, args.top).map(|text| {
-                print!("{text}");
-                0
-            })
-        }
+        Command::Top(args) => top::run(&args),
+        Command::Report(args) => report::run(&args).map(|(text, code)| {
+            print!("{text}");
+            code
+        }),
     };
     match result {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),

@@ -1,3 +1,108 @@
-//! Outputs fed by the profiler's results.
+//! Outputs fed by the profiler's results, one file per format, and the files they go to.
 
+pub mod flamegraph;
 pub mod folded;
+pub mod pprof;
+
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// An output file named by a command-line option (`--flamegraph FILE`), checked at once so that
+/// a path that cannot be written is refused before any work, and written when the results are
+/// ready: until then a file already there is left as it is. The profiler runs as root: a
+/// symbolic link at the path is refused, never followed.
+#[derive(Debug)]
+pub struct OutputFile {
+    option: &'static str,
+    path: PathBuf,
+}
+
+impl OutputFile {
+    /// The file at `path` for the option `option` (`--flamegraph`), if it can be written: not a
+    /// symbolic link nor anything but a regular file, in a folder that exists and can be written.
+    pub fn create(option: &'static str, path: &Path) -> Result<OutputFile, String> {
+        let refuse = |why: String| {
+            format!(
+                "{option} {}: {why}. Give a path to a file that can be written (not a symbolic \
+                 link).",
+                path.display()
+            )
+        };
+        match path.symlink_metadata() {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(refuse("it is a symbolic link".into()))
+            }
+            Ok(meta) if !meta.is_file() => return Err(refuse("it is not a regular file".into())),
+            _ => {}
+        }
+        let folder = match path.parent() {
+            Some(folder) if !folder.as_os_str().is_empty() => folder,
+            _ => Path::new("."),
+        };
+        nix::unistd::access(folder, nix::unistd::AccessFlags::W_OK).map_err(|error| {
+            refuse(format!(
+                "its folder {} cannot be written ({})",
+                folder.display(),
+                error.desc()
+            ))
+        })?;
+        Ok(OutputFile {
+            option,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Where it is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Creates (or empties) the file, never through a symbolic link, and writes its content with
+    /// `write`.
+    pub fn write(self, write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<(), String> {
+        let written = crate::files::create_no_follow(&self.path).and_then(|file| {
+            let mut out = BufWriter::new(file);
+            write(&mut out)?;
+            out.flush()
+        });
+        written.map_err(|error| {
+            format!(
+                "{} {}: cannot write it: {error}",
+                self.option,
+                self.path.display()
+            )
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_link_is_refused_and_a_file_there_kept_until_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target");
+        std::fs::write(&target, "keep").unwrap();
+        let link = dir.path().join("out.svg");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let error = OutputFile::create("--flamegraph", &link).unwrap_err();
+        assert!(error.starts_with("--flamegraph "), "{error}");
+        assert!(error.contains("it is a symbolic link"), "{error}");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+        let error = OutputFile::create("--pprof", dir.path()).unwrap_err();
+        assert!(error.contains("not a regular file"), "{error}");
+        let error = OutputFile::create("--pprof", &dir.path().join("no/such/p")).unwrap_err();
+        assert!(error.contains("cannot be written"), "{error}");
+
+        let file = OutputFile::create("--pprof", &target).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&target).unwrap(),
+            "keep",
+            "until written"
+        );
+        file.write(|out| out.write_all(b"x")).unwrap();
+        assert_eq!(std::fs::read(&target).unwrap(), b"x");
+        assert!(OutputFile::create("--pprof", Path::new("relative.pb.gz")).is_ok());
+    }
+}

@@ -8,7 +8,9 @@
 pub mod cycle;
 pub mod options;
 pub mod results;
+pub mod sink;
 pub mod status;
+pub mod views;
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -25,15 +27,28 @@ use joularcode_core::power::{self, PowerSource, SystemClock, SystemRoots};
 
 use crate::cli::RecordArgs;
 use crate::launch;
+use crate::profile::BranchSet;
 use crate::sampler::{monotonic_ns, signals, CONSUME_INTERVAL};
 use crate::session::{Session, SessionOptions, Targets, ThreadCounts};
 use crate::threads;
 use cycle::{Engine, JvmInput, ThreadCpu, ThreadUse};
 use results::Results;
-use status::{Status, Terminal};
+use sink::{CycleView, JvmView, Sink};
+use status::{StatusLine, Terminal};
+use views::ViewFiles;
 
 /// How long the loop waits for samples between two looks at the clock.
 const PUMP_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Where a recording's cycles go.
+pub struct Outputs {
+    /// Where messages go.
+    pub log: Arc<dyn Log>,
+    /// Whether the CSV files of results-path are written (`top` writes none).
+    pub csv: bool,
+    /// The other outputs, fed with each cycle.
+    pub sinks: Vec<Box<dyn Sink>>,
+}
 
 /// Runs `record` until its duration is over, a signal arrives, or the JVMs (or the command) end.
 /// Returns the exit code: the launched command's (ended with SIGTERM if it still runs then:
@@ -41,11 +56,39 @@ const PUMP_INTERVAL: Duration = Duration::from_millis(100);
 /// Errors are one line each.
 pub fn run(args: &RecordArgs) -> Result<i32, String> {
     let terminal = Arc::new(Terminal::new());
-    let log: Arc<dyn Log> = terminal.clone();
+    let mut sinks: Vec<Box<dyn Sink>> = vec![Box::new(StatusLine::new(terminal.clone()))];
+    let views = ViewFiles::create(
+        args.flamegraph.as_deref(),
+        args.pprof.as_deref(),
+        BranchSet::from_app_flag(args.app),
+    )?;
+    if let Some(views) = views {
+        sinks.push(Box::new(views));
+    }
+    run_with(
+        args,
+        Outputs {
+            log: terminal,
+            csv: true,
+            sinks,
+        },
+    )
+}
+
+/// Runs a recording as [`run`] does, its cycles going to `outputs`.
+pub fn run_with(args: &RecordArgs, mut outputs: Outputs) -> Result<i32, String> {
+    let log = outputs.log.clone();
     let working_dir = std::env::current_dir()
         .map_err(|error| format!("cannot read the working directory: {error}"))?;
     let config = options::load(args.config.as_deref(), &args.options, &working_dir, &*log)?;
-    let results = Results::new(&config.results_path, args.all || args.pids.len() > 1)?;
+    let results = if outputs.csv {
+        Some(Results::new(
+            &config.results_path,
+            args.all || args.pids.len() > 1,
+        )?)
+    } else {
+        None
+    };
     let mut source = power::open(
         &config,
         &SystemRoots::default(),
@@ -68,36 +111,49 @@ pub fn run(args: &RecordArgs) -> Result<i32, String> {
     signals::stop_on_signals()?;
     let mut session =
         Session::start(targets(args), &session_options).map_err(|error| error.to_string())?;
-    let recorded = record(args, &config, source, results, &mut session, &terminal);
-    terminal.finish();
+    let recorded = record(
+        args,
+        &config,
+        source,
+        results,
+        &mut session,
+        &mut outputs.sinks,
+        &*log,
+    );
+    // What was gathered is written even when recording failed.
+    let finished = outputs
+        .sinks
+        .iter_mut()
+        .map(|sink| sink.finish(&*log))
+        .fold(Ok(()), Result::and);
     // A launched command is ended even when recording failed, rather than left behind.
     let exit = match session.stop() {
         Some(mut child) => launch::end(&mut child, launch::GRACE, &*log),
         None => Ok(0),
     };
-    recorded.and(exit)
+    recorded.and(finished).and(exit)
 }
 
-/// Records the cycles of `session` into `results` until its duration is over, a signal
-/// arrives, or the JVMs (or the command) end.
+/// Records the cycles of `session` into `results` and `sinks` until its duration is over, a
+/// signal arrives, or the JVMs (or the command) end.
 fn record(
     args: &RecordArgs,
     config: &Config,
     source: Box<dyn PowerSource>,
-    results: Results,
+    results: Option<Results>,
     session: &mut Session,
-    terminal: &Terminal,
+    sinks: &mut [Box<dyn Sink>],
+    log: &dyn Log,
 ) -> Result<(), String> {
-    let log: &dyn Log = terminal;
     let cycle_log = args.cycle_log.as_deref().map(open_cycle_log).transpose()?;
     let cpus = u32::try_from(session.sampler().cpus()).unwrap_or(u32::MAX);
     let mut recorder = Recorder {
         threads: ThreadCpu::default(),
         opened: HashSet::new(),
         source: describe_source(config, &*source),
-        status: Status::default(),
         results,
         cycle_log,
+        sinks,
     };
     let mut engine = Engine::start(source, config, Path::new("/proc"), cpus, monotonic_ns());
 
@@ -114,8 +170,6 @@ fn record(
         if stop || engine.window_over(now_ns) {
             recorder.end_cycle(session, &mut engine, now_ns, log)?;
         }
-        recorder.status.jvms = session.jvms().count();
-        terminal.show(&recorder.status);
         if stop {
             return Ok(());
         }
@@ -155,16 +209,16 @@ fn open_cycle_log(path: &Path) -> Result<File, String> {
 }
 
 /// The state of the loop between cycles, and where the cycles' results go.
-struct Recorder {
+struct Recorder<'a> {
     threads: ThreadCpu,
     opened: HashSet<u32>,
     source: String,
-    status: Status,
-    results: Results,
+    results: Option<Results>,
     cycle_log: Option<File>,
+    sinks: &'a mut [Box<dyn Sink>],
 }
 
-impl Recorder {
+impl Recorder<'_> {
     /// Opens the results of the JVMs seen for the first time, and says what is profiled. The
     /// results of the first JVM that cannot be written to end the run; later ones are said
     /// (SEVERE) and the run goes on for the other JVMs.
@@ -175,7 +229,14 @@ impl Recorder {
                 continue;
             }
             let name = format!("JVM {} ({})", jvm.pid(), jvm.main_class());
-            match self.results.open(jvm.pid(), jvm.main_class()) {
+            let Some(results) = self.results.as_mut() else {
+                log.log(
+                    Level::Info,
+                    &format!("Profiling {name}, power from {}.", self.source),
+                );
+                continue;
+            };
+            match results.open(jvm.pid(), jvm.main_class()) {
                 Ok(dir) => log.log(
                     Level::Info,
                     &format!(
@@ -195,8 +256,8 @@ impl Recorder {
     }
 
     /// Ends the cycle at `now_ns`: takes the threads' CPU time, the power and the machine's busy
-    /// time, waits for the cycle's samples, shares the power out and writes the rows, the cycle
-    /// log and the status; then forgets the JVMs that ended, so that a new one with the same pid
+    /// time, waits for the cycle's samples, shares the power out and writes the rows and the
+    /// cycle log, and hands the cycle to the sinks; then forgets the JVMs that ended, so that a new one with the same pid
     /// starts afresh.
     fn end_cycle(
         &mut self,
@@ -237,14 +298,16 @@ impl Recorder {
             })
             .collect();
         let cycle = engine.share(&measures, session.sampler().drops(), &jvms, log);
-        for (jvm, input) in cycle.jvms.iter().zip(&jvms) {
-            self.results.write(
-                jvm.pid,
-                cycle.timestamp_ms,
-                &jvm.result,
-                input.branches,
-                log,
-            );
+        if let Some(results) = self.results.as_mut() {
+            for (jvm, input) in cycle.jvms.iter().zip(&jvms) {
+                results.write(
+                    jvm.pid,
+                    cycle.timestamp_ms,
+                    &jvm.result,
+                    input.branches,
+                    log,
+                );
+            }
         }
         if let Some(file) = self.cycle_log.as_mut() {
             if let Err(error) = file.write_all(cycle.json_lines().as_bytes()) {
@@ -255,13 +318,33 @@ impl Recorder {
                 self.cycle_log = None;
             }
         }
-        self.status.cycles += 1;
-        self.status.samples += cycle.jvms.iter().map(|jvm| jvm.samples).sum::<u64>();
-        self.status.energy_j += cycle.jvms_energy_j();
-        self.status.drops = session.sampler().drops();
+        let view = CycleView {
+            source: &self.source,
+            cycle: &cycle,
+            jvms: cycle
+                .jvms
+                .iter()
+                .zip(&jvms)
+                .map(|(result, input)| {
+                    let jvm = session.jvm(result.pid);
+                    JvmView {
+                        main_class: jvm.map_or("", |jvm| jvm.main_class()),
+                        ended: jvm.is_some_and(|jvm| jvm.ended()),
+                        branches: input.branches,
+                        samples: &input.samples,
+                        result,
+                    }
+                })
+                .collect(),
+        };
+        for sink in self.sinks.iter_mut() {
+            sink.cycle(&view);
+        }
 
         for jvm in session.jvms().filter(|jvm| jvm.ended()) {
-            self.results.close(jvm.pid());
+            if let Some(results) = self.results.as_mut() {
+                results.close(jvm.pid());
+            }
             engine.forget(jvm.pid());
             self.threads.forget(jvm.pid());
             self.opened.remove(&jvm.pid());

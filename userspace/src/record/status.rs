@@ -1,12 +1,14 @@
 //! The status line of `record`: cycles, samples, energy so far and samples lost, redrawn in place
-//! at the bottom of stderr while it runs, only when stderr is a terminal. Messages are logged
-//! through [`Terminal`], which clears the status line, prints the message and draws it again, so
-//! that the two never mix on one line.
+//! at the bottom of stderr after each cycle, only when stderr is a terminal ([`StatusLine`]).
+//! Messages are logged through [`Terminal`], which clears the status line, prints the message and
+//! draws it again, so that the two never mix on one line.
 
 use std::io::{IsTerminal, Write};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use joularcode_core::log::{Level, Log, Stderr};
+
+use super::sink::{CycleView, Sink};
 
 /// What the status line shows.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -108,9 +110,89 @@ impl Log for Terminal {
     }
 }
 
+/// The sink that keeps the status line up to date.
+#[derive(Debug)]
+pub struct StatusLine {
+    terminal: Arc<Terminal>,
+    status: Status,
+}
+
+impl StatusLine {
+    /// The status line of `terminal`.
+    pub fn new(terminal: Arc<Terminal>) -> StatusLine {
+        StatusLine {
+            terminal,
+            status: Status::default(),
+        }
+    }
+
+    /// What it shows.
+    pub fn status(&self) -> Status {
+        self.status
+    }
+}
+
+impl Sink for StatusLine {
+    fn cycle(&mut self, view: &CycleView<'_>) {
+        let status = &mut self.status;
+        status.jvms = view.jvms.iter().filter(|jvm| !jvm.ended).count();
+        status.cycles += 1;
+        status.samples += view.cycle.jvms.iter().map(|jvm| jvm.samples).sum::<u64>();
+        status.energy_j += view.cycle.jvms_energy_j();
+        status.drops += view.cycle.lost_samples;
+        self.terminal.show(status);
+    }
+
+    fn finish(&mut self, _: &dyn Log) -> Result<(), String> {
+        self.terminal.finish();
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::cycle::{Cycle, JvmCycle};
+    use joularcode_core::attribution::CycleResult;
+
+    #[test]
+    fn cycles_add_up_on_the_line() {
+        let mut line = StatusLine::new(Arc::new(Terminal::new()));
+        let jvm = JvmCycle {
+            pid: 1,
+            cpu_ns: 0,
+            samples: 7,
+            result: CycleResult {
+                jvm_power_w: 3.0,
+                ..CycleResult::default()
+            },
+        };
+        let cycle = Cycle {
+            timestamp_ms: 0,
+            interval_s: 2.0,
+            power_w: 10.0,
+            busy_cpu_ns: 0,
+            lost_samples: 1,
+            jvms: vec![jvm],
+        };
+        for _ in 0..2 {
+            line.cycle(&CycleView {
+                source: "vm",
+                cycle: &cycle,
+                jvms: Vec::new(),
+            });
+        }
+        assert_eq!(
+            line.status(),
+            Status {
+                jvms: 0,
+                cycles: 2,
+                samples: 14,
+                energy_j: 12.0,
+                drops: 2
+            }
+        );
+    }
 
     #[test]
     fn the_line_shows_every_count() {

@@ -32,3 +32,9 @@ pub fn stop_on_signals() -> Result<(), String> {
 pub fn stop_requested() -> bool {
     STOP.load(Ordering::Relaxed)
 }
+
+/// Sets the flag that [`stop_requested`] reads, as a signal would: `top` stops this way on its
+/// quit key (in a terminal's raw mode, Ctrl-C is a key, not a signal).
+pub fn stop() {
+    STOP.store(true, Ordering::Relaxed);
+}

@@ -1,0 +1,291 @@
+//! Energy flame graphs, drawn by inferno: each branch is a stack, its joules its width. The
+//! SVG is interactive in a browser (click a frame to zoom, Ctrl-F or "Search" to highlight a
+//! method), and each frame's tooltip gives its joules and its share of the total.
+//!
+//! inferno counts whole numbers, so energy is handed over in microjoules and the tooltips are
+//! rewritten in joules afterwards. A differential flame graph ([`write_diff`]) compares two
+//! recordings per second of run (J/s, so runs of different length compare): widths are the
+//! second recording's, red frames grew and blue ones shrank.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+use inferno::flamegraph::{self, color::MultiPalette, Options, Palette};
+
+use crate::profile::{format_joules, EnergyProfile};
+
+/// The unit inferno is given and writes in the tooltips, rewritten afterwards.
+const COUNT_NAME: &str = "uJ";
+/// Microjoules per joule.
+const MICRO: f64 = 1e6;
+
+/// Writes the flame graph of `profile` to `out`.
+pub fn write(profile: &EnergyProfile, out: &mut dyn Write) -> io::Result<()> {
+    let mut folded: BTreeMap<String, u64> = BTreeMap::new();
+    for (frames, weight) in profile.stacks() {
+        *folded.entry(stack_line(&frames)).or_default() += micro(weight.joules);
+    }
+    let lines: Vec<String> = folded
+        .into_iter()
+        .filter(|&(_, count)| count > 0)
+        .map(|(stack, count)| format!("{stack} {count}"))
+        .collect();
+    let mut options = options(profile.title(), profile.subtitle());
+    let svg = render(&mut options, &lines)?;
+    let joules = |count: f64, _| (format_joules(count / MICRO), String::new());
+    out.write_all(rewrite_titles(&svg, &joules).as_bytes())
+}
+
+/// Writes the differential flame graph of `before` and `after`, per second of each run. Frames
+/// match by name: give profiles whose hidden-class names are masked
+/// ([`EnergyProfile::masked`]) so that lambdas match across runs.
+pub fn write_diff(
+    before: &EnergyProfile,
+    after: &EnergyProfile,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    let mut folded: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for (profile, after_side) in [(before, false), (after, true)] {
+        let seconds = if profile.seconds > 0.0 {
+            profile.seconds
+        } else {
+            1.0
+        };
+        for (frames, weight) in profile.stacks() {
+            let entry = folded.entry(stack_line(&frames)).or_default();
+            let rate = micro(weight.joules / seconds);
+            if after_side {
+                entry.1 += rate;
+            } else {
+                entry.0 += rate;
+            }
+        }
+    }
+    let lines: Vec<String> = folded
+        .into_iter()
+        .filter(|&(_, (b, a))| b > 0 || a > 0)
+        .map(|(stack, (b, a))| format!("{stack} {b} {a}"))
+        .collect();
+    let (was, now) = (before.joules_per_second(), after.joules_per_second());
+    let change = if was > 0.0 {
+        format!(" ({:+.1}%)", 100.0 * (now - was) / was)
+    } else {
+        String::new()
+    };
+    let title = format!("Energy per second: {was:.3} J/s before, {now:.3} J/s after{change}");
+    let subtitle = format!(
+        "widths: after ({}, {:.1} s); colors: the change of each frame's own energy per \
+         second since {} ({:.1} s), red grew, blue shrank; {}",
+        after.subject(),
+        after.seconds,
+        before.subject(),
+        before.seconds,
+        after.set.describe()
+    );
+    let mut options = options(title, subtitle);
+    let svg = render(&mut options, &lines)?;
+    let per_second = |count: f64, delta: Option<f64>| {
+        let change = delta.map_or(String::new(), |delta| {
+            format!("; own change {:+.3} J/s", delta / MICRO)
+        });
+        (format!("{:.3} J/s", count / MICRO), change)
+    };
+    out.write_all(rewrite_titles(&svg, &per_second).as_bytes())
+}
+
+/// Joules as whole microjoules, inferno's counts.
+fn micro(joules: f64) -> u64 {
+    let micro = (joules * MICRO).round();
+    if micro.is_finite() && micro > 0.0 {
+        micro as u64
+    } else {
+        0
+    }
+}
+
+/// Frames joined as a folded stack; a `;` in a frame's name would split it, and becomes `_`.
+fn stack_line(frames: &[&str]) -> String {
+    frames
+        .iter()
+        .map(|frame| frame.replace(';', "_"))
+        .collect::<Vec<_>>()
+        .join(";")
+}
+
+/// inferno's options for an energy flame graph.
+fn options(title: String, subtitle: String) -> Options<'static> {
+    let mut options = Options::default();
+    options.title = title;
+    options.subtitle = Some(subtitle);
+    options.count_name = COUNT_NAME.to_string();
+    options.name_type = "Method:".to_string();
+    options.colors = Palette::Multi(MultiPalette::Java);
+    options.hash = true;
+    options
+}
+
+/// Draws the folded `lines` into an SVG document.
+fn render(options: &mut Options, lines: &[String]) -> io::Result<String> {
+    if lines.is_empty() {
+        // inferno refuses an empty graph; a user gets a picture that says why there is none.
+        return Ok(format!(
+            "<?xml version=\"1.0\" standalone=\"no\"?>\n\
+             <svg version=\"1.1\" width=\"1200\" height=\"80\" \
+             xmlns=\"http://www.w3.org/2000/svg\">\
+             <text x=\"600\" y=\"30\" text-anchor=\"middle\" font-size=\"17\">{}</text>\
+             <text x=\"600\" y=\"60\" text-anchor=\"middle\" font-size=\"14\">\
+             No energy was recorded: there is nothing to draw.</text></svg>\n",
+            escape_xml(&options.title)
+        ));
+    }
+    let mut svg = Vec::new();
+    flamegraph::from_lines(options, lines.iter().map(String::as_str), &mut svg)?;
+    String::from_utf8(svg).map_err(|error| io::Error::new(io::ErrorKind::InvalidData, error))
+}
+
+/// `text` fit for an XML text node.
+fn escape_xml(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// How a tooltip's count is written: `unit(count, delta)` gives the text in place of the count
+/// and what follows the share (the delta, in a differential graph, turned back from a
+/// percentage of the total into a count).
+type Unit<'a> = &'a dyn Fn(f64, Option<f64>) -> (String, String);
+
+/// Rewrites the count of each frame's tooltip, `name (1,234 uJ, 12.34%)` or, in a differential
+/// graph, `name (1,234 uJ, 12.34%; +5.67%)`, with `unit`.
+fn rewrite_titles(svg: &str, unit: Unit) -> String {
+    let total = total_count(svg);
+    let mut out = String::with_capacity(svg.len());
+    let mut rest = svg;
+    while let Some(open) = rest.find("<title>") {
+        let body_start = open + "<title>".len();
+        let Some(close) = rest[body_start..].find("</title>") else {
+            break;
+        };
+        out.push_str(&rest[..body_start]);
+        let body = &rest[body_start..body_start + close];
+        out.push_str(&rewrite_title(body, total, unit).unwrap_or_else(|| body.to_string()));
+        rest = &rest[body_start + close..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The `total_samples` inferno writes on the frames' container: the count of the whole graph.
+fn total_count(svg: &str) -> f64 {
+    svg.split_once("total_samples=\"")
+        .and_then(|(_, rest)| rest.split_once('"'))
+        .and_then(|(total, _)| total.parse::<f64>().ok())
+        .unwrap_or(0.0)
+}
+
+fn rewrite_title(title: &str, total: f64, unit: Unit) -> Option<String> {
+    let open = title.rfind(" (")?;
+    let inner = title[open + 2..].strip_suffix(')')?;
+    let (count, rest) = inner.split_once(&format!(" {COUNT_NAME}, "))?;
+    let count: f64 = count.replace(',', "").parse().ok()?;
+    let (share, delta) = match rest.split_once("; ") {
+        Some((share, delta)) => {
+            let pct: f64 = delta.strip_suffix('%')?.parse().ok()?;
+            (share, Some(pct / 100.0 * total))
+        }
+        None => (rest, None),
+    };
+    let (count, after_share) = unit(count, delta);
+    Some(format!(
+        "{} ({count}, {share}{after_share})",
+        &title[..open]
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::{BranchSet, JvmEnergy, Weight};
+
+    fn profile(branches: &[(&str, f64)], seconds: f64) -> EnergyProfile {
+        EnergyProfile {
+            jvms: vec![JvmEnergy {
+                name: "JVM 7 (a.Main)".into(),
+                branches: branches
+                    .iter()
+                    .map(|&(b, joules)| (b.to_string(), Weight { joules, samples: 0 }))
+                    .collect(),
+            }],
+            set: BranchSet::All,
+            seconds,
+            start_ms: None,
+            power_source: Some("vm (file /w)".into()),
+            sampled: false,
+        }
+    }
+
+    fn svg(profile: &EnergyProfile) -> String {
+        let mut out = Vec::new();
+        write(profile, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn frames_are_as_wide_as_their_joules_and_say_them() {
+        let svg = svg(&profile(
+            &[("a.A.run;a.A.hot", 3.0), ("a.A.run;a.A.cold", 1.0)],
+            2.0,
+        ));
+        assert!(svg.contains("Energy of JVM 7 (a.Main): 4.000 J in 2.0 s"));
+        assert!(svg.contains("power from vm (file /w); all branches"));
+        assert!(
+            svg.contains("<title>a.A.hot (3.000 J, 75.00%)</title>"),
+            "{svg}"
+        );
+        assert!(svg.contains("<title>a.A.run (4.000 J, 100.00%)</title>"));
+        assert!(svg.contains("<title>all (4.000 J, 100%)</title>"));
+        assert!(svg.contains("total_samples=\"4000000\""));
+        assert!(!svg.contains(COUNT_NAME), "every count is rewritten");
+    }
+
+    #[test]
+    fn the_differential_graph_is_per_second_of_run() {
+        // Before: hot 4 J and cold 2 J in 2 s; after: hot 2 J and cold 2 J in 2 s... of 2 s and 1 s.
+        let before = profile(&[("a.A.hot", 4.0), ("a.A.cold", 2.0)], 2.0);
+        let after = profile(&[("a.A.hot", 0.5), ("a.A.cold", 1.0)], 1.0);
+        let mut out = Vec::new();
+        write_diff(&before, &after, &mut out).unwrap();
+        let svg = String::from_utf8(out).unwrap();
+        assert!(
+            svg.contains("3.000 J/s before, 1.500 J/s after (-50.0%)"),
+            "{svg}"
+        );
+        assert!(
+            svg.contains("<title>a.A.hot (0.500 J/s, 33.33%; own change -1.500 J/s)</title>"),
+            "{svg}"
+        );
+        assert!(svg.contains("<title>a.A.cold (1.000 J/s, 66.67%; own change +0.000 J/s)</title>"));
+    }
+
+    #[test]
+    fn nothing_to_show_still_gives_a_graph() {
+        let svg = svg(&profile(&[], 0.0));
+        assert!(svg.contains("No energy was recorded"), "{svg}");
+        assert!(
+            svg.contains("Energy of JVM 7 (a.Main): 0.000 J in 0.0 s"),
+            "{svg}"
+        );
+    }
+
+    #[test]
+    fn only_tooltips_with_counts_are_touched() {
+        let unit = |count: f64, _| (format!("{count} J"), String::new());
+        assert_eq!(
+            rewrite_titles(
+                "<title>JVM 1 (x) (1,000 uJ, 50.00%)</title><title>x</title>",
+                &unit
+            ),
+            "<title>JVM 1 (x) (1000 J, 50.00%)</title><title>x</title>"
+        );
+    }
+}

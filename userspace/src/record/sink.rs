@@ -1,0 +1,173 @@
+//! Where each cycle of a recording goes besides the CSV files: the status line, the flame graph
+//! and pprof profile written at the end, the live view of `top`. Each is a [`Sink`], handed
+//! every cycle's result with the JVMs it is about, and told when the recording is over.
+
+use std::collections::HashMap;
+
+use joularcode_core::attribution::{Samples, ThreadKind};
+use joularcode_core::branch::{BranchId, Branches};
+use joularcode_core::log::Log;
+
+use super::cycle::{Cycle, JvmCycle};
+use crate::profile::BranchSet;
+
+/// An output fed with each cycle of a recording.
+pub trait Sink {
+    /// One cycle's results.
+    fn cycle(&mut self, cycle: &CycleView<'_>);
+
+    /// The recording is over (or failed): write what was gathered. Messages go to `log`.
+    fn finish(&mut self, log: &dyn Log) -> Result<(), String>;
+}
+
+/// One cycle, as the sinks see it.
+#[derive(Debug)]
+pub struct CycleView<'a> {
+    /// The power source, as the start lines name it.
+    pub source: &'a str,
+    /// What the cycle gave.
+    pub cycle: &'a Cycle,
+    /// Each JVM of the cycle, in the order of `cycle.jvms`.
+    pub jvms: Vec<JvmView<'a>>,
+}
+
+/// One JVM's part of a cycle.
+#[derive(Debug)]
+pub struct JvmView<'a> {
+    /// Its main class (or jar, or module).
+    pub main_class: &'a str,
+    /// It ended during the cycle.
+    pub ended: bool,
+    /// Its branches, which `result` and `samples` refer to.
+    pub branches: &'a Branches,
+    /// Its threads' CPU time and samples in the cycle.
+    pub samples: &'a Samples,
+    /// What it got.
+    pub result: &'a JvmCycle,
+}
+
+/// The power of one branch in a cycle.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BranchPower<'a> {
+    /// The branch's name: its frames, oldest first, joined by `;`.
+    pub name: &'a str,
+    /// Its power over the cycle, in W.
+    pub watts: f64,
+    /// The stack samples that caught it in the cycle.
+    pub samples: u64,
+}
+
+impl<'a> JvmView<'a> {
+    /// The JVM's process id.
+    pub fn pid(&self) -> u32 {
+        self.result.pid
+    }
+
+    /// The branches of `set` that got power in the cycle, with their samples, in branch order.
+    pub fn powers(&self, set: BranchSet) -> Vec<BranchPower<'a>> {
+        let mut samples: HashMap<BranchId, u64> = HashMap::new();
+        for (_, thread) in self.samples.threads() {
+            for (&branch, &n) in &thread.samples {
+                *samples.entry(branch).or_default() += n;
+            }
+        }
+        let result = &self.result.result;
+        match set {
+            BranchSet::All => result
+                .all
+                .iter()
+                .map(|&(branch, watts)| BranchPower {
+                    name: self.branches.name(branch),
+                    watts,
+                    samples: samples.get(&branch).copied().unwrap_or(0),
+                })
+                .collect(),
+            BranchSet::App => {
+                // The app file counts the Java threads only, as attribution does.
+                let mut app_samples = HashMap::new();
+                for (_, thread) in self.samples.threads() {
+                    if thread.kind != ThreadKind::Java {
+                        continue;
+                    }
+                    for (&branch, &n) in &thread.samples {
+                        if let Some(app) = self.branches.app(branch) {
+                            *app_samples.entry(app).or_insert(0u64) += n;
+                        }
+                    }
+                }
+                result
+                    .app
+                    .iter()
+                    .map(|&(app, watts)| BranchPower {
+                        name: self.branches.app_name(app),
+                        watts,
+                        samples: app_samples.get(&app).copied().unwrap_or(0),
+                    })
+                    .collect()
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use joularcode_core::attribution::CycleResult;
+
+    #[test]
+    fn powers_carry_names_and_samples_per_set() {
+        let mut branches = Branches::new(&["a."]);
+        let run = branches.frame("java.lang.Thread", "run");
+        let work = branches.frame("a.A", "work");
+        let gc = branches.jvm_frame("[GC]");
+        let app_branch = branches.branch(&[run, work]);
+        let gc_branch = branches.branch(&[gc]);
+        let app = branches.app(app_branch).expect("an app name");
+        let mut samples = Samples::default();
+        samples.count(1, app_branch, 3);
+        samples.count(2, app_branch, 1);
+        samples.count(3, gc_branch, 5);
+        samples.set_kind(3, ThreadKind::Jvm);
+        let result = JvmCycle {
+            pid: 42,
+            cpu_ns: 0,
+            samples: 9,
+            result: CycleResult {
+                all: vec![(app_branch, 2.0), (gc_branch, 1.0)],
+                app: vec![(app, 2.0)],
+                ..CycleResult::default()
+            },
+        };
+        let view = JvmView {
+            main_class: "a.Main",
+            ended: false,
+            branches: &branches,
+            samples: &samples,
+            result: &result,
+        };
+        assert_eq!(view.pid(), 42);
+        assert_eq!(
+            view.powers(BranchSet::All),
+            [
+                BranchPower {
+                    name: "java.lang.Thread.run;a.A.work",
+                    watts: 2.0,
+                    samples: 4
+                },
+                BranchPower {
+                    name: "[GC]",
+                    watts: 1.0,
+                    samples: 5
+                }
+            ]
+        );
+        assert_eq!(
+            view.powers(BranchSet::App),
+            [BranchPower {
+                name: "a.A.work",
+                watts: 2.0,
+                samples: 4
+            }]
+        );
+    }
+}

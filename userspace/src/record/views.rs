@@ -1,0 +1,194 @@
+//! `record --flamegraph FILE` and `record --pprof FILE`: the recording's energy per branch,
+//! gathered cycle by cycle, drawn and written when the recording ends.
+
+use std::collections::BTreeMap;
+
+use joularcode_core::log::{Level, Log};
+
+use super::sink::{CycleView, Sink};
+use crate::output::{flamegraph, pprof, OutputFile};
+use crate::profile::{format_joules, BranchSet, EnergyProfile, JvmEnergy, Weight};
+
+/// The flame graph and the pprof profile of a recording.
+#[derive(Debug)]
+pub struct ViewFiles {
+    set: BranchSet,
+    flamegraph: Option<OutputFile>,
+    pprof: Option<OutputFile>,
+    /// Per JVM (pid and main class: a pid can be reused), its energy so far.
+    jvms: BTreeMap<(u32, String), JvmEnergy>,
+    seconds: f64,
+    start_ms: Option<i64>,
+    source: String,
+}
+
+impl ViewFiles {
+    /// The files asked for (none: `None`), checked now so that a path that cannot be written
+    /// is refused before the recording starts; `set` says which branches they show.
+    pub fn create(
+        flamegraph: Option<&std::path::Path>,
+        pprof: Option<&std::path::Path>,
+        set: BranchSet,
+    ) -> Result<Option<ViewFiles>, String> {
+        if flamegraph.is_none() && pprof.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(ViewFiles {
+            set,
+            flamegraph: flamegraph
+                .map(|path| OutputFile::create("--flamegraph", path))
+                .transpose()?,
+            pprof: pprof
+                .map(|path| OutputFile::create("--pprof", path))
+                .transpose()?,
+            jvms: BTreeMap::new(),
+            seconds: 0.0,
+            start_ms: None,
+            source: String::new(),
+        }))
+    }
+
+    /// The energy gathered so far.
+    pub fn profile(&self) -> EnergyProfile {
+        EnergyProfile {
+            jvms: self.jvms.values().cloned().collect(),
+            set: self.set,
+            seconds: self.seconds,
+            start_ms: self.start_ms,
+            power_source: Some(self.source.clone()),
+            sampled: true,
+        }
+    }
+}
+
+impl Sink for ViewFiles {
+    fn cycle(&mut self, view: &CycleView<'_>) {
+        let cycle = view.cycle;
+        self.seconds += cycle.interval_s;
+        if self.start_ms.is_none() {
+            self.start_ms = Some(cycle.timestamp_ms - (cycle.interval_s * 1000.0).round() as i64);
+        }
+        if self.source.is_empty() {
+            self.source = view.source.to_string();
+        }
+        for jvm in &view.jvms {
+            let energy = self
+                .jvms
+                .entry((jvm.pid(), jvm.main_class.to_string()))
+                .or_insert_with(|| JvmEnergy {
+                    name: JvmEnergy::name_of(jvm.pid(), jvm.main_class),
+                    branches: Default::default(),
+                });
+            for power in jvm.powers(self.set) {
+                energy
+                    .branches
+                    .entry(power.name.to_string())
+                    .or_default()
+                    .add(Weight {
+                        joules: power.watts * cycle.interval_s,
+                        samples: power.samples,
+                    });
+            }
+        }
+    }
+
+    fn finish(&mut self, log: &dyn Log) -> Result<(), String> {
+        let profile = self.profile();
+        let what = format!(
+            "{} ({}, {})",
+            profile.subject(),
+            format_joules(profile.joules()),
+            profile.set.describe()
+        );
+        if let Some(file) = self.flamegraph.take() {
+            let path = file.path().display().to_string();
+            file.write(|out| flamegraph::write(&profile, out))?;
+            log.log(
+                Level::Info,
+                &format!("The flame graph of {what} is in {path}."),
+            );
+        }
+        if let Some(file) = self.pprof.take() {
+            let path = file.path().display().to_string();
+            file.write(|out| pprof::write(&profile, out))?;
+            log.log(
+                Level::Info,
+                &format!("The pprof profile of {what} is in {path}."),
+            );
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::cycle::{Cycle, JvmCycle};
+    use crate::record::sink::JvmView;
+    use joularcode_core::attribution::{CycleResult, Samples};
+    use joularcode_core::branch::Branches;
+    use joularcode_core::log::Recorded;
+
+    #[test]
+    fn cycles_add_up_into_the_files_written_at_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let (svg, pb) = (dir.path().join("fg.svg"), dir.path().join("p.pb.gz"));
+        let mut files = ViewFiles::create(Some(&svg), Some(&pb), BranchSet::All)
+            .unwrap()
+            .expect("files asked for");
+        let mut branches = Branches::new::<&str>(&[]);
+        let frame = branches.frame("a.A", "run");
+        let branch = branches.branch(&[frame]);
+        let mut samples = Samples::default();
+        samples.count(1, branch, 2);
+        let jvm = JvmCycle {
+            pid: 9,
+            cpu_ns: 0,
+            samples: 2,
+            result: CycleResult {
+                all: vec![(branch, 4.0)],
+                ..CycleResult::default()
+            },
+        };
+        for timestamp_ms in [10_500, 11_000] {
+            let cycle = Cycle {
+                timestamp_ms,
+                interval_s: 0.5,
+                power_w: 10.0,
+                busy_cpu_ns: 0,
+                lost_samples: 0,
+                jvms: vec![jvm.clone()],
+            };
+            files.cycle(&CycleView {
+                source: "vm (file /w)",
+                cycle: &cycle,
+                jvms: vec![JvmView {
+                    main_class: "a.Main",
+                    ended: false,
+                    branches: &branches,
+                    samples: &samples,
+                    result: &cycle.jvms[0],
+                }],
+            });
+        }
+        let profile = files.profile();
+        assert_eq!((profile.seconds, profile.start_ms), (1.0, Some(10_000)));
+        assert_eq!(
+            profile.jvms[0].branches["a.A.run"],
+            Weight {
+                joules: 4.0,
+                samples: 4
+            }
+        );
+        let log = Recorded::default();
+        files.finish(&log).unwrap();
+        let text = std::fs::read_to_string(&svg).unwrap();
+        assert!(text.contains("Energy of JVM 9 (a.Main): 4.000 J in 1.0 s"));
+        assert!(text.contains("power from vm (file /w)"));
+        assert!(std::fs::metadata(&pb).unwrap().len() > 0);
+        assert_eq!(log.messages().len(), 2, "{:?}", log.messages());
+        assert!(ViewFiles::create(None, None, BranchSet::All)
+            .unwrap()
+            .is_none());
+    }
+}

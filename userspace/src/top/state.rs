@@ -1,0 +1,525 @@
+//! What `top` shows, apart from any terminal: the JVMs with their power and share of the CPU
+//! power, and for the selected one its methods or branches; the keys change the selection, the
+//! list and its order. Each cycle's results come in as a [`Snapshot`].
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use crate::profile::BranchSet;
+
+/// One cycle's results, owned, as the view takes them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Snapshot {
+    /// The power source.
+    pub source: String,
+    /// The CPU power over the cycle, in W.
+    pub power_w: f64,
+    /// The cycle's length, in s.
+    pub interval_s: f64,
+    /// The JVMs of the cycle.
+    pub jvms: Vec<JvmSnapshot>,
+}
+
+/// One JVM in a cycle.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JvmSnapshot {
+    /// Its process id.
+    pub pid: u32,
+    /// Its main class.
+    pub main_class: String,
+    /// Its power, in W.
+    pub watts: f64,
+    /// Its share of the CPU power, from 0 to 1.
+    pub share: f64,
+    /// It ended in the cycle.
+    pub ended: bool,
+    /// The power of each of its branches (all of them), in W.
+    pub all: Vec<(String, f64)>,
+    /// The power of each of its application branches, in W.
+    pub app: Vec<(String, f64)>,
+}
+
+/// The list shown for the selected JVM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum List {
+    /// Methods, each with the energy of the branches it is the newest frame of.
+    Methods,
+    /// Branches.
+    Branches,
+}
+
+/// The order of that list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    /// Power in the last cycle, highest first.
+    Watts,
+    /// Energy since `top` started, highest first.
+    Energy,
+    /// Name.
+    Name,
+}
+
+impl Order {
+    fn next(self) -> Order {
+        match self {
+            Order::Watts => Order::Energy,
+            Order::Energy => Order::Name,
+            Order::Name => Order::Watts,
+        }
+    }
+
+    /// How the screen names it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Order::Watts => "W now",
+            Order::Energy => "J since start",
+            Order::Name => "name",
+        }
+    }
+}
+
+/// What a key asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Key {
+    /// Select the JVM above.
+    Up,
+    /// Select the JVM below.
+    Down,
+    /// Show methods.
+    Methods,
+    /// Show branches.
+    Branches,
+    /// Change the order of the list.
+    Order,
+    /// Switch between all branches and the application's.
+    Set,
+}
+
+/// Power now and energy so far of a JVM, a method or a branch.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Usage {
+    /// In the last cycle, in W.
+    pub watts: f64,
+    /// Since `top` started, in J.
+    pub joules: f64,
+}
+
+impl Usage {
+    fn add(&mut self, watts: f64, interval_s: f64) {
+        self.watts += watts;
+        self.joules += watts * interval_s;
+    }
+}
+
+/// One JVM as listed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JvmRow {
+    /// Its process id.
+    pub pid: u32,
+    /// Its main class.
+    pub main_class: String,
+    /// Its power and energy.
+    pub usage: Usage,
+    /// Its share of the CPU power in the last cycle, from 0 to 1.
+    pub share: f64,
+    /// It ended.
+    pub ended: bool,
+    all: HashMap<String, Usage>,
+    app: HashMap<String, Usage>,
+}
+
+/// One line of the selected JVM's list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Line {
+    /// The method or branch.
+    pub name: String,
+    /// Its power and energy.
+    pub usage: Usage,
+    /// Its share of the JVM's power in the last cycle, from 0 to 1.
+    pub share: f64,
+}
+
+/// The state of the view.
+#[derive(Debug, Clone)]
+pub struct Top {
+    /// Cycles seen.
+    pub cycles: u64,
+    /// The power source.
+    pub source: String,
+    /// The CPU power in the last cycle, in W.
+    pub power_w: f64,
+    /// The JVMs, most power first.
+    pub jvms: Vec<JvmRow>,
+    /// The selected JVM's pid.
+    pub selected: Option<u32>,
+    /// Which list.
+    pub list: List,
+    /// In which order.
+    pub order: Order,
+    /// Of which branches.
+    pub set: BranchSet,
+}
+
+impl Default for Top {
+    fn default() -> Top {
+        Top {
+            cycles: 0,
+            source: String::new(),
+            power_w: 0.0,
+            jvms: Vec::new(),
+            selected: None,
+            list: List::Methods,
+            order: Order::Watts,
+            set: BranchSet::All,
+        }
+    }
+}
+
+impl Top {
+    /// Takes in one cycle.
+    pub fn apply(&mut self, snapshot: &Snapshot) {
+        self.cycles += 1;
+        self.source.clone_from(&snapshot.source);
+        self.power_w = snapshot.power_w;
+        let interval = snapshot.interval_s;
+        for row in &mut self.jvms {
+            row.usage.watts = 0.0;
+            row.share = 0.0;
+            for usage in row.all.values_mut().chain(row.app.values_mut()) {
+                usage.watts = 0.0;
+            }
+        }
+        for jvm in &snapshot.jvms {
+            let index = match self.jvms.iter().position(|row| row.pid == jvm.pid) {
+                Some(index) => index,
+                None => {
+                    self.jvms.push(JvmRow {
+                        pid: jvm.pid,
+                        main_class: jvm.main_class.clone(),
+                        ..JvmRow::default()
+                    });
+                    self.jvms.len() - 1
+                }
+            };
+            let row = &mut self.jvms[index];
+            row.usage.add(jvm.watts, interval);
+            row.share = jvm.share;
+            row.ended = jvm.ended;
+            for (branches, powers) in [(&mut row.all, &jvm.all), (&mut row.app, &jvm.app)] {
+                for (name, watts) in powers {
+                    branches
+                        .entry(name.clone())
+                        .or_default()
+                        .add(*watts, interval);
+                }
+            }
+        }
+        self.jvms.sort_by(|a, b| {
+            a.ended
+                .cmp(&b.ended)
+                .then_with(|| b.usage.watts.total_cmp(&a.usage.watts))
+                .then_with(|| a.pid.cmp(&b.pid))
+        });
+        if self.selected().is_none() {
+            self.selected = self.jvms.first().map(|row| row.pid);
+        }
+    }
+
+    /// The selected JVM.
+    pub fn selected(&self) -> Option<&JvmRow> {
+        self.jvms.iter().find(|row| Some(row.pid) == self.selected)
+    }
+
+    /// Acts on a key.
+    pub fn key(&mut self, key: Key) {
+        match key {
+            Key::Up | Key::Down => {
+                let Some(at) = self
+                    .jvms
+                    .iter()
+                    .position(|row| Some(row.pid) == self.selected)
+                else {
+                    self.selected = self.jvms.first().map(|row| row.pid);
+                    return;
+                };
+                let to = if key == Key::Up {
+                    at.saturating_sub(1)
+                } else {
+                    (at + 1).min(self.jvms.len() - 1)
+                };
+                self.selected = Some(self.jvms[to].pid);
+            }
+            Key::Methods => self.list = List::Methods,
+            Key::Branches => self.list = List::Branches,
+            Key::Order => self.order = self.order.next(),
+            Key::Set => {
+                self.set = match self.set {
+                    BranchSet::All => BranchSet::App,
+                    BranchSet::App => BranchSet::All,
+                }
+            }
+        }
+    }
+
+    /// The list of `row`, as chosen and ordered.
+    pub fn lines(&self, row: &JvmRow) -> Vec<Line> {
+        let branches = match self.set {
+            BranchSet::All => &row.all,
+            BranchSet::App => &row.app,
+        };
+        let mut by_name: HashMap<&str, Usage> = HashMap::new();
+        for (branch, usage) in branches {
+            let name = match self.list {
+                List::Methods => branch.rsplit(';').next().unwrap_or(branch),
+                List::Branches => branch.as_str(),
+            };
+            let total = by_name.entry(name).or_default();
+            total.watts += usage.watts;
+            total.joules += usage.joules;
+        }
+        let mut lines: Vec<Line> = by_name
+            .into_iter()
+            .map(|(name, usage)| Line {
+                name: name.to_string(),
+                usage,
+                share: if row.usage.watts > 0.0 {
+                    usage.watts / row.usage.watts
+                } else {
+                    0.0
+                },
+            })
+            .collect();
+        lines.sort_by(|a, b| {
+            let order = match self.order {
+                Order::Watts => b.usage.watts.total_cmp(&a.usage.watts),
+                Order::Energy => b.usage.joules.total_cmp(&a.usage.joules),
+                Order::Name => std::cmp::Ordering::Equal,
+            };
+            order.then_with(|| a.name.cmp(&b.name))
+        });
+        lines
+    }
+
+    /// The line that says where the numbers come from.
+    pub fn header(&self) -> String {
+        format!(
+            "cycle {}: CPU power {:.2} W from {}, {} JVM(s)",
+            self.cycles,
+            self.power_w,
+            self.source,
+            self.jvms.iter().filter(|row| !row.ended).count()
+        )
+    }
+
+    /// What the list of the selected JVM is, for its title.
+    pub fn list_title(&self, row: &JvmRow) -> String {
+        format!(
+            "{} of JVM {} ({}), {}, by {}",
+            match self.list {
+                List::Methods => "Methods",
+                List::Branches => "Branches",
+            },
+            row.pid,
+            row.main_class,
+            self.set.describe(),
+            self.order.describe()
+        )
+    }
+
+    /// The plain text of the state, for a standard output that is not a terminal: the header,
+    /// the JVMs, and the first `top` lines of each JVM's list.
+    pub fn plain(&self, top: usize) -> String {
+        let mut out = format!("{}\n", self.header());
+        let _ = writeln!(
+            out,
+            "{:>8} {:>9} {:>7} {:>11}  JVM",
+            "PID", "W", "share", "J"
+        );
+        for row in &self.jvms {
+            let _ = writeln!(
+                out,
+                "{:>8} {:>9.3} {:>6.1}% {:>11.3}  {}{}",
+                row.pid,
+                row.usage.watts,
+                100.0 * row.share,
+                row.usage.joules,
+                row.main_class,
+                if row.ended { " (ended)" } else { "" }
+            );
+        }
+        for row in self.jvms.iter().filter(|row| !row.ended) {
+            let _ = writeln!(out, "  {}:", self.list_title(row));
+            for line in self.lines(row).into_iter().take(top) {
+                let _ = writeln!(
+                    out,
+                    "  {:>9.3} {:>6.1}% {:>11.3}  {}",
+                    line.usage.watts,
+                    100.0 * line.share,
+                    line.usage.joules,
+                    line.name
+                );
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn jvm(pid: u32, watts: f64, all: &[(&str, f64)]) -> JvmSnapshot {
+        JvmSnapshot {
+            pid,
+            main_class: format!("m{pid}.Main"),
+            watts,
+            share: watts / 100.0,
+            ended: false,
+            all: all.iter().map(|&(n, w)| (n.to_string(), w)).collect(),
+            app: all
+                .iter()
+                .filter(|(n, _)| n.contains("app."))
+                .map(|&(n, w)| (n.to_string(), w))
+                .collect(),
+        }
+    }
+
+    fn snapshot(jvms: Vec<JvmSnapshot>) -> Snapshot {
+        Snapshot {
+            source: "vm (watts file /w)".into(),
+            power_w: 100.0,
+            interval_s: 2.0,
+            jvms,
+        }
+    }
+
+    #[test]
+    fn jvms_are_listed_by_power_and_the_selection_follows_the_keys() {
+        let mut top = Top::default();
+        top.apply(&snapshot(vec![
+            jvm(10, 20.0, &[("t.run;app.A.x", 20.0)]),
+            jvm(20, 50.0, &[("t.run;app.B.y", 30.0), ("[GC]", 20.0)]),
+        ]));
+        let pids: Vec<u32> = top.jvms.iter().map(|row| row.pid).collect();
+        assert_eq!(pids, [20, 10]);
+        assert_eq!(top.selected, Some(20), "the busiest is selected first");
+        assert_eq!(
+            top.jvms[0].usage,
+            Usage {
+                watts: 50.0,
+                joules: 100.0
+            }
+        );
+        top.key(Key::Down);
+        assert_eq!(top.selected, Some(10));
+        top.key(Key::Down);
+        assert_eq!(top.selected, Some(10), "the last stays selected");
+        top.key(Key::Up);
+        assert_eq!(top.selected, Some(20));
+        // The next cycle: JVM 10 is busier now and moves up; the selection stays on 20.
+        top.apply(&snapshot(vec![
+            jvm(10, 60.0, &[("t.run;app.A.x", 60.0)]),
+            jvm(20, 10.0, &[("t.run;app.B.y", 10.0)]),
+        ]));
+        assert_eq!(top.jvms[0].pid, 10);
+        assert_eq!(top.selected, Some(20));
+        let twenty = top.selected().unwrap().clone();
+        assert_eq!(
+            twenty.usage,
+            Usage {
+                watts: 10.0,
+                joules: 120.0
+            }
+        );
+        assert_eq!(top.cycles, 2);
+        assert!(top
+            .header()
+            .starts_with("cycle 2: CPU power 100.00 W from vm"));
+    }
+
+    #[test]
+    fn the_list_is_methods_or_branches_in_the_order_asked() {
+        let mut top = Top::default();
+        top.apply(&snapshot(vec![jvm(
+            1,
+            60.0,
+            &[
+                ("t.run;app.A.hot", 30.0),
+                ("t.run;app.A.cold;app.A.hot", 10.0),
+                ("t.run;app.A.cold", 15.0),
+                ("[GC]", 5.0),
+            ],
+        )]));
+        top.apply(&snapshot(vec![jvm(
+            1,
+            11.0,
+            &[("[GC]", 10.0), ("t.run;app.A.hot", 1.0)],
+        )]));
+        let row = top.selected().unwrap().clone();
+        let names = |top: &Top| -> Vec<String> {
+            top.lines(&row).into_iter().map(|line| line.name).collect()
+        };
+        assert_eq!(names(&top), ["[GC]", "app.A.hot", "app.A.cold"]);
+        let gc = &top.lines(&row)[0];
+        assert_eq!((gc.usage.watts, gc.share), (10.0, 10.0 / 11.0));
+        top.key(Key::Order);
+        assert_eq!(
+            names(&top),
+            ["app.A.hot", "[GC]", "app.A.cold"],
+            "by energy"
+        );
+        assert_eq!(top.lines(&row)[0].usage.joules, 82.0);
+        top.key(Key::Order);
+        assert_eq!(names(&top), ["[GC]", "app.A.cold", "app.A.hot"], "by name");
+        top.key(Key::Branches);
+        top.key(Key::Set);
+        assert_eq!(
+            names(&top),
+            [
+                "t.run;app.A.cold",
+                "t.run;app.A.cold;app.A.hot",
+                "t.run;app.A.hot"
+            ]
+        );
+        assert_eq!(
+            top.list_title(&row),
+            "Branches of JVM 1 (m1.Main), application branches, by name"
+        );
+        top.key(Key::Order);
+        top.key(Key::Methods);
+        assert_eq!(
+            top.list_title(&row),
+            "Methods of JVM 1 (m1.Main), application branches, by W now"
+        );
+    }
+
+    #[test]
+    fn plain_text_lists_every_jvm_and_its_top_lines() {
+        let mut top = Top::default();
+        let mut ended = jvm(2, 0.0, &[]);
+        ended.ended = true;
+        top.apply(&snapshot(vec![
+            jvm(
+                1,
+                25.0,
+                &[("t.run;app.A.hot", 20.0), ("t.run;app.A.cold", 5.0)],
+            ),
+            ended,
+        ]));
+        let text = top.plain(1);
+        assert!(
+            text.contains("       1    25.000   25.0%      50.000  m1.Main\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("       2     0.000    0.0%       0.000  m2.Main (ended)\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("     20.000   80.0%      40.000  app.A.hot\n"),
+            "{text}"
+        );
+        assert!(!text.contains("app.A.cold"), "top 1: {text}");
+        assert!(text.contains("1 JVM(s)"));
+    }
+}
