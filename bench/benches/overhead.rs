@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use joularcode_bpf::hotspot::HotSpot;
 use joularcode_bpf::sampler::{Sampler, WalkedJvm};
-use joularcode_tests::{jdk, target_dir, Jvm};
+use joularcode_tests::{bpf_programs_of, jdk, target_dir, Jvm};
 
 const BPF_STATS: &str = "/proc/sys/kernel/bpf_stats_enabled";
 
@@ -83,14 +83,12 @@ fn rusage() -> (Duration, u64) {
     )
 }
 
-/// Total run time of the sampler's BPF programs so far (with kernel.bpf_stats_enabled on).
-fn bpf_run_time() -> Duration {
+/// Total run time so far of the BPF programs process `pid` holds ("self" for this one), with
+/// kernel.bpf_stats_enabled on: the profiler's own, whatever other BPF users run beside it.
+fn bpf_run_time(pid: &str) -> Duration {
+    let ids = bpf_programs_of(pid);
     let ns = libbpf_rs::query::ProgInfoIter::default()
-        .filter(|prog| {
-            prog.name
-                .to_str()
-                .is_some_and(|name| name.starts_with("jp_on_"))
-        })
+        .filter(|prog| ids.contains(&prog.id))
         .map(|prog| prog.run_time_ns)
         .sum();
     Duration::from_nanos(ns)
@@ -232,6 +230,14 @@ impl Profiler {
         }
     }
 
+    /// The process that holds the profiler's BPF programs, as /proc names it.
+    fn process(&self) -> String {
+        match self {
+            Profiler::Sampler { .. } => "self".into(),
+            Profiler::Record { child, .. } => child.id().to_string(),
+        }
+    }
+
     /// The profiler's CPU time so far.
     fn cpu(&self) -> Duration {
         match self {
@@ -321,11 +327,12 @@ fn main() {
     for round in 1..=rounds {
         let without = phase(&mut jvm, seconds, || {});
         let mut profiler = Profiler::start(record, jvm.pid(), rate_ms);
-        let (cpu0, bpf0, start) = (profiler.cpu(), bpf_run_time(), Instant::now());
+        let holder = profiler.process();
+        let (cpu0, bpf0, start) = (profiler.cpu(), bpf_run_time(&holder), Instant::now());
         let with = phase(&mut jvm, seconds, || profiler.each_second());
         let (profiler_cpu, bpf_cpu, wall) = (
             profiler.cpu() - cpu0,
-            bpf_run_time() - bpf0,
+            bpf_run_time(&holder) - bpf0,
             start.elapsed(),
         );
         rss_growth = rss_growth.max(profiler.rss_kib());

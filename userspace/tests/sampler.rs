@@ -16,7 +16,7 @@ use joularcode_bpf::sampler::{
     monotonic_ns, FrameKind, Sample, Sampler, ThreadTime, Walk, WalkEnd, WalkedJvm,
     CONSUME_INTERVAL,
 };
-use joularcode_tests::{all_jdks, jdk, Jvm};
+use joularcode_tests::{all_jdks, bpf_programs_of as programs_held_by, jdk, Jvm};
 
 fn sampler() -> Sampler {
     sampler_at(100)
@@ -504,23 +504,6 @@ fn without_privileges_raw_says_what_it_needs_in_one_line() {
         stderr,
         "joularcode-bpf: loading the BPF sampler needs root, or the capabilities CAP_BPF and CAP_PERFMON (missing: CAP_BPF, CAP_PERFMON): run it with sudo\n"
     );
-}
-
-/// The ids of the BPF programs that process `pid` ("self" for this one) holds open, read from
-/// the `prog_id` lines of its /proc/PID/fdinfo files (program and link descriptors show them).
-/// Only this test's own programs are counted, whatever other BPF users load at the same time.
-fn programs_held_by(pid: &str) -> HashSet<u32> {
-    let Ok(entries) = fs::read_dir(format!("/proc/{pid}/fdinfo")) else {
-        return HashSet::new();
-    };
-    entries
-        .filter_map(|entry| fs::read_to_string(entry.ok()?.path()).ok())
-        .flat_map(|info| {
-            info.lines()
-                .filter_map(|line| line.strip_prefix("prog_id:")?.trim().parse().ok())
-                .collect::<Vec<u32>>()
-        })
-        .collect()
 }
 
 /// How many of the programs `ids` are still loaded in the kernel.

@@ -336,3 +336,46 @@ fn deoptimised_and_osr_frames_lose_nothing() {
         drop(jvm);
     }
 }
+
+/// Writes `count` Java sources into `dir` (package `gen`): classes with generic methods that call
+/// each other, string building, boxing and lambdas, enough to keep javac's attribution and code
+/// generation busy with deep stacks. The same sources every time.
+fn generate_sources(dir: &std::path::Path, count: usize) -> Vec<PathBuf> {
+    std::fs::create_dir_all(dir).expect("a folder for the sources");
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = move |bound: usize| {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (state >> 33) as usize % bound
+    };
+    (0..count)
+        .map(|i| {
+            let mut text = format!(
+                "package gen;\nimport java.util.*;\nimport java.util.function.*;\n\
+                 public class C{i} implements Comparable<C{i}> {{\n\
+                 \x20 private final Map<String, List<Integer>> data = new HashMap<>();\n\
+                 \x20 int value = {i};\n"
+            );
+            for m in 0..4 {
+                let callee = next(count);
+                text.push_str(&format!(
+                    "  public <T extends Comparable<T>> List<T> m{m}(List<T> in, Function<T, T> f) {{\n\
+                     \x20   List<T> out = new ArrayList<>();\n\
+                     \x20   for (T t : in) {{ if (t.compareTo(in.get(0)) > 0) out.add(f.apply(t)); else out.add(t); }}\n\
+                     \x20   int x = ((value * {m} + {i}) % 7 + (value << 2) - ({m} ^ value)) * (value > {m} ? 1 : -1);\n\
+                     \x20   String s = \"a\" + x + \"b\" + (x * 2) + data.getOrDefault(\"k{m}\", List.of(1, 2, 3)).size();\n\
+                     \x20   new C{callee}().m{next_m}(List.of(s, s + s), v -> v.trim());\n\
+                     \x20   return out;\n  }}\n",
+                    next_m = (m + 1) % 4
+                ));
+            }
+            text.push_str(&format!(
+                "  public int compareTo(C{i} o) {{ return Integer.compare(value, o.value); }}\n}}\n"
+            ));
+            let path = dir.join(format!("C{i}.java"));
+            std::fs::write(&path, text).expect("write a source");
+            path
+        })
+        .collect()
+}

@@ -159,12 +159,21 @@ impl VmStructs {
     /// Reads the four tables of the JVM whose libjvm is `libjvm`.
     pub fn read(mem: &ProcessMemory, libjvm: &Libjvm) -> Result<VmStructs, HotSpotError> {
         let mut tables = VmStructs::default();
-        let name = |addr: u64| -> Result<String, HotSpotError> {
-            mem.read_c_string(addr, MAX_NAME)
+        // Type names and type strings repeat (the same literal for every field of a type):
+        // each is read from the target once.
+        let mut names: HashMap<u64, String> = HashMap::new();
+        let mut name = |addr: u64| -> Result<String, HotSpotError> {
+            if let Some(known) = names.get(&addr) {
+                return Ok(known.clone());
+            }
+            let read = mem
+                .read_c_string(addr, MAX_NAME)
                 .ok_or(HotSpotError::Unreadable {
                     what: "a VMStructs name",
                     addr,
-                })
+                })?;
+            names.insert(addr, read.clone());
+            Ok(read)
         };
 
         let structs = Layout::read(

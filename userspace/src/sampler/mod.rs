@@ -342,21 +342,7 @@ impl Sampler {
             Walk::BpfLoop => &self.skel.progs.jp_on_sample,
             Walk::Bounded => &self.skel.progs.jp_on_sample_bounded,
         };
-        let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
-        let mut len = std::mem::size_of_val(&info) as u32;
-        // SAFETY: the kernel fills at most `len` bytes of `info`, a plain C struct.
-        let ret = unsafe {
-            libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(
-                program.as_fd().as_raw_fd(),
-                &mut info,
-                &mut len,
-            )
-        };
-        (ret == 0).then_some(ProgramStats {
-            run_time_ns: info.run_time_ns,
-            run_count: info.run_cnt,
-            verified_instructions: info.verified_insns,
-        })
+        program_stats(program.as_fd())
     }
 
     fn read_threads(&self) -> Vec<(u32, ThreadEntry)> {
@@ -379,6 +365,21 @@ impl Drop for Sampler {
         }
         // The perf links, then the skeleton (tracepoint links, programs, maps) drop after this.
     }
+}
+
+/// The kernel's figures for the loaded program `program`.
+fn program_stats(program: std::os::fd::BorrowedFd<'_>) -> Option<ProgramStats> {
+    let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
+    let mut len = std::mem::size_of_val(&info) as u32;
+    // SAFETY: the kernel fills at most `len` bytes of `info`, a plain C struct.
+    let ret = unsafe {
+        libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(program.as_raw_fd(), &mut info, &mut len)
+    };
+    (ret == 0).then_some(ProgramStats {
+        run_time_ns: info.run_time_ns,
+        run_count: info.run_cnt,
+        verified_instructions: info.verified_insns,
+    })
 }
 
 /// Adds `pid` to a set of pids (the map `tracked` or `followed`); `verb` says which, for the error.
