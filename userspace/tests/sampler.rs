@@ -11,12 +11,8 @@ use std::thread::sleep;
 use std::time::Duration;
 
 use joularcode_bpf::discovery::{Discovery, Target};
-use joularcode_bpf::hotspot::HotSpot;
-use joularcode_bpf::sampler::{
-    monotonic_ns, FrameKind, Sample, Sampler, ThreadTime, Walk, WalkEnd, WalkedJvm,
-    CONSUME_INTERVAL,
-};
-use joularcode_tests::{all_jdks, bpf_programs_of as programs_held_by, jdk, Jvm};
+use joularcode_bpf::sampler::{monotonic_ns, Sample, Sampler, ThreadTime, CONSUME_INTERVAL};
+use joularcode_tests::{bpf_programs_of as programs_held_by, jdk, Jvm};
 
 fn sampler() -> Sampler {
     sampler_at(100)
@@ -295,92 +291,6 @@ fn threads_that_end_within_a_second_are_accounted_once_marked_exited() {
         .map(|time| time.name)
         .collect();
     assert!(reported.iter().all(|time| !names.contains(&time.name)));
-}
-
-/// How many samples of one thread the walk tests look at.
-const THREAD_SAMPLES: usize = 100;
-
-/// The first [`THREAD_SAMPLES`] samples of the JVM thread named `name`, walked the `walk` way.
-/// Sampled for as long as it takes (up to a minute): on a loaded machine the thread may get a
-/// small share of a CPU. The JVM is registered with the stack walker first, as the profiler does.
-fn thread_samples(jvm: &Jvm, name: &str, walk: Walk) -> (HotSpot, Vec<Sample>) {
-    let tid = tid_of(jvm.pid(), name);
-    let sampler = Sampler::with_walk(100, walk)
-        .unwrap_or_else(|e| panic!("these tests load BPF programs and need root: {e}"));
-    let hotspot = HotSpot::open(jvm.pid()).expect("read the JVM");
-    let _walked = WalkedJvm::register(&sampler, &hotspot).expect("the walker takes the JVM");
-    sampler.track(jvm.pid()).expect("track the JVM");
-    let mut samples = Vec::new();
-    for _ in 0..600 {
-        if samples.len() >= THREAD_SAMPLES {
-            break;
-        }
-        sleep(CONSUME_INTERVAL);
-        samples.extend(sampler.samples().try_iter().filter(|s| s.tid == tid));
-    }
-    assert!(
-        samples.len() >= THREAD_SAMPLES,
-        "only {} samples of {name} in a minute",
-        samples.len()
-    );
-    samples.truncate(THREAD_SAMPLES);
-    (hotspot, samples)
-}
-
-/// The Java frames of `sample`, named (`Class.method`; compiled ones by their outer method),
-/// newest first.
-fn java_frames(hotspot: &HotSpot, sample: &Sample) -> Vec<String> {
-    sample
-        .frames
-        .iter()
-        .filter_map(|frame| {
-            let method = match frame.kind {
-                FrameKind::Interpreted { method } => hotspot.method(method),
-                FrameKind::Compiled { .. } => hotspot
-                    .compiled_method_at(frame.lookup_pc())
-                    .map(|compiled| compiled.method),
-                _ => return None,
-            };
-            Some(method.map_or("?".into(), |m| format!("{}.{}", m.class, m.name)))
-        })
-        .collect()
-}
-
-#[test]
-fn a_nine_deep_java_chain_is_walked_whole_without_frame_pointers() {
-    let _serial = serial();
-    assert_eq!(Walk::detect(), Walk::BpfLoop, "this kernel has bpf_loop");
-    let chain: Vec<String> = (1..=9).rev().map(|i| format!("SamplerDeep.d{i}")).collect();
-    for jdk in all_jdks() {
-        for tier in [&["-Xint"][..], &["-XX:TieredStopAtLevel=1"], &[]] {
-            let jvm = Jvm::start(&jdk, tier, "SamplerDeep", &[]);
-            // Both ways of walking: bpf_loop, and the bounded loop that kernels before 5.17 get.
-            for walk in [Walk::BpfLoop, Walk::Bounded] {
-                let (hotspot, samples) = thread_samples(&jvm, "Deep", walk);
-                let whole = samples
-                    .iter()
-                    .filter(|s| {
-                        let frames = java_frames(&hotspot, s);
-                        s.end == WalkEnd::Entry
-                            && frames.starts_with(&chain)
-                            && frames.last().map(String::as_str) == Some("java.lang.Thread.run")
-                    })
-                    .count();
-                println!(
-                    "Java {} {tier:?} ({walk:?}): {whole} of {} walks whole",
-                    jdk.major,
-                    samples.len()
-                );
-                assert!(
-                    whole * 100 >= samples.len() * 99,
-                    "Java {} {tier:?} ({walk:?}): {whole} of {} walks whole; one was {:?}",
-                    jdk.major,
-                    samples.len(),
-                    samples.iter().map(|s| java_frames(&hotspot, s)).next()
-                );
-            }
-        }
-    }
 }
 
 #[test]

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use joularcode_bpf::hotspot::HotSpot;
-use joularcode_bpf::sampler::{FrameKind, Sample, Sampler, WalkEnd, WalkedJvm};
+use joularcode_bpf::sampler::{FrameKind, Sample, Sampler, Walk, WalkEnd, WalkedJvm};
 use joularcode_bpf::session::{Session, SessionOptions, Targets};
 use joularcode_core::log::Recorded;
 use joularcode_tests::{agent_library, all_jdks, target_dir, workload_classes, Jdk, Jvm};
@@ -218,8 +218,58 @@ fn white_box() -> PathBuf {
     boot
 }
 
-/// The Java frames of `sample`, newest first, named by the JVM (compiled ones by their outer
-/// method: inlined methods are the agent's to name); `?` for a frame that cannot be named.
+/// The tid of the thread of `pid` named `name`. A Java thread names its OS thread itself once it
+/// runs, which may be after the workload printed READY: polled for up to 30 s.
+fn thread_named(pid: u32, name: &str) -> u32 {
+    for _ in 0..300 {
+        let found = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .into_iter()
+            .flatten()
+            .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .find(|tid| {
+                std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+                    .is_ok_and(|comm| comm.trim_end() == name)
+            });
+        if let Some(tid) = found {
+            return tid;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("JVM {pid} has no thread named {name}");
+}
+
+/// How many samples of one thread the walk tests look at.
+const THREAD_SAMPLES: usize = 100;
+
+/// The first [`THREAD_SAMPLES`] samples of the JVM thread named `name`, walked the `walk` way.
+/// Sampled for as long as it takes (up to a minute): on a loaded machine the thread may get a
+/// small share of a CPU. The JVM is registered with the stack walker first, as the profiler does.
+fn thread_samples(jvm: &Jvm, name: &str, walk: Walk) -> (HotSpot, Vec<Sample>) {
+    let tid = thread_named(jvm.pid(), name);
+    let sampler = Sampler::with_walk(100, walk)
+        .unwrap_or_else(|e| panic!("these tests load BPF programs and need root: {e}"));
+    let hotspot = HotSpot::open(jvm.pid()).expect("read the JVM");
+    let _walked = WalkedJvm::register(&sampler, &hotspot).expect("the walker takes the JVM");
+    sampler.track(jvm.pid()).expect("track the JVM");
+    let mut samples = Vec::new();
+    for _ in 0..600 {
+        if samples.len() >= THREAD_SAMPLES {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        samples.extend(sampler.samples().try_iter().filter(|s| s.tid == tid));
+    }
+    assert!(
+        samples.len() >= THREAD_SAMPLES,
+        "only {} samples of {name} in a minute",
+        samples.len()
+    );
+    samples.truncate(THREAD_SAMPLES);
+    (hotspot, samples)
+}
+
+/// The Java frames of `sample`, named (`Class.method`; compiled ones by their outer method),
+/// newest first.
 fn java_frames(hotspot: &HotSpot, sample: &Sample) -> Vec<String> {
     sample
         .frames
@@ -238,6 +288,43 @@ fn java_frames(hotspot: &HotSpot, sample: &Sample) -> Vec<String> {
 }
 
 #[test]
+fn a_nine_deep_java_chain_is_walked_whole_without_frame_pointers() {
+    let _serial = serial();
+    assert_eq!(Walk::detect(), Walk::BpfLoop, "this kernel has bpf_loop");
+    let chain: Vec<String> = (1..=9).rev().map(|i| format!("SamplerDeep.d{i}")).collect();
+    for jdk in all_jdks() {
+        for tier in [&["-Xint"][..], &["-XX:TieredStopAtLevel=1"], &[]] {
+            let jvm = Jvm::start(&jdk, tier, "SamplerDeep", &[]);
+            // Both ways of walking: bpf_loop, and the bounded loop that kernels before 5.17 get.
+            for walk in [Walk::BpfLoop, Walk::Bounded] {
+                let (hotspot, samples) = thread_samples(&jvm, "Deep", walk);
+                let whole = samples
+                    .iter()
+                    .filter(|s| {
+                        let frames = java_frames(&hotspot, s);
+                        s.end == WalkEnd::Entry
+                            && frames.starts_with(&chain)
+                            && frames.last().map(String::as_str) == Some("java.lang.Thread.run")
+                    })
+                    .count();
+                println!(
+                    "Java {} {tier:?} ({walk:?}): {whole} of {} walks whole",
+                    jdk.major,
+                    samples.len()
+                );
+                assert!(
+                    whole * 100 >= samples.len() * 99,
+                    "Java {} {tier:?} ({walk:?}): {whole} of {} walks whole; one was {:?}",
+                    jdk.major,
+                    samples.len(),
+                    samples.iter().map(|s| java_frames(&hotspot, s)).next()
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn deoptimised_and_osr_frames_lose_nothing() {
     let _serial = serial();
     let boot = format!("-Xbootclasspath/a:{}", white_box().display());
@@ -253,18 +340,10 @@ fn deoptimised_and_osr_frames_lose_nothing() {
         let hotspot = HotSpot::open(jvm.pid()).expect("read the JVM");
         let mut walked = WalkedJvm::register(&sampler, &hotspot).expect("the walker takes it");
         sampler.track(jvm.pid()).expect("track the JVM");
-        let tid = |name: &str| -> u32 {
-            hotspot
-                .java_threads()
-                .iter()
-                .filter_map(|t| t.tid)
-                .find(|tid| {
-                    std::fs::read_to_string(format!("/proc/{}/task/{tid}/comm", jvm.pid()))
-                        .is_ok_and(|comm| comm.trim_end() == name)
-                })
-                .unwrap_or_else(|| panic!("no thread {name}"))
-        };
-        let (deopt, osr) = (tid("deopt"), tid("osr"));
+        let (deopt, osr) = (
+            thread_named(jvm.pid(), "deopt"),
+            thread_named(jvm.pid(), "osr"),
+        );
         let mut samples: Vec<Sample> = Vec::new();
         let mut names: HashMap<u32, Vec<Vec<String>>> = HashMap::new();
         let start = Instant::now();
