@@ -141,6 +141,10 @@ pub struct CycleResult {
     pub jvm_power_w: f64,
     /// CPU time of the sampled threads over the CPU time of all threads counted, from 0 to 1.
     pub coverage: f64,
+    /// Threads counted that used CPU in the cycle but were caught by no sample.
+    pub unsampled_threads: u64,
+    /// Their CPU time together, in ns.
+    pub unsampled_cpu_ns: u64,
     /// Power of each branch for the all file, in W, in branch order.
     pub all: Vec<(BranchId, f64)>,
     /// Power of each application branch for the app file, in W, in branch order.
@@ -189,6 +193,7 @@ pub fn attribute(input: &CycleInput, branches: &Branches, jvm_threads: JvmThread
     });
     let (mut total_ns, mut sampled_ns) = (0u128, 0u128);
     let mut sampled = Vec::new();
+    let mut unsampled_threads = 0u64;
     for thread in counted {
         total_ns += u128::from(thread.cpu_ns);
         let thread_samples = thread
@@ -199,6 +204,8 @@ pub fn attribute(input: &CycleInput, branches: &Branches, jvm_threads: JvmThread
         if thread_samples > 0 {
             sampled_ns += u128::from(thread.cpu_ns);
             sampled.push((thread, thread_samples));
+        } else {
+            unsampled_threads += 1;
         }
     }
     let coverage = if total_ns > 0 {
@@ -242,6 +249,8 @@ pub fn attribute(input: &CycleInput, branches: &Branches, jvm_threads: JvmThread
         jvm_share,
         jvm_power_w,
         coverage,
+        unsampled_threads,
+        unsampled_cpu_ns: u64::try_from(total_ns - sampled_ns).unwrap_or(u64::MAX),
         all,
         app,
         unattributed_w,

@@ -1,5 +1,14 @@
 //! Java class names as Joular Code for Java shows them (`java.lang.Thread`, hidden classes as
-//! `demo.Burn$$Lambda/0x00000008000c5898`), from the forms the JVM holds internally.
+//! `demo.Burn$$Lambda/0x00000008000c5898`, the name `getClass().getName()` gives), from each form
+//! the JVM hands out. Every way the profiler names a method (the JVM's own Symbols read through
+//! VMStructs, JVMTI in the symbolizer agent, the JDK's perf map) goes through this module, so that
+//! one method gets one name, whichever way it was named.
+//!
+//! | form | plain class | hidden class |
+//! | --- | --- | --- |
+//! | internal (a `Symbol`, VMStructs) | `demo/Burn` | `demo/Burn$$Lambda+0x0000000800c5898` |
+//! | JVMTI signature (GetClassSignature) | `Ldemo/Burn;` | `Ldemo/Burn$$Lambda.0x0000000800c5898;` |
+//! | binary (Java's `getName`, perf maps) | `demo.Burn` | `demo.Burn$$Lambda/0x0000000800c5898` |
 
 /// The binary name of a class (`java.lang.Thread`) from its internal name (`java/lang/Thread`).
 ///
@@ -8,7 +17,7 @@
 /// `demo.Burn$$Lambda/0x0000000800c5898`.
 pub fn binary_class_name(internal: &str) -> String {
     match internal.rsplit_once('+') {
-        Some((name, suffix)) => format!("{}/{suffix}", name.replace('/', ".")),
+        Some((name, suffix)) => hidden(name, suffix),
         None => internal.replace('/', "."),
     }
 }
@@ -16,12 +25,24 @@ pub fn binary_class_name(internal: &str) -> String {
 /// The binary name of a class from its type signature (`Ljava/lang/Thread;`), as JVMTI's
 /// GetClassSignature gives it. A signature without the `L...;` wrapper is taken as an internal
 /// name.
+///
+/// JVMTI writes a hidden class's suffix after a `.` (`Ldemo/Burn$$Lambda.0x0000000800c5898;`):
+/// a `.` can be nothing else in a signature, since the internal form of a class name separates
+/// packages with `/` and no part of it may hold a `.` (JVMS §4.2).
 pub fn class_name_from_signature(signature: &str) -> String {
     let internal = signature
         .strip_prefix('L')
         .and_then(|s| s.strip_suffix(';'))
         .unwrap_or(signature);
-    binary_class_name(internal)
+    match internal.rsplit_once('.') {
+        Some((name, suffix)) => hidden(name, suffix),
+        None => binary_class_name(internal),
+    }
+}
+
+/// The binary name of the hidden class whose internal name, without its suffix, is `name`.
+fn hidden(name: &str, suffix: &str) -> String {
+    format!("{}/{suffix}", name.replace('/', "."))
 }
 
 #[cfg(test)]
@@ -52,6 +73,30 @@ mod tests {
         assert_eq!(
             class_name_from_signature("java/lang/String"),
             "java.lang.String"
+        );
+        assert_eq!(class_name_from_signature("LTop$1;"), "Top$1");
+    }
+
+    /// JVMTI's form of a hidden class, seen on JDK 17 and 21 (`X$$Lambda$1.0x00007f40...`), is
+    /// the same class as VMStructs' `X$$Lambda$1+0x00007f40...`: one name for both.
+    #[test]
+    fn every_form_of_a_hidden_class_gives_one_name() {
+        let java = "demo.Burn$$Lambda$14/0x00007f4044000a08";
+        assert_eq!(
+            class_name_from_signature("Ldemo/Burn$$Lambda$14.0x00007f4044000a08;"),
+            java
+        );
+        assert_eq!(
+            binary_class_name("demo/Burn$$Lambda$14+0x00007f4044000a08"),
+            java
+        );
+        assert_eq!(
+            class_name_from_signature("LBurn$$Lambda.0x0000000800c5898;"),
+            "Burn$$Lambda/0x0000000800c5898"
+        );
+        assert_eq!(
+            class_name_from_signature("Ljava/lang/invoke/LambdaForm$MH.0x00007fdb40001000;"),
+            "java.lang.invoke.LambdaForm$MH/0x00007fdb40001000"
         );
     }
 }

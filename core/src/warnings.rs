@@ -12,6 +12,77 @@ const OVERRUN_SHARE: f64 = 0.25;
 /// Joular's threshold: below half of the CPU time sampled, the per-method power is a lower bound.
 const LOW_COVERAGE: f64 = 0.5;
 
+/// A share from 0 to 1 as a whole percentage, rounded as Java's Math.round.
+fn percent(share: f64) -> f64 {
+    (share * 100.0).round()
+}
+
+/// What a cycle knows of the CPU time that went to threads no sample caught, for
+/// [`Warnings::coverage_of_samples`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Uncaught {
+    /// Threads that used CPU in the cycle and were caught by no sample.
+    pub threads: u64,
+    /// Their CPU time together, in ns.
+    pub cpu_ns: u64,
+    /// `stack-monitoring-sample-rate`: the CPU time between two samples of a thread, in ms.
+    pub rate_ms: u64,
+    /// Samples the sampler lost in the cycle (its buffer was full).
+    pub lost_samples: u64,
+    /// Samples of the JVM taken so far that wait until the JVM can be read (it is starting):
+    /// they count in a later cycle.
+    pub waiting_samples: u64,
+}
+
+impl Uncaught {
+    /// What happened, as the end of a sentence.
+    fn causes(&self) -> String {
+        let mut causes = Vec::new();
+        if self.waiting_samples > 0 {
+            causes.push(format!(
+                "{} samples wait until the JVM can be read (it is starting), and count in a \
+                 later cycle",
+                self.waiting_samples
+            ));
+        }
+        if self.lost_samples > 0 {
+            causes.push(format!(
+                "{} samples were lost (the sampler's buffer was full)",
+                self.lost_samples
+            ));
+        }
+        if self.threads > 0 {
+            let ms = self.cpu_ns as f64 / 1e6;
+            let each = ms / self.threads as f64;
+            let threads = match self.threads {
+                1 => format!("1 thread used {ms:.0} ms of CPU"),
+                n => {
+                    format!("{n} threads used {ms:.0} ms of CPU together (about {each:.1} ms each)")
+                }
+            };
+            // A thread is caught about once per rate of its CPU time: one that ran several
+            // periods and was never caught had its samples lost or taken outside the cycle.
+            let why = if each < 2.0 * self.rate_ms as f64 {
+                format!(
+                    "too little for a sample every {} ms of CPU to catch; a smaller \
+                     stack-monitoring-sample-rate catches more",
+                    self.rate_ms
+                )
+            } else {
+                format!(
+                    "without a sample, although one every {} ms of CPU should have caught it",
+                    self.rate_ms
+                )
+            };
+            causes.push(format!("{threads}, {why}"));
+        }
+        if causes.is_empty() {
+            causes.push("no thread of it was caught by a sample".to_string());
+        }
+        causes.join("; ")
+    }
+}
+
 /// Which problems are going on, so that each is said once per episode.
 #[derive(Debug, Default)]
 pub struct Warnings {
@@ -51,20 +122,38 @@ impl Warnings {
         self.overrunning = overrunning;
     }
 
-    /// Warns when less than half of the JVM's CPU time belonged to sampled threads.
+    /// Warns, in Joular's words, when less than half of the JVM's CPU time belonged to sampled
+    /// threads (the JVMTI mode, which samples thread dumps).
     pub fn coverage(&mut self, log: &dyn Log, coverage: f64) {
+        self.low_coverage(log, coverage, || {
+            format!(
+                "Only {}% of this JVM's CPU time belonged to threads that were sampled, so the \
+                 power reported per method is a lower bound. Short-lived threads and virtual \
+                 threads, which the JVM does not report here, are the usual causes; a sample \
+                 rate too coarse for the number of threads is another.",
+                percent(coverage)
+            )
+        });
+    }
+
+    /// Warns when less than half of the JVM's CPU time in a cycle went to threads that a sample
+    /// caught, saying what happened to the rest (the eBPF mode, which sees every thread that ran:
+    /// short-lived and virtual threads included).
+    pub fn coverage_of_samples(&mut self, log: &dyn Log, coverage: f64, uncaught: &Uncaught) {
+        self.low_coverage(log, coverage, || {
+            format!(
+                "Only {}% of this JVM's CPU time in the last cycle went to threads that a sample \
+                 caught, so the power reported per method is a lower bound: {}.",
+                percent(coverage),
+                uncaught.causes()
+            )
+        });
+    }
+
+    fn low_coverage(&mut self, log: &dyn Log, coverage: f64, message: impl FnOnce() -> String) {
         let low = coverage > 0.0 && coverage < LOW_COVERAGE;
         if low && !self.low_coverage {
-            log.log(
-                Level::Warning,
-                &format!(
-                    "Only {}% of this JVM's CPU time belonged to threads that were sampled, so the \
-                     power reported per method is a lower bound. Short-lived threads and virtual \
-                     threads, which the JVM does not report here, are the usual causes; a sample \
-                     rate too coarse for the number of threads is another.",
-                    (coverage * 100.0).round()
-                ),
-            );
+            log.log(Level::Warning, &message());
         }
         self.low_coverage = low;
     }

@@ -1,7 +1,7 @@
 //! The cycle's warnings: Joular Code for Java's words, each said once per episode.
 
 use joularcode_core::log::{Level, Recorded};
-use joularcode_core::warnings::Warnings;
+use joularcode_core::warnings::{Uncaught, Warnings};
 
 fn said(log: &Recorded) -> Vec<(Level, String)> {
     log.messages()
@@ -65,6 +65,47 @@ fn low_coverage_is_said_once_per_episode() {
     warnings.coverage(&log, 0.2);
     assert_eq!(said(&log).len(), 2);
     assert!(said(&log)[1].1.starts_with("Only 20% "));
+}
+
+#[test]
+fn low_coverage_of_samples_says_what_happened() {
+    let (log, mut warnings) = (Recorded::default(), Warnings::default());
+    let uncaught = Uncaught {
+        threads: 40,
+        cpu_ns: 180_000_000,
+        rate_ms: 10,
+        lost_samples: 0,
+        waiting_samples: 0,
+    };
+    warnings.coverage_of_samples(&log, 0.45, &uncaught);
+    warnings.coverage_of_samples(&log, 0.3, &uncaught);
+    assert_eq!(
+        said(&log),
+        [(
+            Level::Warning,
+            "Only 45% of this JVM's CPU time in the last cycle went to threads that a sample \
+             caught, so the power reported per method is a lower bound: 40 threads used 180 ms \
+             of CPU together (about 4.5 ms each), too little for a sample every 10 ms of CPU to \
+             catch; a smaller stack-monitoring-sample-rate catches more."
+                .to_string()
+        )]
+    );
+    warnings.coverage_of_samples(&log, 0.9, &uncaught);
+    let starting = Uncaught {
+        threads: 3,
+        cpu_ns: 600_000_000,
+        waiting_samples: 57,
+        ..uncaught
+    };
+    warnings.coverage_of_samples(&log, 0.07, &starting);
+    assert_eq!(
+        said(&log)[1].1,
+        "Only 7% of this JVM's CPU time in the last cycle went to threads that a sample caught, \
+         so the power reported per method is a lower bound: 57 samples wait until the JVM can be \
+         read (it is starting), and count in a later cycle; 3 threads used 600 ms of CPU \
+         together (about 200.0 ms each), without a sample, although one every 10 ms of CPU \
+         should have caught it."
+    );
 }
 
 #[test]

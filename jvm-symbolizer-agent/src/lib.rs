@@ -3,10 +3,10 @@
 //! Loaded at start (`-agentpath:/path/libjvm_symbolizer_agent.so[=dir=/tmp,perfmap=no]`) or
 //! attached to a running JVM, it reports every compiled method with its inline records, every
 //! unload and every piece of generated code (interpreter, stubs) to `<dir>/joularcode-<pid>.map`
-//! (format: docs/code-map.md) and to the standard perf map `<dir>/perf-<pid>.map`. After an
-//! attach it replays the code compiled before (GenerateEvents). It keeps CompiledMethodLoad
-//! enabled, which makes HotSpot record debug information at every instruction
-//! (DebugNonSafepoints) for the methods compiled afterwards.
+//! (format: docs/code-map.md) and to the standard perf map `<dir>/perf-<pid>.map`, and removes
+//! the code map when the JVM ends. After an attach it replays the code compiled before
+//! (GenerateEvents). It keeps CompiledMethodLoad enabled, which makes HotSpot record debug
+//! information at every instruction (DebugNonSafepoints) for the methods compiled afterwards.
 //!
 //! Every entry point catches panics: a panic never crosses into the JVM.
 
@@ -63,7 +63,12 @@ extern "system" fn on_vm_init(_env: JvmtiEnv, _jni: *mut c_void, _thread: Jobjec
 }
 
 extern "system" fn on_vm_death(_env: JvmtiEnv, _jni: *mut c_void) {
-    guarded((), flush);
+    guarded((), || {
+        flush();
+        if let Some(error) = AGENT.get().and_then(|agent| agent.sink.remove()) {
+            say(Level::Warning, &error);
+        }
+    });
 }
 
 extern "system" fn on_compiled_method_load(

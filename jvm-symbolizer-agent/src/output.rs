@@ -50,6 +50,42 @@ pub struct Sink {
     pub map_path: PathBuf,
 }
 
+/// How many times the code map is opened again when it was removed between its opening and its
+/// locking (by a profiler sweeping the maps of JVMs that have ended).
+const OPEN_TRIES: usize = 3;
+
+/// The device and inode of a file's metadata: what tells one file from another at one path.
+fn identity(meta: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (meta.dev(), meta.ino())
+}
+
+/// Opens and locks the code map at `path`. `Ok(None)` when another agent holds the lock.
+///
+/// A profiler removes the maps whose lock nobody holds (those of JVMs that ended without their
+/// agent removing them, see `joularcode-bpf`'s `jit::stale`): if that happened between the
+/// opening and the locking, the file locked is no longer at `path`, and it is opened again.
+fn open_locked(path: &Path) -> Result<Option<File>, String> {
+    for _ in 0..OPEN_TRIES {
+        let map = open_regular(path)?;
+        // SAFETY: flock on an open descriptor; released when the process ends.
+        if unsafe { libc::flock(map.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            return Ok(None);
+        }
+        let locked = map
+            .metadata()
+            .map_err(|e| format!("cannot stat {}: {e}", path.display()))?;
+        let at_path = std::fs::symlink_metadata(path).ok();
+        if at_path.is_some_and(|meta| identity(&meta) == identity(&locked)) {
+            return Ok(Some(map));
+        }
+    }
+    Err(format!(
+        "{} keeps being removed while it is opened",
+        path.display()
+    ))
+}
+
 /// Locks a mutex even if a panic (caught at the FFI boundary) poisoned it.
 pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
@@ -85,11 +121,9 @@ impl Sink {
     /// second attach must not write everything twice.
     pub fn open(options: &Options, pid: u32) -> Result<Option<Sink>, String> {
         let map_path = options.dir.join(format!("joularcode-{pid}.map"));
-        let map = open_regular(&map_path)?;
-        // SAFETY: flock on an open descriptor; released when the process ends.
-        if unsafe { libc::flock(map.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let Some(map) = open_locked(&map_path)? else {
             return Ok(None);
-        }
+        };
         let perf = if options.perf_map {
             let path = options.dir.join(format!("perf-{pid}.map"));
             let perf = open_regular(&path)?;
@@ -120,6 +154,24 @@ impl Sink {
     /// Runs `f` on the pending lines and state, under the lock.
     pub fn with<R>(&self, f: impl FnOnce(&mut Pending) -> R) -> R {
         f(&mut lock(&self.pending))
+    }
+
+    /// Removes the code map, at the JVM's end: it only tells a profiler about the code of a JVM
+    /// that runs (a profiler still reading it keeps it open, and reads it to its end). Only the
+    /// file this agent writes is removed: nothing if another file took its place. The perf map
+    /// stays, as perf maps do: `perf report` reads it after the process has ended.
+    pub fn remove(&self) -> Option<String> {
+        let files = lock(&self.files);
+        let ours = files.map.metadata().ok().map(|meta| identity(&meta));
+        let at_path = std::fs::symlink_metadata(&self.map_path)
+            .ok()
+            .map(|meta| identity(&meta));
+        if ours.is_none() || ours != at_path {
+            return None;
+        }
+        std::fs::remove_file(&self.map_path)
+            .err()
+            .map(|e| format!("cannot remove {}: {e}", self.map_path.display()))
     }
 
     /// Writes out everything appended so far, in order. Returns the first write error once.
@@ -173,6 +225,26 @@ mod tests {
         );
         let perf = std::fs::read_to_string(dir.join("perf-42.map")).unwrap();
         assert_eq!(perf, "1000 10 a.B.c\n");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_code_map_is_removed_at_the_end_but_not_a_file_that_took_its_place() {
+        let dir = std::env::temp_dir().join(format!("agent-remove-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let options = Options {
+            dir: dir.clone(),
+            perf_map: true,
+        };
+        let sink = Sink::open(&options, 42).unwrap().expect("the agent writes");
+        assert_eq!(sink.remove(), None);
+        assert!(!dir.join("joularcode-42.map").exists());
+        assert!(dir.join("perf-42.map").exists(), "perf maps stay for perf");
+        let other = Sink::open(&options, 43).unwrap().expect("the agent writes");
+        std::fs::remove_file(dir.join("joularcode-43.map")).unwrap();
+        std::fs::write(dir.join("joularcode-43.map"), "another file").unwrap();
+        assert_eq!(other.remove(), None);
+        assert!(dir.join("joularcode-43.map").exists());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

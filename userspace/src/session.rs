@@ -20,10 +20,12 @@
 //!   which fallback is used;
 //! - tells the sampler's stack walker how to unwind its HotSpot frames, and of its Java threads;
 //! - classifies its threads by name (`[GC]`, `[JIT compiler]`, `[VM]`);
-//! - counts each sample in its thread's branch.
+//! - counts each sample in its thread's branch;
+//! - removes the code maps that JVMs killed before their agent could remove them left behind
+//!   ([`stale`]).
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Arc;
@@ -39,6 +41,7 @@ use crate::discovery::{self, Discovery, DiscoveryError, Target};
 use crate::hotspot::HotSpot;
 use crate::jit::codemap::CodeMap;
 use crate::jit::perfmap::PerfMap;
+use crate::jit::stale;
 use crate::launch;
 use crate::resolve::{JitNames, ResolveStats, Resolver};
 use crate::sampler::{Sample, Sampler, SamplerError, WalkedJvm};
@@ -58,6 +61,8 @@ const LAUNCH_CHECKS: u32 = 20;
 /// their times: [`Session::take_counts_until`] takes them whatever its time. Bounds the memory of
 /// a long run that takes its counts only at its end (`stacks`).
 const SETTLE_NS: u64 = 10_000_000_000;
+/// The host's /tmp, where the agents of the host's JVMs write their code maps.
+const HOST_TMP: &str = "/tmp";
 /// How long an agent's code map may stay unreadable (not written yet) before it is given up.
 const MAP_PATIENCE: Duration = Duration::from_secs(10);
 
@@ -161,6 +166,9 @@ pub struct ProfiledJvm {
     ended: bool,
     branches: Branches,
     state: State,
+    /// Samples to resolve again after the next refresh of the code map: they hold compiled code
+    /// the agent had not reported yet ([`Resolver::resolve_or_wait`]).
+    waiting: Vec<Sample>,
     counted: Vec<Counted>,
     settled: HashMap<u32, HashMap<BranchId, u64>>,
     thread_kinds: HashMap<u32, (String, Option<JvmThread>)>,
@@ -190,6 +198,15 @@ impl ProfiledJvm {
     /// Whether it has ended (it stays listed until [`Session::forget_ended`]).
     pub fn ended(&self) -> bool {
         self.ended
+    }
+
+    /// Samples that wait until the JVM can be read (it is starting); they are counted once it
+    /// can.
+    pub fn waiting_samples(&self) -> u64 {
+        match &self.state {
+            State::Opening { pending, .. } => pending.len() as u64,
+            _ => 0,
+        }
     }
 
     /// What resolving met so far; samples that could not be resolved at all (the JVM could not be
@@ -287,6 +304,7 @@ impl Session {
                 all,
             },
         };
+        stale::sweep(Path::new(HOST_TMP));
         let mut session = Session {
             sampler,
             source,
@@ -340,11 +358,12 @@ impl Session {
         self.finish_attaches();
         for jvm in self.jvms.values_mut() {
             jvm.refresh_code_map(&*self.options.log);
+            jvm.resolve_waiting(self.options.native_frames);
         }
         for sample in samples {
             self.sampled_until = self.sampled_until.max(sample.time_ns);
             if let Some(jvm) = self.jvms.get_mut(&sample.pid) {
-                jvm.add(sample, self.options.native_frames);
+                jvm.add(sample, self.options.native_frames, true);
             }
         }
         let settle_ns = self.sampled_until.saturating_sub(SETTLE_NS);
@@ -370,9 +389,13 @@ impl Session {
     /// less than 10 s before [`Session::sampled_until`]; samples older than that are taken
     /// whatever `until_ns`.
     pub fn take_counts_until(&mut self, until_ns: u64) -> HashMap<u32, HashMap<u32, ThreadCounts>> {
+        let native_frames = self.options.native_frames;
         self.jvms
             .iter_mut()
-            .map(|(&pid, jvm)| (pid, jvm.take_counts_until(until_ns)))
+            .map(|(&pid, jvm)| {
+                jvm.resolve_waiting(native_frames);
+                (pid, jvm.take_counts_until(until_ns))
+            })
             .collect()
     }
 
@@ -384,9 +407,13 @@ impl Session {
     /// With native frames: the samples counted since the last call by JVM pid, then by branch
     /// and the native frames newer than its Java frames.
     pub fn take_native_counts(&mut self) -> HashMap<u32, HashMap<(BranchId, NativeStack), u64>> {
+        let native_frames = self.options.native_frames;
         self.jvms
             .iter_mut()
-            .map(|(&pid, jvm)| (pid, std::mem::take(&mut jvm.native)))
+            .map(|(&pid, jvm)| {
+                jvm.resolve_waiting(native_frames);
+                (pid, std::mem::take(&mut jvm.native))
+            })
             .collect()
     }
 
@@ -453,6 +480,10 @@ impl Session {
                 (started, ended, true)
             }
         };
+        if !ended.is_empty() {
+            // A JVM killed before its agent could remove its code map leaves it behind.
+            stale::sweep(Path::new(HOST_TMP));
+        }
         for pid in ended {
             if let Some(jvm) = self.jvms.get_mut(&pid) {
                 jvm.ended = true;
@@ -487,6 +518,7 @@ impl Session {
             }
             match HotSpot::open(jvm.pid) {
                 Ok(hotspot) => {
+                    stale::sweep_own_tmp(jvm.pid);
                     let pending = std::mem::take(pending);
                     match WalkedJvm::register(&self.sampler, &hotspot) {
                         Ok(walked) => jvm.walked = Some(walked),
@@ -513,7 +545,7 @@ impl Session {
                         jvm.attaching = attacher.start(jvm.pid, &jvm.main_class);
                     }
                     for sample in pending {
-                        jvm.add(sample, self.options.native_frames);
+                        jvm.add(sample, self.options.native_frames, true);
                     }
                 }
                 Err(e) if jvm.ended || since.elapsed() > OPEN_GIVE_UP => {
@@ -525,7 +557,7 @@ impl Session {
                     let pending = std::mem::take(pending);
                     jvm.state = State::Failed;
                     for sample in pending {
-                        jvm.add(sample, self.options.native_frames);
+                        jvm.add(sample, self.options.native_frames, true);
                     }
                 }
                 Err(_) => *next_try = now + OPEN_RETRY,
@@ -604,6 +636,7 @@ impl ProfiledJvm {
                 next_try: now,
                 pending: Vec::new(),
             },
+            waiting: Vec::new(),
             counted: Vec::new(),
             settled: HashMap::new(),
             thread_kinds: HashMap::new(),
@@ -685,8 +718,17 @@ impl ProfiledJvm {
         }
     }
 
-    /// Resolves and counts one sample (or keeps it until the JVM can be read).
-    fn add(&mut self, sample: Sample, native_frames: bool) {
+    /// Resolves the samples that waited for a refresh of the code map, with what it holds now.
+    fn resolve_waiting(&mut self, native_frames: bool) {
+        for sample in std::mem::take(&mut self.waiting) {
+            self.add(sample, native_frames, false);
+        }
+    }
+
+    /// Resolves and counts one sample, or keeps it until the JVM can be read, or (when
+    /// `patient`) until the next refresh of the code map if it holds compiled code the agent has
+    /// not reported yet.
+    fn add(&mut self, sample: Sample, native_frames: bool, patient: bool) {
         if let Some(walked) = &mut self.walked {
             walked.saw(&sample);
         }
@@ -709,7 +751,17 @@ impl ProfiledJvm {
                 return;
             }
             State::Ready(resolver) => {
-                let resolved = resolver.resolve(&sample, kind, &mut self.branches);
+                let resolved = if patient {
+                    match resolver.resolve_or_wait(&sample, kind, &mut self.branches) {
+                        Some(resolved) => resolved,
+                        None => {
+                            self.waiting.push(sample);
+                            return;
+                        }
+                    }
+                } else {
+                    resolver.resolve(&sample, kind, &mut self.branches)
+                };
                 (resolved.branch, resolved.native)
             }
             State::Failed => {
@@ -961,7 +1013,7 @@ mod tests {
             frames: Vec::new(),
         };
         for (tid, time_ns) in [(1, 100), (1, 200), (2, 150), (2, 300), (1, 250)] {
-            jvm.add(sample(tid, time_ns), false);
+            jvm.add(sample(tid, time_ns), false, true);
         }
         let total = |threads: &HashMap<u32, ThreadCounts>, tid: u32| {
             threads

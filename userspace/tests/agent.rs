@@ -181,8 +181,76 @@ fn attach_replays_earlier_code_twice_attached_jvms_end_normally() {
             "Java {}: the JVM ended with {status}",
             jdk.major
         );
-        let _ = std::fs::remove_file(map.path());
+        assert!(
+            !map.path().exists(),
+            "Java {}: the attached agent removes its code map when the JVM ends",
+            jdk.major
+        );
         let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
+    }
+}
+
+/// Whether process `pid` has ended (and been reaped).
+fn ended(pid: u32) -> bool {
+    !Path::new(&format!("/proc/{pid}")).exists()
+}
+
+#[test]
+fn code_maps_are_removed_at_the_jvm_end_and_after_a_kill_at_the_next_run() {
+    let _serial = serial();
+    let option = format!("-agentpath:{}=perfmap=no", agent_library().display());
+    for jdk in all_jdks() {
+        // Ended by SIGTERM (an orderly shutdown): the agent removes its map.
+        let mut jvm = Jvm::start(&jdk, &[&option], "AgentHot", &[]);
+        let mut map = CodeMap::of_process(jvm.pid(), jvm.pid());
+        wait_for(&mut map, "a code map", |map| !map.is_empty());
+        let path = map.path().to_path_buf();
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(jvm.pid()).expect("a pid"));
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
+        jvm.child.wait().expect("the JVM ends");
+        assert!(
+            !path.exists(),
+            "Java {}: {} is still there after the JVM ended",
+            jdk.major,
+            path.display()
+        );
+
+        // Killed: the map stays, until the next profiling session, which leaves the map of a
+        // JVM that runs alone.
+        let mut killed = Jvm::start(&jdk, &[&option], "AgentHot", &[]);
+        let killed_map = format!("/tmp/joularcode-{}.map", killed.pid());
+        let running = Jvm::start(&jdk, &[&option], "AgentHot", &[]);
+        let running_map = format!("/tmp/joularcode-{}.map", running.pid());
+        let start = Instant::now();
+        while !(Path::new(&killed_map).exists() && Path::new(&running_map).exists()) {
+            assert!(start.elapsed() < Duration::from_secs(60), "no code maps");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let killed_pid = killed.pid();
+        killed.child.kill().expect("SIGKILL");
+        killed.child.wait().expect("the JVM ends");
+        assert!(ended(killed_pid));
+        assert!(Path::new(&killed_map).exists(), "SIGKILL leaves the map");
+        let stacks = Command::new(env!("CARGO_BIN_EXE_joularcode-bpf"))
+            .args(["stacks", "--duration", "1", "--output", "/dev/null"])
+            .args(["--pid", &running.pid().to_string()])
+            .output()
+            .expect("run joularcode-bpf stacks");
+        assert!(
+            stacks.status.success(),
+            "{}",
+            String::from_utf8_lossy(&stacks.stderr)
+        );
+        assert!(
+            !Path::new(&killed_map).exists(),
+            "Java {}: the next run removes {killed_map}",
+            jdk.major
+        );
+        assert!(
+            Path::new(&running_map).exists(),
+            "Java {}: the map of a running JVM stays",
+            jdk.major
+        );
     }
 }
 

@@ -9,7 +9,8 @@ use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use joularcode_tests::{agent_library, jdk, workload_classes, Jvm};
+use joularcode_tests::profiler::{java_command as java_command_on, with_command};
+use joularcode_tests::{agent_library, all_jdks, jdk, workload_classes, Jvm};
 use regex::Regex;
 
 /// The tests measure CPU shares: one at a time.
@@ -77,6 +78,17 @@ impl Run {
             .expect("run joularcode-bpf");
         eprintln!("{}", String::from_utf8_lossy(&output.stderr));
         output
+    }
+
+    /// The energy of the JVMs over every cycle of the cycle log, once the log is checked to add
+    /// up ([`assert_conservation`]).
+    fn jvm_energy(&self) -> f64 {
+        let cycles = self.cycles();
+        assert_conservation(&cycles);
+        cycles
+            .iter()
+            .map(|c| c["jvm_energy_j"].as_f64().expect("energy"))
+            .sum()
     }
 
     /// The cycle log, one JSON object per cycle and JVM.
@@ -272,13 +284,7 @@ fn short_lived_threads_get_their_share() {
     let process = after.0 - before.0;
     let truth = (process - long_lived) as f64 / process as f64;
     let all = rows(&run.results().join("methods-power-all.csv"));
-    let cycles = run.cycles();
-    assert_conservation(&cycles);
-    let jvm_energy: f64 = cycles
-        .iter()
-        .map(|c| c["jvm_energy_j"].as_f64().expect("energy"))
-        .sum();
-    let measured = energy_of(&all, "RecordShortLived.brief") / jvm_energy;
+    let measured = energy_of(&all, "RecordShortLived.brief") / run.jvm_energy();
     eprintln!(
         "short-lived threads: {:.1}% of the CPU, {:.1}% of the energy",
         truth * 100.0,
@@ -286,6 +292,85 @@ fn short_lived_threads_get_their_share() {
     );
     assert!(truth > 0.1, "the short-lived threads ran: {truth}");
     assert!((measured - truth).abs() <= 0.05, "{measured} vs {truth}");
+}
+
+/// ShortTasks' `CPU <tasks> <main> <process>` line: ns of CPU of the short threads' hot loop and
+/// of the whole JVM, each thread's time measured by the thread itself (ThreadMXBean).
+fn short_tasks_cpu_share(stdout: &str) -> f64 {
+    let line = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("CPU "))
+        .unwrap_or_else(|| panic!("no CPU line in {stdout}"));
+    let ns: Vec<f64> = line.split(' ').map(|n| n.parse().expect("ns")).collect();
+    ns[0] / ns[2]
+}
+
+#[test]
+fn short_lived_tasks_get_their_energy_in_whole_branches_on_every_jdk() {
+    let _serial = serial();
+    let thread = r"^java\.lang\.Thread\.run(;java\.lang\.Thread\.runWith)?;";
+    let task = r"ShortTasks\$\$Lambda(\$\d+)?/0x[0-9a-f]+\.run;ShortTasks\.lambda\$static\$0;ShortTasks\.task;ShortTasks\.loop$";
+    let whole = Regex::new(&format!("{thread}{task}")).expect("a valid regex");
+    let whole_app = Regex::new(&format!("^{task}")).expect("a valid regex");
+    for jdk in all_jdks() {
+        let run = Run::new();
+        let command = java_command_on(&jdk, &[], "ShortTasks", &["8"]);
+        let output = run.record(&with_command(
+            &[
+                "--methods-filtering-prefix",
+                "ShortTasks",
+                "--stack-monitoring-sample-rate",
+                "2",
+            ],
+            &command,
+        ));
+        assert!(output.status.success(), "Java {}", jdk.major);
+        let cpu_share = short_tasks_cpu_share(&String::from_utf8_lossy(&output.stdout));
+        let jvm_energy = run.jvm_energy();
+        let all = rows(&run.results().join("methods-power-all.csv"));
+        let energy_where = |rows: &[Row], keep: &dyn Fn(&str) -> bool| -> f64 {
+            rows.iter()
+                .filter(|row| keep(&row.branch))
+                .map(|row| row.energy_j)
+                .sum()
+        };
+        let short = energy_where(&all, &|b| whole.is_match(b)) / jvm_energy;
+        let unknown = energy_where(&all, &|b| b.contains("[unknown]")) / jvm_energy;
+        let app = rows(&run.results().join("methods-power-app.csv"));
+        let loop_energy = energy_where(&app, &|b| b.contains("ShortTasks.loop"));
+        let whole_energy = energy_where(&app, &|b| whole_app.is_match(b));
+        eprintln!(
+            "Java {}: the short task has {:.1}% of the JVM's energy for {:.1}% of its CPU; \
+             [unknown] {:.2}%; {:.1}% of the loop's energy in its whole app branch",
+            jdk.major,
+            short * 100.0,
+            cpu_share * 100.0,
+            unknown * 100.0,
+            100.0 * whole_energy / loop_energy
+        );
+        assert!(
+            (short - cpu_share).abs() <= 0.02,
+            "Java {}: {short} of the energy, {cpu_share} of the CPU; rows {:?}",
+            jdk.major,
+            all.iter()
+                .filter(|row| row.energy_j > 0.5)
+                .collect::<Vec<_>>()
+        );
+        assert!(
+            unknown <= 0.005,
+            "Java {}: [unknown] has {unknown} of the energy",
+            jdk.major
+        );
+        assert!(
+            whole_energy >= 0.995 * loop_energy,
+            "Java {}: app rows with the loop but not the whole branch: {:?}",
+            jdk.major,
+            app.iter()
+                .filter(|row| row.branch.contains("ShortTasks.loop")
+                    && !whole_app.is_match(&row.branch))
+                .collect::<Vec<_>>()
+        );
+    }
 }
 
 #[test]
@@ -367,6 +452,32 @@ fn assert_refused(run: &Run, command: &mut Command, expected: &str) {
     assert!(!run.cycle_log().exists(), "{stderr}");
     if let Ok(entries) = std::fs::read_dir(run.results()) {
         assert_eq!(entries.count(), 0, "{stderr}");
+    }
+}
+
+#[test]
+fn a_pid_that_cannot_be_profiled_is_the_only_line_and_says_why() {
+    let _serial = serial();
+    let run = Run::new();
+    for (pid, said) in [
+        ("4000000", "process 4000000 does not exist"),
+        ("1", "process 1"),
+    ] {
+        let output = run
+            .command(&["--pid", pid])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run joularcode-bpf");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{stderr}");
+        // Checked before the configuration and the power source are: nothing else is said.
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.starts_with("joularcode-bpf: ") && stderr.contains(said),
+            "{stderr}"
+        );
+        // As root, with CAP_SYS_PTRACE, being told to run as root would be wrong.
+        assert!(!stderr.contains("run as root"), "{stderr}");
     }
 }
 

@@ -19,7 +19,8 @@ use joularcode_bpf::session::{Session, SessionOptions, Targets};
 use joularcode_bpf::threads;
 use joularcode_core::branch::Branches;
 use joularcode_core::log::Recorded;
-use joularcode_tests::{agent_library, all_jdks, target_dir, workload_classes, Jdk, Jvm};
+use joularcode_tests::profiler::{java_command, run_stacks, with_command, StacksRun};
+use joularcode_tests::{agent_library, all_jdks, workload_classes, Jdk, Jvm};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -32,83 +33,21 @@ fn serial() -> MutexGuard<'static, ()> {
 const CHAIN: &str = "StacksChain.main;StacksChain.run;StacksChain.l1;StacksChain.l2;\
     StacksChain.l3;StacksChain.l4;StacksChain.l5;StacksChain.l6;StacksChain.leaf";
 
-/// What a run of the profiler gave.
-struct Run {
-    folded: Vec<(String, u64)>,
-    stdout: String,
-    stderr: String,
-    code: Option<i32>,
-}
-
-impl Run {
-    /// Samples of the stacks that start with `prefix`.
-    fn samples(&self, prefix: &str) -> u64 {
-        self.folded
-            .iter()
-            .filter(|(stack, _)| stack.starts_with(prefix))
-            .map(|(_, count)| count)
-            .sum()
-    }
-
-    /// The stderr lines that contain `text`.
-    fn said(&self, text: &str) -> usize {
-        self.stderr
-            .lines()
-            .filter(|line| line.contains(text))
-            .count()
-    }
-}
-
 /// The sampling rate of these tests: five times the default, so that a thread that gets a small
 /// share of a CPU on a loaded machine still gives enough samples to judge how they are named.
 const RATE_HZ: u64 = 500;
 
-/// Runs `joularcode-bpf stacks ARGS` at [`RATE_HZ`], the stacks written to a file.
-fn stacks(args: &[&str]) -> Run {
-    agent_library();
-    let output = target_dir().join(format!("stacks-test-{}.folded", std::process::id()));
-    let _ = std::fs::remove_file(&output);
-    let result = Command::new(env!("CARGO_BIN_EXE_joularcode-bpf"))
-        .arg("stacks")
-        .arg("--output")
-        .arg(&output)
-        .args(["--rate", &RATE_HZ.to_string()])
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run joularcode-bpf");
-    let text = std::fs::read_to_string(&output).unwrap_or_default();
-    let _ = std::fs::remove_file(&output);
-    let folded = text
-        .lines()
-        .map(|line| {
-            let (stack, count) = line.rsplit_once(' ').expect("a `stack count` line");
-            (stack.to_string(), count.parse().expect("a count"))
-        })
-        .collect();
-    Run {
-        folded,
-        stdout: String::from_utf8_lossy(&result.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&result.stderr).into_owned(),
-        code: result.status.code(),
-    }
+/// Runs `joularcode-bpf stacks ARGS` at [`RATE_HZ`].
+fn stacks(args: &[&str]) -> StacksRun {
+    run_stacks(
+        Path::new(env!("CARGO_BIN_EXE_joularcode-bpf")),
+        RATE_HZ,
+        args,
+    )
 }
 
-/// `java JVM_ARGS -cp <workloads> MAIN ARGS`, as arguments of `stacks --`.
 fn java(jdk: &Jdk, jvm_args: &[&str], main: &str, args: &[&str]) -> Vec<String> {
-    let mut command = vec![jdk.java().display().to_string()];
-    command.extend(jvm_args.iter().map(|a| a.to_string()));
-    command.extend(["-cp".into(), workload_classes().display().to_string()]);
-    command.push(main.into());
-    command.extend(args.iter().map(|a| a.to_string()));
-    command
-}
-
-fn with_command<'a>(options: &[&'a str], command: &'a [String]) -> Vec<&'a str> {
-    let mut args = options.to_vec();
-    args.push("--");
-    args.extend(command.iter().map(String::as_str));
-    args
+    java_command(jdk, jvm_args, main, args)
 }
 
 fn session_options() -> SessionOptions {
@@ -130,6 +69,8 @@ struct ChainRun {
     stats: ResolveStats,
     /// The busiest thread's other branches, the most frequent first.
     others: Vec<(String, u64)>,
+    /// The agent's code map, read while the JVM ran (its agent removes it when it ends).
+    map: CodeMap,
 }
 
 /// Launches StacksChain for `seconds` under `jvm_args` in a session, forgets its first
@@ -149,8 +90,13 @@ fn chain_run(jdk: &Jdk, jvm_args: &[&str], seconds: u64, warm_up: Duration) -> C
         session.pump(Duration::from_millis(100)).expect("pump");
     }
     session.take_counts();
+    let mut map = None;
     while !session.finished() {
         session.pump(Duration::from_millis(100)).expect("pump");
+        let pid = session.jvms().next().map(|jvm| jvm.pid());
+        if let Some(map) = map.get_or_insert_with(|| pid.map(|pid| CodeMap::of_process(pid, pid))) {
+            let _ = map.refresh();
+        }
     }
     std::thread::sleep(Duration::from_millis(300));
     session.pump(Duration::ZERO).expect("pump");
@@ -177,12 +123,16 @@ fn chain_run(jdk: &Jdk, jvm_args: &[&str], seconds: u64, warm_up: Duration) -> C
         .filter(|(name, _)| name != CHAIN)
         .collect();
     others.sort_by_key(|(_, count)| std::cmp::Reverse(*count));
+    let mut map = map.flatten().expect("the JVM was seen while it ran");
+    map.refresh()
+        .expect("the agent's code map, read to its end");
     ChainRun {
         pid,
         share: full as f64 / total as f64,
         samples: total,
         stats: jvm.stats(),
         others,
+        map,
     }
 }
 
@@ -238,7 +188,7 @@ fn the_chain_is_named_interpreted_with_c1_and_with_c2_inlining() {
 /// Starts StacksChain with `flags`, lets it run `warm_up`, then profiles it for 5 s by pid: the
 /// samples taken while the agent attaches (named from the code cache, outer methods only) are a
 /// small part of them even on a loaded machine, where attaching takes longer.
-fn profile_running(jdk: &Jdk, flags: &[&str], warm_up: Duration) -> Run {
+fn profile_running(jdk: &Jdk, flags: &[&str], warm_up: Duration) -> StacksRun {
     let jvm = Jvm::start(jdk, flags, "StacksChain", &[]);
     std::thread::sleep(warm_up);
     let run = stacks(&["--pid", &jvm.pid().to_string(), "--duration", "5"]);
@@ -246,23 +196,21 @@ fn profile_running(jdk: &Jdk, flags: &[&str], warm_up: Duration) -> Run {
     run
 }
 
-impl Run {
-    /// Checks that at least `share` of the samples of StacksChain's main thread are `stack`
-    /// (or longer stacks that start with it).
-    fn assert_main_share(&self, jdk: &Jdk, stack: &str, share: f64) {
-        let main = self.samples("StacksChain.main");
-        let found = self.samples(stack);
-        eprintln!(
-            "Java {}: {found} of {main} samples of main are {stack}",
-            jdk.major
-        );
-        assert!(
-            main >= 50 && found as f64 >= share * main as f64,
-            "Java {}: {found} of {main} samples of main are {stack}\n{}",
-            jdk.major,
-            self.stderr
-        );
-    }
+/// Checks that at least `share` of the samples of StacksChain's main thread are `stack` (or
+/// longer stacks that start with it).
+fn assert_main_share(run: &StacksRun, jdk: &Jdk, stack: &str, share: f64) {
+    let main = run.samples("StacksChain.main");
+    let found = run.samples(stack);
+    eprintln!(
+        "Java {}: {found} of {main} samples of main are {stack}",
+        jdk.major
+    );
+    assert!(
+        main >= 50 && found as f64 >= share * main as f64,
+        "Java {}: {found} of {main} samples of main are {stack}\n{}",
+        jdk.major,
+        run.stderr
+    );
 }
 
 #[test]
@@ -273,17 +221,22 @@ fn a_method_recompiled_at_a_higher_tier_keeps_its_names() {
         // While the tiers change, fresh code may not be named yet.
         let run = chain_run(&jdk, &[], 6, Duration::from_millis(500));
         run.assert_chain(&jdk, "tiered", 0.9);
-        let path = format!("/tmp/joularcode-{}.map", run.pid);
-        let mut map = CodeMap::new(&path);
-        map.refresh().expect("the agent's code map");
-        let copies = |name: &str| map.iter().filter(|code| code.frames().eq([name])).count();
+        let copies = |name: &str| {
+            let code = run.map.iter();
+            code.filter(|code| code.frames().eq([name])).count()
+        };
         let (leaf, run_copies) = (copies("StacksChain.leaf"), copies("StacksChain.run"));
         assert!(
             leaf >= 2 || run_copies >= 2,
             "Java {}: compiled copies: leaf {leaf}, run {run_copies}",
             jdk.major
         );
-        let _ = std::fs::remove_file(&path);
+        let path = format!("/tmp/joularcode-{}.map", run.pid);
+        assert!(
+            !Path::new(&path).exists(),
+            "Java {}: the agent removes {path} when the JVM ends",
+            jdk.major
+        );
     }
 }
 
@@ -293,7 +246,7 @@ fn a_running_jvm_gets_the_agent_and_its_compiled_code_named() {
     for jdk in all_jdks() {
         // Let the JIT compile the chain before the agent comes.
         let run = profile_running(&jdk, &[], Duration::from_secs(3));
-        run.assert_main_share(&jdk, CHAIN, 0.85);
+        assert_main_share(&run, &jdk, CHAIN, 0.85);
         assert_eq!(run.said("cannot be loaded"), 0, "{}", run.stderr);
         assert_eq!(run.said("PreserveFramePointer"), 0, "{}", run.stderr);
     }
@@ -306,7 +259,7 @@ fn a_jvm_that_refuses_attach_is_named_from_its_code_cache() {
         let flags = ["-XX:+DisableAttachMechanism"];
         let run = profile_running(&jdk, &flags, Duration::from_secs(2));
         // The chain is compiled into run (inlined): without the agent, the outer method.
-        run.assert_main_share(&jdk, "StacksChain.main;StacksChain.run", 0.9);
+        assert_main_share(&run, &jdk, "StacksChain.main;StacksChain.run", 0.9);
         assert_eq!(run.said("DisableAttachMechanism"), 1, "{}", run.stderr);
         let fallback = run.said("from its code cache (VMStructs)");
         assert_eq!(fallback, 1, "{}", run.stderr);
@@ -315,7 +268,7 @@ fn a_jvm_that_refuses_attach_is_named_from_its_code_cache() {
         // pointers.
         let flags = ["-XX:+DisableAttachMechanism", "-Xint"];
         let run = profile_running(&jdk, &flags, Duration::ZERO);
-        run.assert_main_share(&jdk, CHAIN, 0.9);
+        assert_main_share(&run, &jdk, CHAIN, 0.9);
         assert_eq!(run.said("PreserveFramePointer"), 0, "{}", run.stderr);
     }
 }
@@ -326,7 +279,7 @@ fn a_jvm_that_refuses_agents_is_named_from_its_code_cache_and_perf_map() {
     for jdk in [joularcode_tests::jdk(21), joularcode_tests::jdk(25)] {
         let flags = ["-XX:-EnableDynamicAgentLoading"];
         let run = profile_running(&jdk, &flags, Duration::from_secs(2));
-        run.assert_main_share(&jdk, "StacksChain.main;StacksChain.run", 0.9);
+        assert_main_share(&run, &jdk, "StacksChain.main;StacksChain.run", 0.9);
         assert_eq!(run.said("EnableDynamicAgentLoading"), 1, "{}", run.stderr);
         let fallback = run.said("from its code cache and its perf map (Compiler.perfmap)");
         assert_eq!(fallback, 1, "{}", run.stderr);

@@ -46,7 +46,7 @@ pub struct MethodReader {
     klass_name: u64,
     symbol_length: u64,
     symbol_body: u64,
-    cache: Mutex<HashMap<(u64, u64), JavaMethod>>,
+    cache: Mutex<HashMap<(u64, u64, u64, u64), JavaMethod>>,
 }
 
 impl MethodReader {
@@ -97,11 +97,18 @@ impl MethodReader {
         if const_method == 0 || const_method % 8 != 0 {
             return None;
         }
-        let key = (method, const_method);
+        let (class_symbol, name_symbol) = self.symbols(mem, const_method)?;
+        // The Symbols are part of the key: when a class is unloaded and another one loaded, its
+        // Method and ConstMethod can take the very same addresses (seen with two classes of the
+        // same shape loaded in turn), but not the names of a class that is still loaded.
+        let key = (method, const_method, class_symbol, name_symbol);
         if let Some(found) = self.cache.lock().ok()?.get(&key) {
             return Some(found.clone());
         }
-        let found = self.read_names(mem, const_method)?;
+        let found = JavaMethod {
+            class: binary_class_name(&self.symbol(mem, class_symbol)?),
+            name: self.symbol(mem, name_symbol)?,
+        };
         let mut cache = self.cache.lock().ok()?;
         if cache.len() >= CACHE_LIMIT {
             cache.clear();
@@ -110,7 +117,8 @@ impl MethodReader {
         Some(found)
     }
 
-    fn read_names(&self, mem: &ProcessMemory, const_method: u64) -> Option<JavaMethod> {
+    /// The Symbols of the holder class's name and of the method's name, from its ConstMethod.
+    fn symbols(&self, mem: &ProcessMemory, const_method: u64) -> Option<(u64, u64)> {
         let cm = mem.read_bytes(const_method, self.const_method_size as usize)?;
         let pool = word(&cm, self.constants)?;
         let name_index = u64::from(u16::from_ne_bytes(array_at(&cm, self.name_index)?));
@@ -126,10 +134,7 @@ impl MethodReader {
         let name_entry = pool.checked_add(self.pool_size + 8 * name_index)?;
         let name_symbol = mem.read_u64(name_entry)? & !1;
         let class_symbol = mem.read_u64(holder.checked_add(self.klass_name)?)?;
-        Some(JavaMethod {
-            class: binary_class_name(&self.symbol(mem, class_symbol)?),
-            name: self.symbol(mem, name_symbol)?,
-        })
+        Some((class_symbol, name_symbol))
     }
 
     /// The text of the Symbol at `symbol` (at most 65535 bytes: its length is a u16).
@@ -241,6 +246,24 @@ mod tests {
         assert_eq!(reader().name(&mem, wrong_vtable.address()), None);
         let index_past_the_pool = FakeMethod::new(VTABLE + VTABLE_ADDRESS_POINT, 5);
         assert_eq!(reader().name(&mem, index_past_the_pool.address()), None);
+    }
+
+    /// A class unloaded and another loaded: the new Method and ConstMethod at the very same
+    /// addresses, the holder's name another Symbol. The name read before must not be returned.
+    #[test]
+    fn a_method_at_the_address_of_an_unloaded_one_gets_its_own_name() {
+        let mem = ProcessMemory::new(std::process::id());
+        let reader = reader();
+        let mut method = FakeMethod::new(VTABLE + VTABLE_ADDRESS_POINT, 3);
+        let before = reader.name(&mem, method.address()).expect("a method");
+        assert_eq!(before.class, "demo.Burn$$Lambda/0x0000000800c5898");
+        let other = symbol("demo/Other");
+        put(&mut method._klass[..], 24, other.as_ptr() as u64);
+        let after = reader.name(&mem, method.address()).expect("a method");
+        assert_eq!(
+            (after.class.as_str(), after.name.as_str()),
+            ("demo.Other", "run")
+        );
     }
 
     proptest! {

@@ -192,14 +192,20 @@ impl CodeMap {
 
     /// Reads what the agent appended since the last refresh. Returns the number of bytes read.
     /// A map that shrank or was replaced (the JVM's pid reused, the agent restarted) is read
-    /// again from its start.
+    /// again from its start. A map that is gone once it was opened (the agent removes it when the
+    /// JVM ends, and the JVM's /proc root goes with the JVM) is read to its end through the open
+    /// file.
     pub fn refresh(&mut self) -> Result<u64, CodeMapError> {
         let path = self.path.clone();
         let io = |source| CodeMapError::Io {
             path: path.clone(),
             source,
         };
-        let meta = std::fs::metadata(&self.path).map_err(io)?;
+        let meta = match (std::fs::metadata(&self.path), &self.file) {
+            (Ok(meta), _) => meta,
+            (Err(_), Some(file)) => file.metadata().map_err(io)?,
+            (Err(e), None) => return Err(io(e)),
+        };
         let inode = (meta.dev(), meta.ino());
         if self.file.is_none() || inode != self.inode || meta.len() < self.offset {
             *self = CodeMap::new(path.clone());
@@ -651,6 +657,17 @@ mod tests {
         map.refresh().unwrap();
         assert_eq!(names(&map, 0x1000, 5), Some(vec!["b.B.m"]));
         assert_eq!(map.len(), 1);
+        // The agent writes its last lines and removes the map as the JVM ends: they are read
+        // through the open file.
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
         std::fs::remove_file(&path).unwrap();
+        std::io::Write::write_all(&mut file, b"L 2 3000 10 0\n").unwrap();
+        map.refresh().unwrap();
+        assert_eq!(names(&map, 0x3000, 5), Some(vec!["b.B.m"]));
+        let mut never_opened = CodeMap::new(&path);
+        assert!(never_opened.refresh().is_err());
     }
 }

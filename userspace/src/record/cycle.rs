@@ -22,7 +22,7 @@ use joularcode_core::config::{self, Config};
 use joularcode_core::log::{Level, Log};
 use joularcode_core::power::PowerSource;
 use joularcode_core::procstat::{self, CpuTimes};
-use joularcode_core::warnings::Warnings;
+use joularcode_core::warnings::{Uncaught, Warnings};
 use serde_json::json;
 
 use crate::sampler::ThreadTime;
@@ -151,6 +151,8 @@ pub struct JvmInput<'a> {
     pub branches: &'a Branches,
     /// Per thread: its CPU time in the cycle, its kind and its samples per branch.
     pub samples: Samples,
+    /// Samples of the JVM that wait until it can be read (it is starting).
+    pub waiting_samples: u64,
 }
 
 /// One JVM's result in a cycle.
@@ -310,6 +312,8 @@ impl Engine {
             .unwrap_or_else(|| elapsed_ns.saturating_mul(u64::from(self.cpus)))
             .max(all_jvms_ns);
 
+        let missed = drops.saturating_sub(self.drops);
+        self.drops = drops;
         let mut taken = 0u64;
         let mut results = Vec::with_capacity(jvms.len());
         for jvm in jvms {
@@ -331,10 +335,18 @@ impl Engine {
             };
             let result = attribution::attribute(&input, jvm.branches, self.jvm_threads);
             let warnings = self.coverage.entry(jvm.pid).or_default();
+            let uncaught = Uncaught {
+                threads: result.unsampled_threads,
+                cpu_ns: result.unsampled_cpu_ns,
+                rate_ms: self.rate_ms,
+                lost_samples: missed,
+                waiting_samples: jvm.waiting_samples,
+            };
             if jvms.len() > 1 {
-                warnings.coverage(&Prefixed { pid: jvm.pid, log }, result.coverage);
+                let log = Prefixed { pid: jvm.pid, log };
+                warnings.coverage_of_samples(&log, result.coverage, &uncaught);
             } else {
-                warnings.coverage(log, result.coverage);
+                warnings.coverage_of_samples(log, result.coverage, &uncaught);
             }
             results.push(JvmCycle {
                 pid: jvm.pid,
@@ -343,8 +355,6 @@ impl Engine {
                 result,
             });
         }
-        let missed = drops.saturating_sub(self.drops);
-        self.drops = drops;
         self.warnings.sampler(
             log,
             self.rate_ms,
@@ -542,11 +552,13 @@ mod tests {
                     ],
                 ),
                 branches: &a,
+                waiting_samples: 0,
             },
             JvmInput {
                 pid: 20,
                 samples: jvm_samples(&mut b, &[(1, 400_000_000, ThreadKind::Java, &[("run", 5)])]),
                 branches: &b,
+                waiting_samples: 0,
             },
         ];
         let log = Recorded::default();
@@ -585,6 +597,7 @@ mod tests {
                     ],
                 ),
                 branches: &branches,
+                waiting_samples: 0,
             };
             let cycle = end(&mut engine, 2_000_000_000, 0, &[jvm], &Recorded::default());
             assert!(close(cycle.jvms[0].result.coverage, coverage), "{mode}");
@@ -605,6 +618,7 @@ mod tests {
                 &[(1, 300_000_000, ThreadKind::Java, &[("run", 3)])],
             ),
             branches: &branches,
+            waiting_samples: 0,
         };
         let cycle = end(&mut engine, 1_500_000_000, 0, &[jvm], &Recorded::default());
         assert_eq!(cycle.busy_cpu_ns, 300_000_000);
@@ -637,18 +651,26 @@ mod tests {
                 pid: 7,
                 samples: jvm_samples(&mut a, &sampled_a_little),
                 branches: &a,
+                waiting_samples: 0,
             },
             JvmInput {
                 pid: 8,
                 samples: jvm_samples(&mut b, &sampled_a_little),
                 branches: &b,
+                waiting_samples: 0,
             },
         ];
         let log = Recorded::default();
         let cycle = end(&mut engine, 2_000_000_000, 5, &jvms, &log);
         let messages: Vec<String> = log.messages().into_iter().map(|(_, m)| m).collect();
         assert_eq!(messages.len(), 3, "{messages:?}");
-        assert!(messages[0].starts_with("JVM 7: Only 10% of this JVM's CPU time"));
+        assert_eq!(
+            messages[0],
+            "JVM 7: Only 10% of this JVM's CPU time in the last cycle went to threads that a \
+             sample caught, so the power reported per method is a lower bound: 5 samples were \
+             lost (the sampler's buffer was full); 1 thread used 900 ms of CPU, without a \
+             sample, although one every 10 ms of CPU should have caught it."
+        );
         assert!(messages[1].starts_with("JVM 8: Only 10%"));
         assert!(
             messages[2]

@@ -26,6 +26,7 @@ use joularcode_core::log::{Level, Log};
 use joularcode_core::power::{self, PowerSource, SystemClock, SystemRoots};
 
 use crate::cli::RecordArgs;
+use crate::discovery;
 use crate::launch;
 use crate::profile::BranchSet;
 use crate::sampler::{monotonic_ns, signals, CONSUME_INTERVAL};
@@ -55,6 +56,7 @@ pub struct Outputs {
 /// [`launch::end`]), else 0.
 /// Errors are one line each.
 pub fn run(args: &RecordArgs) -> Result<i32, String> {
+    check_targets(args)?;
     let terminal = Arc::new(Terminal::new());
     let mut sinks: Vec<Box<dyn Sink>> = vec![Box::new(StatusLine::new(terminal.clone()))];
     let views = ViewFiles::create(
@@ -73,6 +75,15 @@ pub fn run(args: &RecordArgs) -> Result<i32, String> {
             sinks,
         },
     )
+}
+
+/// Checks that each pid given is a JVM this process can read: the one line a mistyped pid gives,
+/// before anything else is said or done (the configuration read, the power source chosen).
+pub fn check_targets(args: &RecordArgs) -> Result<(), String> {
+    for &pid in &args.pids {
+        discovery::check_jvm(Path::new("/proc"), pid).map_err(|error| error.to_string())?;
+    }
+    Ok(())
 }
 
 /// Runs a recording as [`run`] does, its cycles going to `outputs`.
@@ -295,6 +306,7 @@ impl Recorder<'_> {
                     counts.remove(&jvm.pid()).unwrap_or_default(),
                     &uses,
                 ),
+                waiting_samples: jvm.waiting_samples(),
             })
             .collect();
         let cycle = engine.share(&measures, session.sampler().drops(), &jvms, log);

@@ -12,6 +12,10 @@
 //! - a pc outside the code cache is native code: left out of the branch, and named by blazesym
 //!   when native frames are asked for (the native frames newer than the newest Java frame).
 //!
+//! A virtual thread's stack is its own: the frames of its carrier thread, older than the
+//! continuation that runs it, are left out, as are the continuation's entry frames that Java's own
+//! stack traces hide; its branch starts at `java.lang.VirtualThread.run` ([`Boundary`]).
+//!
 //! A Java frame that cannot be named becomes [`UNKNOWN`] (a run of them, one), counted in
 //! [`ResolveStats::unknown_frames`]. A sample of an application thread without any Java frame
 //! gets the branch `[unknown]` when it was in Java code that could not be named, or
@@ -83,6 +87,18 @@ pub struct ResolveStats {
     pub without_java_frame: u64,
 }
 
+impl ResolveStats {
+    /// Adds `other`'s counts to these.
+    fn add(&mut self, other: &ResolveStats) {
+        self.samples += other.samples;
+        self.java_frames += other.java_frames;
+        self.inlined_frames += other.inlined_frames;
+        self.code_cache_frames += other.code_cache_frames;
+        self.unknown_frames += other.unknown_frames;
+        self.without_java_frame += other.without_java_frame;
+    }
+}
+
 /// One resolved sample.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resolved {
@@ -100,13 +116,17 @@ pub struct Resolver {
     jit: JitNames,
     native: Option<NativeNames>,
     stats: ResolveStats,
+    /// What the sample being resolved met, added to `stats` once it is resolved.
+    tally: ResolveStats,
+    /// The sample being resolved holds compiled Java code the agent has not reported yet.
+    unreported: bool,
     /// Code map entries (start, load time) checked against the live code cache: when, and
     /// whether the code there still had the entry's name.
     verified: HashMap<(u64, u64), (u64, bool)>,
     /// What each Method* was when last read from the target (see [`MethodRead`]).
     methods: HashMap<u64, MethodRead>,
     /// Scratch space reused by every sample: frames newest first, leaf-side native pcs.
-    frames: Vec<FrameId>,
+    frames: Stack,
     native_pcs: Vec<u64>,
 }
 
@@ -153,9 +173,11 @@ impl Resolver {
             jit,
             native,
             stats: ResolveStats::default(),
+            tally: ResolveStats::default(),
+            unreported: false,
             verified: HashMap::new(),
             methods: HashMap::new(),
-            frames: Vec::with_capacity(64),
+            frames: Stack::default(),
             native_pcs: Vec::with_capacity(16),
         }
     }
@@ -199,7 +221,42 @@ impl Resolver {
         thread: Option<JvmThread>,
         branches: &mut Branches,
     ) -> Resolved {
-        self.stats.samples += 1;
+        let resolved = self.resolve_now(sample, thread, branches);
+        self.stats.add(&self.tally);
+        resolved
+    }
+
+    /// As [`Resolver::resolve`], but `None` (and nothing counted) when a compiled frame of the
+    /// sample would be named from the code cache, by its outer method only, because the agent's
+    /// code map does not hold that compiled Java code yet: HotSpot reports new code to the agent
+    /// a moment after it runs it. Resolve it again after the next [`Resolver::refresh`], with
+    /// [`Resolver::resolve`].
+    pub fn resolve_or_wait(
+        &mut self,
+        sample: &Sample,
+        thread: Option<JvmThread>,
+        branches: &mut Branches,
+    ) -> Option<Resolved> {
+        let resolved = self.resolve_now(sample, thread, branches);
+        if self.unreported {
+            return None;
+        }
+        self.stats.add(&self.tally);
+        Some(resolved)
+    }
+
+    /// Resolves `sample`, counting what it meets in `tally`.
+    fn resolve_now(
+        &mut self,
+        sample: &Sample,
+        thread: Option<JvmThread>,
+        branches: &mut Branches,
+    ) -> Resolved {
+        self.tally = ResolveStats {
+            samples: 1,
+            ..ResolveStats::default()
+        };
+        self.unreported = false;
         self.frames.clear();
         self.native_pcs.clear();
         if let Some(thread) = thread {
@@ -216,6 +273,9 @@ impl Resolver {
         let mut named_java = false;
         let mut last_unknown = false;
         for pc in pcs(sample) {
+            if self.frames.complete {
+                break;
+            }
             if !self.hotspot.in_code_cache(pc.pc) {
                 if !in_java_code && self.native.is_some() {
                     self.native_pcs.push(pc.instruction());
@@ -223,7 +283,7 @@ impl Resolver {
                 continue;
             }
             in_java_code = true;
-            let before = self.frames.len();
+            let before = self.frames.ids.len();
             let named = if self.hotspot.is_interpreter(pc.pc) {
                 self.interpreted(pc, sample.time_ns, branches)
             } else {
@@ -231,29 +291,34 @@ impl Resolver {
             };
             match named {
                 Named::Frames => {
-                    self.stats.java_frames += (self.frames.len() - before) as u64;
+                    self.tally.java_frames += (self.frames.ids.len() - before) as u64;
                     named_java = true;
                     last_unknown = false;
                 }
                 Named::Stub => {}
+                Named::Frozen => {
+                    self.tally.unknown_frames += 1;
+                    self.tally.java_frames += 1;
+                    self.frames.frozen(branches);
+                }
                 Named::Unknown => {
-                    self.stats.unknown_frames += 1;
+                    self.tally.unknown_frames += 1;
                     if !last_unknown {
-                        self.frames.push(branches.jvm_frame(UNKNOWN));
+                        self.frames.ids.push(branches.jvm_frame(UNKNOWN));
                     }
                     last_unknown = true;
                 }
             }
         }
         if !named_java {
-            self.stats.without_java_frame += 1;
+            self.tally.without_java_frame += 1;
             self.frames.clear();
             let pseudo = if in_java_code { UNKNOWN } else { NATIVE };
-            self.frames.push(branches.jvm_frame(pseudo));
+            self.frames.ids.push(branches.jvm_frame(pseudo));
         }
-        self.frames.reverse();
+        self.frames.ids.reverse();
         Resolved {
-            branch: branches.branch(&self.frames),
+            branch: branches.branch(&self.frames.ids),
             native: self.native_names(),
         }
     }
@@ -301,7 +366,7 @@ impl Resolver {
             Some(name) if read.readable || !discovery::alive(self.hotspot.pid()) => name,
             _ => return Named::Unknown,
         };
-        self.frames.push(branches.frame(&name.class, &name.name));
+        self.frames.push(branches, &name.class, &name.name);
         Named::Frames
     }
 
@@ -309,7 +374,14 @@ impl Resolver {
     fn compiled(&mut self, pc: Pc, time_ns: u64, branches: &mut Branches) -> Named {
         let at = pc.instruction();
         if let JitNames::Agent(map) = &self.jit {
-            if let Some(code) = map.lookup(at, time_ns) {
+            let code = map.lookup(at, time_ns);
+            if pc.caller
+                && code.is_none_or(|code| code.kind == CodeKind::Stub)
+                && returns_to_barrier(map, pc.pc, time_ns)
+            {
+                return Named::Frozen;
+            }
+            if let Some(code) = code {
                 if code.kind == CodeKind::Stub {
                     return Named::Stub;
                 }
@@ -323,22 +395,31 @@ impl Resolver {
                 {
                     return Named::Unknown;
                 }
-                let inlined = code.frames().len().saturating_sub(1);
+                let before = self.frames.ids.len();
                 for name in code.frames().rev() {
                     let (class, method) = name.rsplit_once('.').unwrap_or(("", name));
-                    self.frames.push(branches.frame(class, method));
+                    self.frames.push(branches, class, method);
                 }
-                self.stats.inlined_frames += inlined as u64;
-                return Named::Frames;
+                let pushed = self.frames.ids.len() - before;
+                self.tally.inlined_frames += pushed.saturating_sub(1) as u64;
+                return if pushed > 0 {
+                    Named::Frames
+                } else {
+                    Named::Stub
+                };
             }
         }
         match self.hotspot.blob_at(pc.pc) {
             Some(blob) if !blob.is_nmethod() => Named::Stub,
-            Some(_) => match self.hotspot.compiled_method_at(pc.pc) {
+            Some(blob) => match self.hotspot.compiled_method_at(pc.pc) {
                 Some(compiled) => {
-                    self.stats.code_cache_frames += 1;
+                    // Native methods' wrappers are not reported to agents: only compiled Java
+                    // code is worth waiting for.
+                    self.unreported |=
+                        matches!(self.jit, JitNames::Agent(_)) && blob.name == "nmethod";
+                    self.tally.code_cache_frames += 1;
                     self.frames
-                        .push(branches.frame(&compiled.method.class, &compiled.method.name));
+                        .push(branches, &compiled.method.class, &compiled.method.name);
                     Named::Frames
                 }
                 None => self.named_by_perf_map(at, branches),
@@ -354,7 +435,7 @@ impl Resolver {
         };
         match map.lookup(at).and_then(|entry| entry.name.rsplit_once('.')) {
             Some((class, method)) => {
-                self.frames.push(branches.frame(class, method));
+                self.frames.push(branches, class, method);
                 Named::Frames
             }
             None => Named::Unknown,
@@ -424,12 +505,117 @@ fn still_there(
     same
 }
 
+/// The Java frames of the sample being resolved, newest first.
+#[derive(Debug, Default)]
+struct Stack {
+    ids: Vec<FrameId>,
+    /// The stack has reached its oldest frame: the start of a virtual thread. The older frames
+    /// are its carrier's, not part of it.
+    complete: bool,
+}
+
+impl Stack {
+    fn clear(&mut self) {
+        self.ids.clear();
+        self.complete = false;
+    }
+
+    /// Completes the stack of a virtual thread whose older frames are frozen in its stack chunk
+    /// (see [`returns_to_barrier`]): they are `[unknown]`, and its oldest frame is
+    /// `java.lang.VirtualThread.run`, as for every virtual thread.
+    fn frozen(&mut self, branches: &mut Branches) {
+        if self.complete {
+            return;
+        }
+        self.ids.push(branches.jvm_frame(UNKNOWN));
+        self.ids
+            .push(branches.frame(VIRTUAL_THREAD_RUN.0, VIRTUAL_THREAD_RUN.1));
+        self.complete = true;
+    }
+
+    /// Adds the next older frame, unless the stack is complete; a virtual thread's boundary
+    /// completes it.
+    fn push(&mut self, branches: &mut Branches, class: &str, method: &str) {
+        if self.complete {
+            return;
+        }
+        match Boundary::of(class, method) {
+            Some(Boundary::First) => {
+                self.ids.push(branches.frame(class, method));
+                self.complete = true;
+            }
+            Some(Boundary::Below) => self.complete = true,
+            None => self.ids.push(branches.frame(class, method)),
+        }
+    }
+}
+
+/// Where a virtual thread's stack begins, on its carrier thread's stack.
+///
+/// A carrier thread (a ForkJoinPool worker) runs a virtual thread through its continuation:
+/// `...ForkJoinWorkerThread.run;...;jdk.internal.vm.Continuation.run` (the carrier's frames),
+/// then `Continuation.enterSpecial;Continuation.enter;Continuation.enter0;
+/// java.lang.VirtualThread$VThreadContinuation$1.run` (the continuation's entry, frames that
+/// Java's own stack traces hide), then `java.lang.VirtualThread.run` and the virtual thread's own
+/// code. The branch is the virtual thread's stack, from `VirtualThread.run` on, as
+/// `Thread.getStackTrace` shows it and as JFR samples it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Boundary {
+    /// The oldest frame of a virtual thread's stack: it is kept, the older ones are not.
+    First,
+    /// A frame of the continuation's entry, met when `VirtualThread.run` was not (compiled into
+    /// one of them and named by the outer method only): it and the older frames are left out.
+    Below,
+}
+
+/// The oldest frame of every virtual thread's stack: `java.lang.VirtualThread.run`.
+const VIRTUAL_THREAD_RUN: (&str, &str) = ("java.lang.VirtualThread", "run");
+
+impl Boundary {
+    fn of(class: &str, method: &str) -> Option<Boundary> {
+        match (class, method) {
+            VIRTUAL_THREAD_RUN => Some(Boundary::First),
+            ("java.lang.VirtualThread$VThreadContinuation$1", "run")
+            | ("jdk.internal.vm.Continuation", "enter0" | "enter" | "enterSpecial") => {
+                Some(Boundary::Below)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Names of the continuation return barrier in the code map: the stub that thaws a virtual
+/// thread's next frames (`Cont thaw return barrier` on Java 21, `cont_returnBarrier` on 25).
+const RETURN_BARRIERS: [&str; 2] = ["Cont thaw return barrier", "cont_returnBarrier"];
+
+/// Whether `return_address` is the entry of the continuation return barrier.
+///
+/// When a virtual thread is mounted again, HotSpot copies only its newest frames back from its
+/// stack chunk (on the heap) to the carrier's stack when the chunk is large or holds interpreted
+/// frames, and makes the oldest frame copied return into this barrier, which copies the next ones
+/// when it is reached. A frame returning there is the oldest of the virtual thread's frames on
+/// the stack: the older ones are in the chunk, which the sampler's walker does not read, and
+/// the frames after it are the carrier's.
+fn returns_to_barrier(map: &CodeMap, return_address: u64, time_ns: u64) -> bool {
+    map.lookup(return_address, time_ns).is_some_and(|code| {
+        code.kind == CodeKind::Stub
+            && code.start == return_address
+            && code
+                .frames()
+                .next()
+                .is_some_and(|name| RETURN_BARRIERS.contains(&name))
+    })
+}
+
 /// What became of one pc in Java code.
 enum Named {
     /// One or more Java frames were pushed.
     Frames,
     /// A stub or adapter: no Java frame.
     Stub,
+    /// The return barrier of a virtual thread whose older frames are frozen in its stack chunk
+    /// ([`returns_to_barrier`]).
+    Frozen,
     /// Java code that could not be named.
     Unknown,
 }
@@ -438,6 +624,90 @@ enum Named {
 mod tests {
     use super::*;
     use crate::sampler::{StackFrame, WalkEnd};
+
+    /// The branch name of `frames` (newest first) pushed onto a stack, and whether it completed;
+    /// `frozen` stands for a return into the continuation's return barrier.
+    fn stack_of(frames: &[&str]) -> (String, bool) {
+        let mut branches = Branches::default();
+        let mut stack = Stack::default();
+        for &name in frames {
+            if name == "frozen" {
+                stack.frozen(&mut branches);
+            } else {
+                let (class, method) = name.rsplit_once('.').expect("class.method");
+                stack.push(&mut branches, class, method);
+            }
+        }
+        stack.ids.reverse();
+        let branch = branches.branch(&stack.ids);
+        (branches.name(branch).to_string(), stack.complete)
+    }
+
+    const CARRIER: [&str; 3] = [
+        "jdk.internal.vm.Continuation.run",
+        "java.lang.VirtualThread.runContinuation",
+        "java.util.concurrent.ForkJoinWorkerThread.run",
+    ];
+
+    #[test]
+    fn a_virtual_thread_is_its_own_stack_from_its_run_method() {
+        let mut frames = vec![
+            "T.alpha",
+            "T$$Lambda/0x10.run",
+            "java.lang.Thread.runWith",
+            "java.lang.VirtualThread.run",
+            "java.lang.VirtualThread$VThreadContinuation$1.run",
+            "jdk.internal.vm.Continuation.enter0",
+            "jdk.internal.vm.Continuation.enter",
+            "jdk.internal.vm.Continuation.enterSpecial",
+        ];
+        frames.extend(CARRIER);
+        assert_eq!(
+            stack_of(&frames),
+            (
+                "java.lang.VirtualThread.run;java.lang.Thread.runWith;T$$Lambda/0x10.run;T.alpha"
+                    .to_string(),
+                true
+            )
+        );
+        // VirtualThread.run compiled into its caller and named by the outer method only.
+        assert_eq!(
+            stack_of(&[
+                "T.alpha",
+                "java.lang.VirtualThread$VThreadContinuation$1.run",
+                CARRIER[0]
+            ]),
+            ("T.alpha".to_string(), true)
+        );
+        // Mounted again, its older frames still frozen in its stack chunk.
+        let mut thawed = vec!["T.beta", "T.lambda$main$0", "frozen"];
+        thawed.extend(CARRIER);
+        assert_eq!(
+            stack_of(&thawed),
+            (
+                "java.lang.VirtualThread.run;[unknown];T.lambda$main$0;T.beta".to_string(),
+                true
+            )
+        );
+    }
+
+    #[test]
+    fn a_platform_thread_keeps_every_frame() {
+        let frames = ["T.work", "java.lang.Thread.run"];
+        assert_eq!(
+            stack_of(&frames),
+            ("java.lang.Thread.run;T.work".to_string(), false)
+        );
+        // The carrier's own frames, when it runs no virtual thread.
+        assert_eq!(
+            stack_of(&CARRIER),
+            (
+                "java.util.concurrent.ForkJoinWorkerThread.run;java.lang.VirtualThread.runContinuation;jdk.internal.vm.Continuation.run"
+                    .to_string(),
+                false
+            )
+        );
+    }
 
     #[test]
     fn each_pc_gets_the_method_of_its_interpreted_frame() {

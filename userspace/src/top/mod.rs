@@ -24,6 +24,7 @@ use state::{JvmSnapshot, Snapshot, Top};
 /// in plain text, the end of the reader of its output.
 pub fn run(args: &TopArgs) -> Result<i32, String> {
     let recording = args.recording();
+    record::check_targets(&recording)?;
     if std::io::stdout().is_terminal() {
         let screen = Screen::start()?;
         let log = screen.log();

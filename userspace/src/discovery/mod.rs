@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 
 use crate::sampler::{Sampler, SamplerError};
 
+mod access;
+
 /// What to profile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Target {
@@ -195,10 +197,12 @@ pub fn maps_libjvm(proc_root: &Path, pid: u32) -> Result<bool, DiscoveryError> {
     let path = proc_root.join(format!("{pid}/maps"));
     let file = File::open(&path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => DiscoveryError::NoProcess(pid),
-        _ => DiscoveryError::Unreadable(format!(
-            "cannot read {}: {e} (run as root, or with CAP_SYS_PTRACE)",
-            path.display()
+        std::io::ErrorKind::PermissionDenied => DiscoveryError::Unreadable(format!(
+            "cannot read {}: permission denied: {}",
+            path.display(),
+            access::why_denied(proc_root, pid)
         )),
+        _ => DiscoveryError::Unreadable(format!("cannot read {}: {e}", path.display())),
     })?;
     // Byte lines: a mapped path need not be UTF-8.
     for line in BufReader::new(file).split(b'\n') {

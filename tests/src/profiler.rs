@@ -1,0 +1,101 @@
+//! Running `joularcode-bpf stacks` as a user does, and reading its folded stacks.
+//!
+//! The binary is the one Cargo built for the calling test (`env!("CARGO_BIN_EXE_joularcode-bpf")`
+//! in the tests of the userspace crate).
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use crate::{agent_library, target_dir, workload_classes, Jdk};
+
+/// What a run of `joularcode-bpf stacks` gave.
+#[derive(Debug)]
+pub struct StacksRun {
+    /// The folded stacks: (frames joined by `;`, samples).
+    pub folded: Vec<(String, u64)>,
+    /// Its standard output (a launched command's goes there).
+    pub stdout: String,
+    /// Its standard error (its messages).
+    pub stderr: String,
+    /// Its exit code.
+    pub code: Option<i32>,
+}
+
+impl StacksRun {
+    /// Samples of the stacks that start with `prefix`.
+    pub fn samples(&self, prefix: &str) -> u64 {
+        self.samples_where(|stack| stack.starts_with(prefix))
+    }
+
+    /// Samples of the stacks for which `keep` holds.
+    pub fn samples_where(&self, keep: impl Fn(&str) -> bool) -> u64 {
+        self.folded
+            .iter()
+            .filter(|(stack, _)| keep(stack))
+            .map(|(_, count)| count)
+            .sum()
+    }
+
+    /// Every sample.
+    pub fn total(&self) -> u64 {
+        self.samples_where(|_| true)
+    }
+
+    /// The stderr lines that contain `text`.
+    pub fn said(&self, text: &str) -> usize {
+        self.stderr
+            .lines()
+            .filter(|line| line.contains(text))
+            .count()
+    }
+}
+
+/// Runs `<profiler> stacks --output <file> --rate <rate_hz> ARGS` (the agent library built first,
+/// beside the binary), the stacks written to a file, and reads them back.
+pub fn run_stacks(profiler: &Path, rate_hz: u64, args: &[&str]) -> StacksRun {
+    agent_library();
+    let output = target_dir().join(format!("stacks-test-{}.folded", std::process::id()));
+    let _ = std::fs::remove_file(&output);
+    let result = Command::new(profiler)
+        .arg("stacks")
+        .arg("--output")
+        .arg(&output)
+        .args(["--rate", &rate_hz.to_string()])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", profiler.display()));
+    let text = std::fs::read_to_string(&output).unwrap_or_default();
+    let _ = std::fs::remove_file(&output);
+    let folded = text
+        .lines()
+        .map(|line| {
+            let (stack, count) = line.rsplit_once(' ').expect("a `stack count` line");
+            (stack.to_string(), count.parse().expect("a count"))
+        })
+        .collect();
+    StacksRun {
+        folded,
+        stdout: String::from_utf8_lossy(&result.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&result.stderr).into_owned(),
+        code: result.status.code(),
+    }
+}
+
+/// `java JVM_ARGS -cp <workloads> MAIN ARGS` on `jdk`, as the command after `--`.
+pub fn java_command(jdk: &Jdk, jvm_args: &[&str], main: &str, args: &[&str]) -> Vec<String> {
+    let mut command = vec![jdk.java().display().to_string()];
+    command.extend(jvm_args.iter().map(|a| a.to_string()));
+    command.extend(["-cp".into(), workload_classes().display().to_string()]);
+    command.push(main.into());
+    command.extend(args.iter().map(|a| a.to_string()));
+    command
+}
+
+/// `options`, then `--` and `command`: the arguments of a `stacks` or `record` that launches it.
+pub fn with_command<'a>(options: &[&'a str], command: &'a [String]) -> Vec<&'a str> {
+    let mut args = options.to_vec();
+    args.push("--");
+    args.extend(command.iter().map(String::as_str));
+    args
+}
