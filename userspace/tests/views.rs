@@ -643,12 +643,7 @@ fn pprof_files_decode_against_the_published_profile_proto() {
 /// that grows with the CPU time and nothing else (no idle power), so that a method's energy
 /// follows its CPU time whatever else the machine runs.
 fn record_halved(hot_cost: &str, seconds: &str, results: &Path) {
-    let jvm = Jvm::start(
-        &jdk(17),
-        &["-XX:+PreserveFramePointer"],
-        "EnergyHalved",
-        &[hot_cost],
-    );
+    let jvm = Jvm::start(&jdk(17), &[], "EnergyHalved", &[hot_cost]);
     let output = run(&mut profiler(&[
         "record",
         "--pid",
@@ -933,18 +928,8 @@ fn save_screen(tmux: &Tmux, name: &str) {
 #[test]
 fn top_under_tmux_shows_two_jvms_and_gives_the_terminal_back() {
     let _serial = serial();
-    let busy = Jvm::start(
-        &jdk(17),
-        &["-XX:+PreserveFramePointer"],
-        "RecordBusy",
-        &["1", "1000000", "60"],
-    );
-    let demo = Jvm::start(
-        &jdk(21),
-        &["-XX:+PreserveFramePointer"],
-        "DemoShop",
-        &["600"],
-    );
+    let busy = Jvm::start(&jdk(17), &[], "RecordBusy", &["1", "1000000", "60"]);
+    let demo = Jvm::start(&jdk(21), &[], "DemoShop", &["600"]);
     let dir = work_dir().join("top");
     std::fs::create_dir_all(&dir).unwrap();
     let mut command = vec![
@@ -1081,12 +1066,7 @@ fn top_under_tmux_shows_two_jvms_and_gives_the_terminal_back() {
 #[test]
 fn top_prints_plain_text_when_not_on_a_terminal() {
     let _serial = serial();
-    let jvm = Jvm::start(
-        &jdk(17),
-        &["-XX:+PreserveFramePointer"],
-        "RecordBusy",
-        &["1"],
-    );
+    let jvm = Jvm::start(&jdk(17), &[], "RecordBusy", &["1"]);
     let mut args = vec!["top".to_string(), "--pid".into(), jvm.pid().to_string()];
     args.extend(vm_source());
     args.extend([
