@@ -10,13 +10,12 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::time::Duration;
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
-use joularcode_bpf::session::{Session, SessionOptions, Targets};
-use joularcode_core::log::Recorded;
 use joularcode_tests::jfr::{Recording, SamplePeriod};
-use joularcode_tests::{agent_library, all_jdks, jdk, target_dir, Jdk};
+use joularcode_tests::{all_jdks, jdk, target_dir, Jdk};
+
+mod common;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -150,22 +149,10 @@ fn javac_run(jdk: &Jdk, jvm_flags: &[&str]) -> JavacRun {
         .arg(dir.join("classes"))
         .args(&sources)
         .stdout(Stdio::null());
-    let mut options = SessionOptions::new(Arc::new(Recorded::default()));
-    options.agent_path = Some(agent_library().to_path_buf());
-    options.rate_hz = RATE_HZ;
-    options.native_frames = true;
-    let mut session = Session::start(Targets::Launch(command), &options).expect("session starts");
-    while !session.finished() {
-        session.pump(Duration::from_millis(100)).expect("pump");
-    }
-    // The last samples arrive within a consumer pass.
-    std::thread::sleep(Duration::from_millis(300));
-    session.pump(Duration::ZERO).expect("pump");
-    assert_eq!(
-        session.launched_exit(),
-        Some(0),
-        "Java {} {jvm_flags:?}: javac failed",
-        jdk.major
+    let mut session = common::profile_to_end(
+        command,
+        RATE_HZ,
+        &format!("Java {} {jvm_flags:?}: javac", jdk.major),
     );
     let counts = session.take_native_counts();
     assert_eq!(counts.len(), 1, "one JVM: {:?}", counts.keys());
