@@ -359,9 +359,17 @@ static __always_inline long jp_native(struct jp_walk_ctx *c)
 	__u64 fp = w->fp;
 	__u64 sp = fp + 16;
 	__u64 link[2];
+	__u64 method_slot = 0;
 	__u32 stop;
 
-	if (!jp_push(s, w->pc, 0, 0, JP_FRAME_NATIVE, 0))
+	/*
+	 * A JVM not registered yet (its first tenths of a second) is walked by frame pointers: keep
+	 * the word where an interpreter frame holds its Method*, which names the frame if userspace
+	 * finds the pc in the interpreter.
+	 */
+	if (!c->jvm && fp >= w->sp && !(fp & 7))
+		jp_read(&method_slot, sizeof(method_slot), fp - 8 * JP_INTERPRETER_METHOD);
+	if (!jp_push(s, w->pc, method_slot, 0, JP_FRAME_NATIVE, 0))
 		return 1;
 	if (fp == 0 || fp < w->sp) {
 		stop = JP_STOP_CHAIN_END;

@@ -135,8 +135,9 @@ pub struct Resolver {
 struct Pc {
     pc: u64,
     caller: bool,
-    /// The word the sampler read at fp-3 words of this pc's frame (an interpreter frame's
-    /// Method*), if the walk reached that frame.
+    /// The frame's Method*, if the walker found it interpreted, or (walked by frame pointers
+    /// before the JVM was registered) the word at fp-3 words, which is the Method* if the pc is
+    /// in the interpreter.
     method_slot: Option<u64>,
 }
 
@@ -158,6 +159,7 @@ fn pcs(sample: &Sample) -> impl Iterator<Item = Pc> + '_ {
         caller: frame.caller,
         method_slot: match frame.kind {
             FrameKind::Interpreted { method } => Some(method),
+            FrameKind::Native { method_slot } if method_slot != 0 => Some(method_slot),
             _ => None,
         },
     })
@@ -733,7 +735,7 @@ mod tests {
             end: WalkEnd::Entry,
             frames: vec![
                 frame(0x1000, FrameKind::Interpreted { method: 0xa }, false),
-                frame(0x2000, FrameKind::Native, true),
+                frame(0x2000, FrameKind::Native { method_slot: 0 }, true),
                 frame(0x3000, FrameKind::Stub { blob: 0xb }, true),
             ],
         };

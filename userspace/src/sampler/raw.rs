@@ -312,7 +312,7 @@ mod tests {
                 .map(|i| crate::sampler::StackFrame {
                     pc: 1,
                     kind: if i % 2 == 0 {
-                        FrameKind::Native
+                        FrameKind::Native { method_slot: 0 }
                     } else {
                         FrameKind::Interpreted { method: 8 }
                     },

@@ -6,8 +6,13 @@
 /// What a frame of a walk runs, with what names it (`jp_frame.kind` and `id`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FrameKind {
-    /// Code outside the JVM's code cache: the JVM itself, libc, JNI libraries, the vDSO.
-    Native,
+    /// Code outside the JVM's code cache (the JVM itself, libc, JNI libraries, the vDSO), or any
+    /// frame of a JVM the walker was not told of yet, walked by frame pointers.
+    Native {
+        /// For a JVM the walker was not told of yet, the word at fp-3 words: the `Method*` if
+        /// the pc is in the interpreter; 0 otherwise.
+        method_slot: u64,
+    },
     /// A method run by the template interpreter.
     Interpreted {
         /// The frame's `Method*`.
@@ -159,7 +164,7 @@ impl StackFrame {
     fn parse(bytes: &[u8]) -> Option<StackFrame> {
         let id = u64_at(bytes, 8);
         let kind = match bytes[20] {
-            0 => FrameKind::Native,
+            0 => FrameKind::Native { method_slot: id },
             1 => FrameKind::Interpreted { method: id },
             2 => FrameKind::Compiled {
                 nmethod: id,
@@ -267,7 +272,7 @@ mod tests {
         assert_eq!(
             kinds,
             [
-                FrameKind::Native,
+                FrameKind::Native { method_slot: 0 },
                 FrameKind::Interpreted { method: 0xa000 },
                 FrameKind::Compiled {
                     nmethod: 0xb000,
