@@ -80,21 +80,29 @@ fn generate_sources(dir: &Path, count: usize) -> Vec<PathBuf> {
         .collect()
 }
 
-/// JDK 17's jdk.compiler and jdk.internal.opt classes, extracted once from its jmods: javac for
-/// the Java 21 and 25 runtimes, which have none (it runs there with `--system <JDK 17>`).
+/// JDK 17's jdk.compiler and jdk.internal.opt classes, extracted from its jmods once per build
+/// folder (into `target/javac-classes`, renamed there whole): javac for the Java 21 and 25
+/// runtimes, which have none (it runs there with `--system <JDK 17>`).
 fn javac_classes() -> &'static str {
     static CLASSES: OnceLock<String> = OnceLock::new();
     CLASSES.get_or_init(|| {
+        let modules = ["jdk.compiler", "jdk.internal.opt"];
+        let dir = target_dir().join("javac-classes");
+        let path = |dir: &Path| {
+            let classes = modules.map(|m| dir.join(m).join("classes").display().to_string());
+            classes.join(":")
+        };
+        if dir.is_dir() {
+            return path(&dir);
+        }
         let jdk17 = jdk(17);
-        let dir = target_dir().join(format!("javac-classes-{}", std::process::id()));
-        let mut path = Vec::new();
-        for module in ["jdk.compiler", "jdk.internal.opt"] {
+        let fresh = target_dir().join(format!("javac-classes-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&fresh);
+        for module in modules {
             let jmod = jdk17.home.join(format!("jmods/{module}.jmod"));
-            let out = dir.join(module);
-            let _ = std::fs::remove_dir_all(&out);
             let status = Command::new(jdk17.home.join("bin/jmod"))
                 .args(["extract", "--dir"])
-                .arg(&out)
+                .arg(fresh.join(module))
                 .arg(&jmod)
                 .status()
                 .unwrap_or_else(|e| panic!("cannot run jmod of {}: {e}", jdk17.home.display()));
@@ -103,9 +111,12 @@ fn javac_classes() -> &'static str {
                 "jmod extract {} failed (openjdk-17-jdk-headless has it)",
                 jmod.display()
             );
-            path.push(out.join("classes").display().to_string());
         }
-        path.join(":")
+        if std::fs::rename(&fresh, &dir).is_err() {
+            // Another test process renamed its copy first.
+            let _ = std::fs::remove_dir_all(&fresh);
+        }
+        path(&dir)
     })
 }
 
