@@ -163,6 +163,8 @@ pub struct ProfiledJvm {
     pid: u32,
     main_class: String,
     launched: bool,
+    /// The sampler samples it: a launched JVM from its start, a running one once opened.
+    tracked: bool,
     ended: bool,
     branches: Branches,
     state: State,
@@ -315,6 +317,7 @@ impl Session {
             sampled_until: 0,
         };
         session.find_jvms()?;
+        session.open_jvms()?;
         Ok(session)
     }
 
@@ -354,7 +357,7 @@ impl Session {
         }
         samples.extend(self.sampler.samples().try_iter());
         self.find_jvms()?;
-        self.open_jvms();
+        self.open_jvms()?;
         self.finish_attaches();
         for jvm in self.jvms.values_mut() {
             jvm.refresh_code_map(&*self.options.log);
@@ -469,9 +472,13 @@ impl Session {
                 *last_scan = Some(Instant::now());
                 let (mut started, mut ended) = (Vec::new(), Vec::new());
                 for discovery in discoveries.iter_mut() {
-                    let changes = discovery.update(&self.sampler)?;
+                    // Tracked once opened ([`Session::open_jvms`]), not here.
+                    let changes = discovery.rescan();
                     started.extend(changes.started);
                     ended.extend(changes.ended);
+                }
+                for &pid in &ended {
+                    self.sampler.untrack(pid);
                 }
                 (started, ended, false)
             }
@@ -496,8 +503,13 @@ impl Session {
         Ok(())
     }
 
-    /// Opens the JVMs not opened yet (when it is time to try again).
-    fn open_jvms(&mut self) {
+    /// Opens the JVMs not opened yet (when it is time to try again), and starts sampling the
+    /// running JVMs found by discovery once the stack walker knows them: a JVM that has run a
+    /// while holds compiled code without frame pointers, which a walk by frame pointers (all
+    /// the sampler can do before) cuts short or, worse, steps over (a compiled leaf that keeps
+    /// its interpreted caller's rbp hides that caller). A JVM that cannot be read yet is
+    /// sampled at once, as a launched one is from its start.
+    fn open_jvms(&mut self) -> Result<(), SessionError> {
         let now = Instant::now();
         let mut attacher = Attacher {
             options: &self.options,
@@ -562,7 +574,17 @@ impl Session {
                 }
                 Err(_) => *next_try = now + OPEN_RETRY,
             }
+            if !jvm.tracked {
+                jvm.tracked = true;
+                if let Err(e) = self.sampler.track(jvm.pid) {
+                    if discovery::alive(jvm.pid) {
+                        return Err(e.into());
+                    }
+                    jvm.ended = true;
+                }
+            }
         }
+        Ok(())
     }
 
     /// Takes the outcome of the attaches that are done, and says which fallback is in use.
@@ -629,6 +651,7 @@ impl ProfiledJvm {
             pid,
             main_class: main_class_of(pid),
             launched,
+            tracked: launched,
             ended: false,
             branches: Branches::new(prefixes),
             state: State::Opening {

@@ -283,7 +283,7 @@ fn a_jvm_that_refuses_attach_is_named_from_its_code_cache() {
         let flags = ["-XX:+DisableAttachMechanism"];
         let run = profile_running(&jdk, &flags, Duration::from_secs(2));
         // The chain is compiled into run (inlined): without the agent, the outer method.
-        assert_main_share(&run, &jdk, "StacksChain.main;StacksChain.run", 0.9);
+        assert_main_share(&run, &jdk, "StacksChain.main;StacksChain.run", 0.99);
         assert_eq!(run.said("DisableAttachMechanism"), 1, "{}", run.stderr);
         let fallback = run.said("from its code cache (VMStructs)");
         assert_eq!(fallback, 1, "{}", run.stderr);
@@ -303,7 +303,7 @@ fn a_jvm_that_refuses_agents_is_named_from_its_code_cache_and_perf_map() {
     for jdk in [joularcode_tests::jdk(21), joularcode_tests::jdk(25)] {
         let flags = ["-XX:-EnableDynamicAgentLoading"];
         let run = profile_running(&jdk, &flags, Duration::from_secs(2));
-        assert_main_share(&run, &jdk, "StacksChain.main;StacksChain.run", 0.9);
+        assert_main_share(&run, &jdk, "StacksChain.main;StacksChain.run", 0.99);
         assert_eq!(run.said("EnableDynamicAgentLoading"), 1, "{}", run.stderr);
         let fallback = run.said("from its code cache and its perf map (Compiler.perfmap)");
         assert_eq!(fallback, 1, "{}", run.stderr);
