@@ -5,7 +5,7 @@ pub mod attach;
 pub mod cli;
 pub mod commands;
 pub mod discovery;
-pub mod files;
+pub mod foreign;
 pub mod hotspot;
 pub mod jit;
 pub mod launch;
