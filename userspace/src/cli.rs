@@ -4,7 +4,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{ArgGroup, Args, Parser, Subcommand};
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 
 use crate::discovery::Target;
 use crate::record::options::ConfigOptions;
@@ -92,6 +92,7 @@ impl TopArgs {
             flamegraph: None,
             pprof: None,
             app: false,
+            mode: Mode::Bpf,
             options: self.options.clone(),
             command: Vec::new(),
         }
@@ -268,6 +269,11 @@ pub struct RecordArgs {
     /// methods-power-app.csv) instead of all of them.
     #[arg(long)]
     pub app: bool,
+    /// How the JVMs are profiled: bpf (the eBPF sampler, from outside), agent (the agent's
+    /// sampling mode, inside each JVM: launched with it, or attached for --pid), or auto (bpf,
+    /// and agent when the BPF programs cannot be loaded, which it says).
+    #[arg(long, value_enum, default_value_t = Mode::Auto)]
+    pub mode: Mode,
     /// The keys of joularcodejava.properties.
     #[command(flatten)]
     pub options: ConfigOptions,
@@ -275,6 +281,17 @@ pub struct RecordArgs {
     /// first instant; record ends when it ends, with its exit code.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
+}
+
+/// How `record` profiles the JVMs (`--mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Mode {
+    /// The eBPF sampler, and the agent's sampling mode when the BPF programs cannot be loaded.
+    Auto,
+    /// The eBPF sampler only.
+    Bpf,
+    /// The agent's sampling mode only.
+    Agent,
 }
 
 impl RecordArgs {
