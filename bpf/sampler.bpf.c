@@ -3,8 +3,9 @@
  * The joularcode-bpf sampler.
  *
  * - jp_on_sample: a perf_event program on one cpu-clock event per CPU. For threads of tracked
- *   processes it writes a jp_sample (user registers and a frame-pointer walk) straight into the
- *   ring buffer, without waking userspace (which consumes on a timer).
+ *   processes it walks the stack (unwind.h: native frames by frame pointer, HotSpot frames by
+ *   the kind of their code) and writes a jp_sample to the ring buffer, without waking userspace
+ *   (which consumes on a timer).
  * - jp_on_switch, jp_on_exit, and jp_on_sample too: the cumulative on-CPU time of every thread of a tracked
  *   process, read from task->se.sum_exec_runtime (the scheduler's own counter), with the value at
  *   first sight as a baseline.
@@ -18,8 +19,19 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "sampler.h"
+#include "unwind.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+/* The layouts userspace reads and writes by offset (sampler.h). */
+_Static_assert(sizeof(struct jp_frame) == 24, "jp_frame");
+_Static_assert(__builtin_offsetof(struct jp_sample, frames) == 64, "jp_sample header");
+_Static_assert(sizeof(struct jp_thread) == 40, "jp_thread");
+_Static_assert(sizeof(struct jp_field) == 4, "jp_field");
+_Static_assert(__builtin_offsetof(struct jp_jvm, blob_size) == 184, "jp_jvm fields");
+_Static_assert(__builtin_offsetof(struct jp_jvm, name) == 216, "jp_jvm name");
+_Static_assert(sizeof(struct jp_jvm) == 224, "jp_jvm");
+_Static_assert(sizeof(struct jp_java_thread) == 32, "jp_java_thread");
 
 /* task->flags: the task is exiting. */
 #define PF_EXITING 0x00000004
@@ -137,72 +149,83 @@ int BPF_PROG(jp_on_fork, struct task_struct *parent, struct task_struct *child)
 	return 0;
 }
 
-struct walk {
-	struct jp_sample *rec;
-	__u64 fp;
-};
-
-/* One step of the frame-pointer walk: records frame i, whose frame pointer is w->fp. */
-static long walk_frame(__u64 i, struct walk *w)
-{
-	/* Words fp-8 .. fp+1: bcp at 0, Method* at 5, saved fp at 8, return address at 9. */
-	__u64 words[10];
-	__u64 fp = w->fp;
-
-	if (i >= JP_MAX_FRAMES || fp == 0 || (fp & 7))
-		return 1;
-	struct jp_frame *f = &w->rec->frames[i];
-	if (bpf_probe_read_user(words, sizeof(words), (void *)(fp - 64)) == 0) {
-		f->bcp_slot = words[0];
-		f->method_slot = words[5];
-	} else if (bpf_probe_read_user(&words[8], 16, (void *)fp) == 0) {
-		f->bcp_slot = 0;
-		f->method_slot = 0;
-	} else {
-		return 1;
-	}
-	f->fp = fp;
-	f->return_address = words[9];
-	w->rec->nframes = i + 1;
-	if (words[9] == 0 || words[8] <= fp)
-		return 1;
-	w->fp = words[8];
-	return 0;
-}
+/* The Java threads of those JVMs, by tid (userspace keeps it up to date). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct jp_java_thread);
+} java_threads SEC(".maps");
 
 /*
  * The start of a sample of the current thread, if its process is tracked: its time refreshed,
- * and a ring-buffer record filled up to its frames (nframes 0). NULL if there is nothing to
- * sample, or no room (counted).
+ * the record's header filled in the CPU's scratch, and the walk set at the sampled registers
+ * (with the thread's anchor, for a Java thread that has left Java code). NULL if there is
+ * nothing to sample.
  */
-static __always_inline struct jp_sample *begin_sample(struct bpf_perf_event_data *ctx)
+static __always_inline struct jp_scratch *begin_sample(struct bpf_perf_event_data *ctx,
+							  struct jp_walk_ctx *c)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32;
 	__u32 tid = (__u32)id;
+	__u32 zero = 0;
 
 	if (!is_tracked(tgid))
 		return 0;
 	struct task_struct *task = bpf_get_current_task_btf();
 	account(task, tgid, tid, false);
 
-	struct jp_sample *rec = bpf_ringbuf_reserve(&samples, sizeof(*rec), 0);
-	if (!rec) {
-		__sync_fetch_and_add(&ring_drops, 1);
+	struct jp_scratch *s = bpf_map_lookup_elem(&scratch, &zero);
+	if (!s)
 		return 0;
-	}
 	/* Read the context first, unconditionally: see docs/sampler.md (verifier). */
 	__u64 ip = ctx->regs.ip;
 	__u64 sp = ctx->regs.sp;
 	__u64 bp = ctx->regs.bp;
+	__u64 bx = ctx->regs.bx;
+	__u64 r13 = ctx->regs.r13;
+	__u64 ax = ctx->regs.ax;
 	__u32 flags = 0;
 	if ((__s64)ip < 0) {
 		struct pt_regs *user = (struct pt_regs *)bpf_task_pt_regs(task);
 		ip = BPF_CORE_READ(user, ip);
 		sp = BPF_CORE_READ(user, sp);
 		bp = BPF_CORE_READ(user, bp);
+		bx = BPF_CORE_READ(user, bx);
+		r13 = BPF_CORE_READ(user, r13);
+		ax = BPF_CORE_READ(user, ax);
 		flags = JP_SAMPLE_KERNEL;
 	}
+	struct jp_walk *w = &s->w;
+	w->pc = ip;
+	w->sp = sp;
+	w->fp = bp;
+	w->bx = bx;
+	w->r13 = r13;
+	w->ax = ax;
+	w->anchor_sp = 0;
+	w->anchor_pc = 0;
+	w->anchor_fp = 0;
+	w->stack_high = 0;
+	w->leaf = 1;
+	w->stop = 0;
+	w->java_frames = 0;
+	w->scanned = 0;
+	c->s = s;
+	c->jvm = bpf_map_lookup_elem(&jvms, &tgid);
+	if (c->jvm) {
+		flags |= JP_SAMPLE_JVM;
+		struct jp_java_thread *thread = bpf_map_lookup_elem(&java_threads, &tid);
+		if (thread && thread->pid == tgid && sp >= thread->stack_low &&
+		    sp < thread->stack_high) {
+			flags |= JP_SAMPLE_JAVA_THREAD;
+			w->stack_high = thread->stack_high;
+			if (jp_read_anchor(w, thread->thread + c->jvm->thread_anchor))
+				w->anchor_sp = 0;
+		}
+	}
+	struct jp_sample *rec = &s->rec;
 	rec->pid = tgid;
 	rec->tid = tid;
 	rec->cpu = bpf_get_smp_processor_id();
@@ -212,44 +235,90 @@ static __always_inline struct jp_sample *begin_sample(struct bpf_perf_event_data
 	rec->sp = sp;
 	rec->bp = bp;
 	rec->nframes = 0;
-	rec->pad = 0;
-	return rec;
+	rec->stop = 0;
+	return s;
 }
 
-/*
- * One sample: the record begun, the walk, the record submitted. `bounded` is a constant in each
- * program, so each keeps one way of walking: a program with the bounded loop does not call
- * bpf_loop, and loads on kernels without it.
- */
-static __always_inline int sample(struct bpf_perf_event_data *ctx, bool bounded)
+/* Ends a sample: its record, up to its last frame, goes to the ring buffer. */
+static __always_inline void end_sample(struct jp_scratch *s)
 {
-	struct jp_sample *rec = begin_sample(ctx);
+	__u32 n = s->rec.nframes;
 
-	if (!rec)
-		return 0;
-	struct walk w = { .rec = rec, .fp = rec->bp };
-	if (bounded) {
-		for (__u32 i = 0; i < JP_MAX_FRAMES; i++) {
-			if (walk_frame(i, &w))
-				break;
-		}
-	} else {
-		bpf_loop(JP_MAX_FRAMES, walk_frame, &w, 0);
-	}
-	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
-	return 0;
+	if (n > JP_MAX_FRAMES)
+		n = JP_MAX_FRAMES;
+	s->rec.stop = s->w.stop ? s->w.stop : JP_STOP_MAX_FRAMES;
+	s->rec.stack_end = s->w.sp;
+	__u64 size = sizeof(struct jp_sample) - sizeof(s->rec.frames) + n * sizeof(struct jp_frame);
+	if (bpf_ringbuf_output(&samples, &s->rec, size, BPF_RB_NO_WAKEUP))
+		__sync_fetch_and_add(&ring_drops, 1);
 }
 
 /* The sampler, walking with bpf_loop (Linux 5.17 and later). */
 SEC("perf_event")
 int jp_on_sample(struct bpf_perf_event_data *ctx)
 {
-	return sample(ctx, false);
+	struct jp_walk_ctx c;
+	struct jp_scratch *s = begin_sample(ctx, &c);
+
+	if (!s)
+		return 0;
+	bpf_loop(JP_MAX_FRAMES, jp_walk_step, &c, 0);
+	end_sample(s);
+	return 0;
 }
 
-/* The same sampler for kernels without bpf_loop (5.15, 5.16): a bounded loop. */
+/*
+ * The same sampler for kernels without bpf_loop (5.15, 5.16): a walk of JP_STEPS_PER_PROG frames
+ * per program, continued by tail calls into jp_walk_more (the verifier checks a few steps, where a
+ * loop of JP_MAX_FRAMES steps would be too complex for it).
+ */
+#define JP_STEPS_PER_PROG 8
+
+/* jp_walk_more, at index 0 (userspace sets it when it loads the bounded sampler). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} walk_more SEC(".maps");
+
+/* JP_STEPS_PER_PROG steps of the walk in scratch; then the next program, or the end. */
+static __always_inline int walk_bounded(struct bpf_perf_event_data *ctx, struct jp_walk_ctx *c)
+{
+	for (__u32 i = 0; i < JP_STEPS_PER_PROG; i++) {
+		if (jp_walk_step(i, c)) {
+			end_sample(c->s);
+			return 0;
+		}
+	}
+	bpf_tail_call(ctx, &walk_more, 0);
+	/* No more tail calls allowed: the walk is cut there. */
+	end_sample(c->s);
+	return 0;
+}
+
 SEC("perf_event")
 int jp_on_sample_bounded(struct bpf_perf_event_data *ctx)
 {
-	return sample(ctx, true);
+	struct jp_walk_ctx c;
+
+	if (!begin_sample(ctx, &c))
+		return 0;
+	return walk_bounded(ctx, &c);
+}
+
+/* The rest of a walk that jp_on_sample_bounded began on this CPU. */
+SEC("perf_event")
+int jp_walk_more(struct bpf_perf_event_data *ctx)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u32 zero = 0;
+	struct jp_walk_ctx c = {
+		.s = bpf_map_lookup_elem(&scratch, &zero),
+		.jvm = bpf_map_lookup_elem(&jvms, &tgid),
+	};
+
+	if (!c.s)
+		return 0;
+	return walk_bounded(ctx, &c);
 }

@@ -1,38 +1,68 @@
 /* SPDX-License-Identifier: MIT OR Apache-2.0 */
 /*
- * Records the sampler shares with userspace. userspace/src/sampler/record.rs reads them by the
- * offsets noted here: change both together (docs/sampler.md describes the layout).
+ * What the sampler shares with userspace: the records it writes (jp_sample, jp_thread) and the
+ * descriptions userspace gives it (jp_jvm, jp_java_thread). userspace/src/sampler/record.rs and
+ * userspace/src/sampler/jvm.rs read and write them by the offsets noted here: change both
+ * together (docs/sampler.md describes the layout).
  */
 #ifndef JP_SAMPLER_H
 #define JP_SAMPLER_H
 
-/* Frames walked per sample, at most. */
-#define JP_MAX_FRAMES 128
+/* Frames walked per sample, at most (a power of two). */
+#define JP_MAX_FRAMES 256
 
-/* jp_sample.flags: the sample interrupted the thread in kernel mode. */
-#define JP_SAMPLE_KERNEL 1
+/* Code heaps of one JVM, at most (HotSpot has 1 or 3). */
+#define JP_MAX_HEAPS 4
 
-/* One frame of the frame-pointer chain (32 bytes). */
+/* jp_sample.flags */
+#define JP_SAMPLE_KERNEL 1      /* the sample interrupted the thread in kernel mode */
+#define JP_SAMPLE_JVM 2         /* the process is a JVM the walker knows (map jvms) */
+#define JP_SAMPLE_JAVA_THREAD 4 /* the thread's JavaThread is known (map java_threads) */
+#define JP_SAMPLE_SCANNED 8     /* native code without frame pointers was left by a stack scan */
+
+/* jp_sample.stop: why the walk ended. */
+#define JP_STOP_ENTRY 1      /* at the call stub of the thread's first Java call: whole */
+#define JP_STOP_CHAIN_END 2  /* a native frame pointer chain ended (null, or not above) */
+#define JP_STOP_MAX_FRAMES 3 /* JP_MAX_FRAMES frames */
+#define JP_STOP_READ 4       /* memory that could not be read */
+#define JP_STOP_NO_BLOB 5    /* a pc in a code heap that is in no code blob */
+#define JP_STOP_BAD_FRAME 6  /* a Java frame whose caller is implausible */
+
+/* jp_frame.kind */
+#define JP_FRAME_NATIVE 0      /* outside the code cache (id 0) */
+#define JP_FRAME_INTERPRETED 1 /* the template interpreter (id: Method*) */
+#define JP_FRAME_COMPILED 2    /* an nmethod: compiled Java or a native method's wrapper (id: CodeBlob*) */
+#define JP_FRAME_STUB 3        /* any other code blob: stubs, adapters, runtime blobs (id: CodeBlob*) */
+
+/* jp_frame.flags */
+#define JP_FRAME_CALLER 1 /* pc is a return address (frames after the first) */
+#define JP_FRAME_DEOPT 2  /* a deoptimised frame: pc is its original pc, not the deopt handler */
+
+/* One frame of a walk (24 bytes). */
 struct jp_frame {
-	__u64 fp;             /* the frame pointer of this frame */
-	__u64 return_address; /* the word at fp + 8: the pc in the caller */
-	__u64 method_slot;    /* the word at fp - 24: an interpreter frame's Method* */
-	__u64 bcp_slot;       /* the word at fp - 64: an interpreter frame's bcp */
+	__u64 pc;     /* 0 */
+	__u64 id;     /* 8: Method* or CodeBlob*, by kind */
+	__u32 cookie; /* 16: a compiled frame's nmethod compile id */
+	__u8 kind;    /* 20: JP_FRAME_* */
+	__u8 flags;   /* 21: JP_FRAME_CALLER, JP_FRAME_DEOPT */
+	__u16 pad;    /* 22 */
 };
 
-/* One sample (48-byte header, then nframes valid frames of the 128 reserved). */
+/* One sample (64-byte header, then nframes frames; only those are written to the ring). */
 struct jp_sample {
-	__u32 pid;     /* 0 */
-	__u32 tid;     /* 4 */
-	__u32 cpu;     /* 8 */
-	__u32 flags;   /* 12: JP_SAMPLE_* */
-	__u64 time_ns; /* 16: CLOCK_MONOTONIC */
-	__u64 ip;      /* 24: user registers */
-	__u64 sp;      /* 32 */
-	__u64 bp;      /* 40 */
-	__u32 nframes; /* 48 */
-	__u32 pad;     /* 52 */
-	struct jp_frame frames[JP_MAX_FRAMES]; /* 56 */
+	__u32 pid;       /* 0: tgid */
+	__u32 tid;       /* 4 */
+	__u32 cpu;       /* 8 */
+	__u32 flags;     /* 12: JP_SAMPLE_* */
+	__u64 time_ns;   /* 16: CLOCK_MONOTONIC */
+	__u64 ip;        /* 24: user registers */
+	__u64 sp;        /* 32 */
+	__u64 bp;        /* 40 */
+	__u64 stack_end; /* 48: the stack pointer of the deepest frame reached */
+	__u16 nframes;   /* 56 */
+	__u8 stop;       /* 58: JP_STOP_* */
+	__u8 pad[5];     /* 59 */
+	struct jp_frame frames[JP_MAX_FRAMES]; /* 64 */
 };
 
 /* Per-thread on-CPU time (the value of map `threads`, keyed by tid). */
@@ -42,6 +72,61 @@ struct jp_thread {
 	__u64 baseline; /* 8: sum_exec_runtime when the thread was first seen */
 	__u64 runtime;  /* 16: sum_exec_runtime at the last update */
 	char comm[16];  /* 24 */
+};
+
+/* Where a field of a HotSpot object is, and how to read it (4 bytes). */
+struct jp_field {
+	__u16 offset;   /* bytes from the object's start */
+	__u8 size;      /* 2, 4 or 8 (signed) */
+	__u8 relative;  /* 1: an offset from the object's start rather than an address */
+};
+
+/* One code heap (32 bytes). */
+struct jp_code_heap {
+	__u64 low;          /* 0: its reserved range [low, high) */
+	__u64 high;         /* 8 */
+	__u64 segmap;       /* 16: its segment map, one byte per segment */
+	__u64 log2_segment; /* 24: bytes per segment, as a power of two */
+};
+
+/*
+ * What the walker needs of one JVM (the value of map `jvms`, keyed by tgid; 224 bytes), from its
+ * VMStructs (userspace/src/hotspot/unwind.rs). All offsets are in bytes. A JavaFrameAnchor is
+ * read as three words: _last_Java_sp, _last_Java_pc, _last_Java_fp (userspace checks it).
+ */
+struct jp_jvm {
+	struct jp_code_heap heaps[JP_MAX_HEAPS]; /* 0 */
+	__u64 interpreter_begin;                 /* 128: the template interpreter's code */
+	__u64 interpreter_end;                   /* 136 */
+	__u64 call_stub_return;                  /* 144: StubRoutines::_call_stub_return_address */
+	__u64 code_low;         /* 152: the lowest heap's low: every heap lies in [code_low, */
+	__u64 code_high;        /* 160: code_high), and nothing else when they are contiguous */
+	__u32 nheaps;           /* 168 */
+	__u16 heap_block;       /* 172: sizeof(HeapBlock): a blob follows its block's header */
+	__u16 nmethod_size;     /* 174: sizeof(nmethod), the _header_size of every nmethod */
+	__u16 blob_read;        /* 176: bytes of a blob read at once; every field below fits */
+	__s16 call_wrapper;     /* 178: the call stub's JavaCallWrapper*, from its fp */
+	__u16 wrapper_anchor;   /* 180: JavaCallWrapper::_anchor */
+	__u16 thread_anchor;    /* 182: JavaThread::_anchor */
+	struct jp_field blob_size;      /* 184: CodeBlob::_size */
+	struct jp_field header_size;    /* 188: CodeBlob::_header_size */
+	struct jp_field frame_size;     /* 192: CodeBlob::_frame_size (words) */
+	struct jp_field frame_complete; /* 196: CodeBlob::_frame_complete_offset (from code begin) */
+	struct jp_field code_begin;     /* 200: CodeBlob::_code_begin or _code_offset */
+	struct jp_field compile_id;     /* 204: nmethod::_compile_id */
+	struct jp_field orig_pc;        /* 208: nmethod::_orig_pc_offset (from a frame's sp) */
+	struct jp_field deopt_handler;  /* 212: the deopt handler's address or offset */
+	struct jp_field name;           /* 216: CodeBlob::_name */
+	__u32 pad;                      /* 220 */
+};
+
+/* A Java thread of a JVM (the value of map `java_threads`, keyed by tid; 32 bytes). */
+struct jp_java_thread {
+	__u32 pid;         /* 0: its process */
+	__u32 pad;         /* 4 */
+	__u64 thread;      /* 8: its JavaThread* */
+	__u64 stack_low;   /* 16: its stack [stack_low, stack_high) */
+	__u64 stack_high;  /* 24 */
 };
 
 #endif /* JP_SAMPLER_H */

@@ -27,8 +27,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use joularcode_bpf::attach;
-use joularcode_bpf::sampler::Sampler;
-use joularcode_tests::{jdk, target_dir, Jvm};
+use joularcode_bpf::hotspot::HotSpot;
+use joularcode_bpf::sampler::{Sampler, WalkedJvm};
+use joularcode_tests::{bpf_programs_of, jdk, target_dir, Jvm};
 
 const BPF_STATS: &str = "/proc/sys/kernel/bpf_stats_enabled";
 
@@ -88,15 +89,12 @@ fn rusage() -> (Duration, u64) {
     )
 }
 
-/// Total run time of the sampler's BPF programs so far (with kernel.bpf_stats_enabled on): those
-/// of every profiler on the machine, which drops when another one unloads its programs.
-fn bpf_run_time() -> Duration {
+/// Total run time so far of the BPF programs process `pid` holds ("self" for this one), with
+/// kernel.bpf_stats_enabled on: the profiler's own, whatever other BPF users run beside it.
+fn bpf_run_time(pid: &str) -> Duration {
+    let ids = bpf_programs_of(pid);
     let ns = libbpf_rs::query::ProgInfoIter::default()
-        .filter(|prog| {
-            prog.name
-                .to_str()
-                .is_some_and(|name| name.starts_with("jp_on_"))
-        })
+        .filter(|prog| ids.contains(&prog.id))
         .map(|prog| prog.run_time_ns)
         .sum();
     Duration::from_nanos(ns)
@@ -122,6 +120,7 @@ enum Profiler {
     /// The sampler in this process; the RSS before it was loaded, the samples drained.
     Sampler {
         sampler: Box<Sampler>,
+        walked: WalkedJvm,
         rss_before: u64,
         samples: u64,
     },
@@ -208,9 +207,12 @@ impl Profiler {
             let rss_before = status_kib("self", "VmRSS:");
             let sampler =
                 Box::new(Sampler::new(1000 / rate_ms).expect("load the sampler (run as root)"));
+            let hotspot = HotSpot::open(pid).expect("read the JVM");
+            let walked = WalkedJvm::register(&sampler, &hotspot).expect("the walker takes it");
             sampler.track(pid).expect("track the JVM");
             return Profiler::Sampler {
                 sampler,
+                walked,
                 rss_before,
                 samples: 0,
             };
@@ -270,11 +272,26 @@ impl Profiler {
     /// What the profiler does once a second (record runs on its own).
     fn each_second(&mut self) {
         if let Profiler::Sampler {
-            sampler, samples, ..
+            sampler,
+            walked,
+            samples,
+            ..
         } = self
         {
-            *samples += sampler.samples().try_iter().count() as u64;
+            for sample in sampler.samples().try_iter() {
+                walked.saw(&sample);
+                *samples += 1;
+            }
             sampler.thread_times();
+        }
+    }
+
+    /// The process that holds the profiler's BPF programs, as /proc names it (none for the agent).
+    fn process(&self) -> String {
+        match self {
+            Profiler::Sampler { .. } => "self".into(),
+            Profiler::Record { child, .. } => child.id().to_string(),
+            Profiler::Agent { jvm, .. } => jvm.to_string(),
         }
     }
 
@@ -371,24 +388,19 @@ fn main() {
     };
     let idle_kind = std::env::var("JOULAR_BENCH_IDLE")
         .unwrap_or_else(|_| if mode == "agent" { "park" } else { "sleep" }.into());
-    // The agent loads no BPF program: the `jp_on_` programs then running are other profilers'
-    let bpf_time = || {
+    // The agent loads no BPF program
+    let bpf_time = |holder: &str| {
         if mode == "agent" {
             Duration::ZERO
         } else {
-            bpf_run_time()
+            bpf_run_time(holder)
         }
     };
     let stats_before =
         fs::read_to_string(BPF_STATS).expect("read kernel.bpf_stats_enabled (run as root)");
     fs::write(BPF_STATS, "1").expect("enable kernel.bpf_stats_enabled (run as root)");
 
-    let mut jvm = Jvm::start(
-        &jdk(17),
-        &["-XX:+PreserveFramePointer"],
-        "SamplerOverhead",
-        &[&idle, &idle_kind],
-    );
+    let mut jvm = Jvm::start(&jdk(17), &[], "SamplerOverhead", &[&idle, &idle_kind]);
     println!(
         "warming up the JVM (pid {}, {idle} idle threads that {idle_kind}) for {seconds} s",
         jvm.pid()
@@ -400,11 +412,12 @@ fn main() {
     for round in 1..=rounds {
         let without = phase(&mut jvm, seconds, || {});
         let mut profiler = Profiler::start(&mode, jvm.pid(), rate_ms);
-        let (cpu0, bpf0, start) = (profiler.cpu(), bpf_time(), Instant::now());
+        let holder = profiler.process();
+        let (cpu0, bpf0, start) = (profiler.cpu(), bpf_time(&holder), Instant::now());
         let with = phase(&mut jvm, seconds, || profiler.each_second());
         let (profiler_cpu, bpf_cpu, wall) = (
             profiler.cpu().saturating_sub(cpu0),
-            bpf_time().saturating_sub(bpf0),
+            bpf_time(&holder).saturating_sub(bpf0),
             start.elapsed(),
         );
         rss_growth = rss_growth.max(profiler.rss_kib());

@@ -15,7 +15,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use joularcode_bpf::hotspot::HotSpot;
 use joularcode_bpf::jit::codemap::CodeMap;
 use joularcode_bpf::resolve::{JitNames, Resolver};
-use joularcode_bpf::sampler::{Sample, Sampler};
+use joularcode_bpf::sampler::{Sample, Sampler, WalkedJvm};
 use joularcode_core::branch::Branches;
 use joularcode_tests::{agent_library, jdk, Jvm};
 
@@ -25,6 +25,8 @@ const DEEP: usize = 20;
 /// Records samples of the main thread's deep stack for two seconds.
 fn record(pid: u32) -> Vec<Sample> {
     let sampler = Sampler::new(1000).expect("the sampler needs root");
+    let hotspot = HotSpot::open(pid).expect("read the JVM");
+    let _walked = WalkedJvm::register(&sampler, &hotspot).expect("the walker takes the JVM");
     sampler.track(pid).expect("track the JVM");
     let start = Instant::now();
     let mut samples = Vec::new();
@@ -55,7 +57,6 @@ fn bench(c: &mut Criterion) {
         &jdk(17),
         &[
             &agent,
-            "-XX:+PreserveFramePointer",
             "-XX:CompileCommand=quiet",
             "-XX:CompileCommand=exclude,StacksDeep.i",
             "-XX:CompileCommand=dontinline,StacksDeep::*",

@@ -12,6 +12,7 @@ pub mod profiler;
 pub mod results;
 pub mod wine;
 
+use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
@@ -309,4 +310,21 @@ impl Drop for Jvm {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The ids of the BPF programs that process `pid` ("self" for this one) holds open, read from
+/// the `prog_id` lines of its /proc/PID/fdinfo files (program and link descriptors show them):
+/// a process's own programs, whatever other BPF users load at the same time.
+pub fn bpf_programs_of(pid: &str) -> HashSet<u32> {
+    let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fdinfo")) else {
+        return HashSet::new();
+    };
+    entries
+        .filter_map(|entry| std::fs::read_to_string(entry.ok()?.path()).ok())
+        .flat_map(|info| {
+            info.lines()
+                .filter_map(|line| line.strip_prefix("prog_id:")?.trim().parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
 }

@@ -2,9 +2,10 @@
 //!
 //! The command is followed from its first instant ([`Sampler::follow`]): the profiler follows
 //! itself for the time of the fork, so the child is tracked by the kernel side before it runs a
-//! single instruction, and every process it starts is too. Its JVMs get the symbolizer agent and
-//! `-XX:+PreserveFramePointer` through `JAVA_TOOL_OPTIONS` (appended to any value the user set),
-//! so the user adds nothing to the command.
+//! single instruction, and every process it starts is too. Its JVMs get the symbolizer agent
+//! through `JAVA_TOOL_OPTIONS` (appended to any value the user set), so the user adds nothing to
+//! the command; nothing else about the JVM is changed (the stack walker needs no
+//! -XX:+PreserveFramePointer).
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
@@ -55,7 +56,7 @@ pub fn find_agent(explicit: Option<&Path>) -> Result<PathBuf, String> {
 }
 
 /// The value of `JAVA_TOOL_OPTIONS` for a launched command: the user's `existing` value, then
-/// the agent and -XX:+PreserveFramePointer.
+/// the agent.
 pub fn java_tool_options(existing: Option<&OsStr>, agent: &Path) -> Result<OsString, String> {
     let agent_text = agent.to_str().filter(|text| !text.contains(char::is_whitespace)).ok_or_else(|| {
         format!(
@@ -69,9 +70,7 @@ pub fn java_tool_options(existing: Option<&OsStr>, agent: &Path) -> Result<OsStr
         value.push(existing);
         value.push(" ");
     }
-    value.push(format!(
-        "-agentpath:{agent_text}={AGENT_OPTIONS} -XX:+PreserveFramePointer"
-    ));
+    value.push(format!("-agentpath:{agent_text}={AGENT_OPTIONS}"));
     Ok(value)
 }
 
@@ -171,11 +170,11 @@ mod tests {
         let agent = Path::new("/opt/jp/libjvm_symbolizer_agent.so");
         assert_eq!(
             java_tool_options(None, agent).expect("plain path"),
-            "-agentpath:/opt/jp/libjvm_symbolizer_agent.so=perfmap=no -XX:+PreserveFramePointer"
+            "-agentpath:/opt/jp/libjvm_symbolizer_agent.so=perfmap=no"
         );
         assert_eq!(
             java_tool_options(Some(OsStr::new("-Xmx1g")), agent).expect("plain path"),
-            "-Xmx1g -agentpath:/opt/jp/libjvm_symbolizer_agent.so=perfmap=no -XX:+PreserveFramePointer"
+            "-Xmx1g -agentpath:/opt/jp/libjvm_symbolizer_agent.so=perfmap=no"
         );
         let err = java_tool_options(None, Path::new("/my agents/lib.so")).unwrap_err();
         assert!(err.contains("--agent-path"), "{err}");

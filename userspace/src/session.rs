@@ -18,7 +18,7 @@
 //!   start; a running one gets it attached (in the background), unless it refuses, in which case
 //!   the JDK's perf map or its code cache name the outer methods, and the session says once
 //!   which fallback is used;
-//! - warns once when a running JVM lacks -XX:+PreserveFramePointer;
+//! - tells the sampler's stack walker how to unwind its HotSpot frames, and of its Java threads;
 //! - classifies its threads by name (`[GC]`, `[JIT compiler]`, `[VM]`);
 //! - counts each sample in its thread's branch;
 //! - removes the code maps that JVMs killed before their agent could remove them left behind
@@ -45,7 +45,7 @@ use crate::jit::perfmap::PerfMap;
 use crate::jit::stale;
 use crate::launch;
 use crate::resolve::{JitNames, ResolveStats, Resolver};
-use crate::sampler::{Sample, Sampler, SamplerError};
+use crate::sampler::{Sample, Sampler, SamplerError, WalkedJvm};
 use crate::threads::{self, JvmThread};
 
 /// How often the JVMs are looked for again (`--pid`, `--all`).
@@ -157,6 +157,8 @@ pub struct ProfiledJvm {
     pid: u32,
     main_class: String,
     launched: bool,
+    /// The sampler samples it: a launched JVM from its start, a running one once opened.
+    tracked: bool,
     ended: bool,
     branches: Branches,
     state: State,
@@ -170,6 +172,7 @@ pub struct ProfiledJvm {
     attaching: Option<attach::Background<(JitNames, Option<String>)>>,
     unresolved: u64,
     map_failing_since: Option<Instant>,
+    walked: Option<WalkedJvm>,
 }
 
 impl ProfiledJvm {
@@ -329,6 +332,7 @@ impl Session {
             sampled_until: 0,
         };
         session.find_jvms()?;
+        session.open_jvms()?;
         Ok(session)
     }
 
@@ -349,6 +353,11 @@ impl Session {
 
     /// Forgets the JVMs that have ended (after their last counts were taken).
     pub fn forget_ended(&mut self) {
+        for jvm in self.jvms.values_mut().filter(|jvm| jvm.ended) {
+            if let Some(walked) = jvm.walked.take() {
+                walked.forget(&self.sampler);
+            }
+        }
         self.jvms.retain(|_, jvm| !jvm.ended);
     }
 
@@ -363,7 +372,7 @@ impl Session {
         }
         samples.extend(self.sampler.samples().try_iter());
         self.find_jvms()?;
-        self.open_jvms();
+        self.open_jvms()?;
         self.finish_attaches();
         for jvm in self.jvms.values_mut() {
             jvm.refresh_code_map(&*self.options.log);
@@ -378,6 +387,9 @@ impl Session {
         let settle_ns = self.sampled_until.saturating_sub(SETTLE_NS);
         for jvm in self.jvms.values_mut() {
             jvm.settle(settle_ns);
+            if let (Some(walked), State::Ready(resolver)) = (&mut jvm.walked, &jvm.state) {
+                walked.refresh(&self.sampler, resolver.hotspot());
+            }
         }
         Ok(())
     }
@@ -475,9 +487,13 @@ impl Session {
                 *last_scan = Some(Instant::now());
                 let (mut started, mut ended) = (Vec::new(), Vec::new());
                 for discovery in discoveries.iter_mut() {
-                    let changes = discovery.update(&self.sampler)?;
+                    // Tracked once opened ([`Session::open_jvms`]), not here.
+                    let changes = discovery.rescan();
                     started.extend(changes.started);
                     ended.extend(changes.ended);
+                }
+                for &pid in &ended {
+                    self.sampler.untrack(pid);
                 }
                 (started, ended, false)
             }
@@ -502,8 +518,13 @@ impl Session {
         Ok(())
     }
 
-    /// Opens the JVMs not opened yet (when it is time to try again).
-    fn open_jvms(&mut self) {
+    /// Opens the JVMs not opened yet (when it is time to try again), and starts sampling the
+    /// running JVMs found by discovery once the stack walker knows them: a JVM that has run a
+    /// while holds compiled code without frame pointers, which a walk by frame pointers (all
+    /// the sampler can do before) cuts short or, worse, steps over (a compiled leaf that keeps
+    /// its interpreted caller's rbp hides that caller). A JVM that cannot be read yet is
+    /// sampled at once, as a launched one is from its start.
+    fn open_jvms(&mut self) -> Result<(), SessionError> {
         let now = Instant::now();
         let mut attacher = Attacher {
             options: &self.options,
@@ -526,10 +547,20 @@ impl Session {
                 Ok(hotspot) => {
                     stale::sweep_own_tmp(jvm.pid);
                     let pending = std::mem::take(pending);
+                    match WalkedJvm::register(&self.sampler, &hotspot) {
+                        Ok(walked) => jvm.walked = Some(walked),
+                        Err(e) => {
+                            let message = format!(
+                                "JVM {} ({}): {e}; its stacks are walked by frame pointers only, \
+                                 so JIT-compiled frames without -XX:+PreserveFramePointer cut them short",
+                                jvm.pid, jvm.main_class
+                            );
+                            self.options.log.log(Level::Warning, &message);
+                        }
+                    }
                     let jit = if jvm.launched {
                         agent_code_map(jvm.pid)
                     } else {
-                        warn_without_frame_pointers(&hotspot, jvm, &*self.options.log);
                         JitNames::CodeCache
                     };
                     let mut resolver = Resolver::new(hotspot, jit, self.options.native_frames);
@@ -558,7 +589,17 @@ impl Session {
                 }
                 Err(_) => *next_try = now + OPEN_RETRY,
             }
+            if !jvm.tracked {
+                jvm.tracked = true;
+                if let Err(e) = self.sampler.track(jvm.pid) {
+                    if discovery::alive(jvm.pid) {
+                        return Err(e.into());
+                    }
+                    jvm.ended = true;
+                }
+            }
         }
+        Ok(())
     }
 
     /// Takes the outcome of the attaches that are done, and says which fallback is in use.
@@ -626,6 +667,7 @@ impl ProfiledJvm {
             pid,
             main_class: main_class_of(pid),
             launched,
+            tracked: launched,
             ended: false,
             branches: Branches::new(prefixes),
             state: State::Opening {
@@ -641,6 +683,7 @@ impl ProfiledJvm {
             attaching: None,
             unresolved: 0,
             map_failing_since: None,
+            walked: None,
         }
     }
 
@@ -734,6 +777,9 @@ impl ProfiledJvm {
     /// `patient`) until the next refresh of the code map if it holds compiled code the agent has
     /// not reported yet.
     fn add(&mut self, sample: Sample, native_frames: bool, patient: bool) {
+        if let Some(walked) = &mut self.walked {
+            walked.saw(&sample);
+        }
         let kind = self
             .thread_kinds
             .entry(sample.tid)
@@ -790,20 +836,6 @@ impl ProfiledJvm {
 fn agent_code_map(pid: u32) -> JitNames {
     let ns_pid = attach::Target::new(pid).map_or(pid, |target| target.ns_pid);
     JitNames::Agent(Box::new(CodeMap::of_process(pid, ns_pid)))
-}
-
-/// Says once that a running JVM without -XX:+PreserveFramePointer gives truncated stacks.
-fn warn_without_frame_pointers(hotspot: &HotSpot, jvm: &ProfiledJvm, log: &dyn Log) {
-    if hotspot.flag_bool("PreserveFramePointer") == Some(false) {
-        let message = format!(
-            "JVM {} ({}) runs without -XX:+PreserveFramePointer: its JIT-compiled code uses the frame \
-             pointer as a plain register, so stack walks stop at compiled frames and their callers \
-             are lost (truncated stacks). Restart it with -XX:+PreserveFramePointer, or profile it \
-             from its start with `joularcode-bpf stacks -- java ...`.",
-            jvm.pid, jvm.main_class
-        );
-        log.log(Level::Warning, &message);
-    }
 }
 
 /// Loads the agent into a running JVM (unless it runs one already), or picks the fallback:
@@ -1023,9 +1055,14 @@ mod tests {
             cpu: 0,
             time_ns,
             kernel: false,
+            jvm: false,
+            java_thread: false,
+            scanned: false,
             ip: 0,
             sp: 0,
             bp: 0,
+            stack_end: 0,
+            end: crate::sampler::WalkEnd::ChainEnd,
             frames: Vec::new(),
         };
         for (tid, time_ns) in [(1, 100), (1, 200), (2, 150), (2, 300), (1, 250)] {

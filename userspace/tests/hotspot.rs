@@ -5,7 +5,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use joularcode_bpf::hotspot::{FrameKind, HotSpot, HotSpotError, JavaMethod};
+use joularcode_bpf::hotspot::{HotSpot, HotSpotError, JavaMethod};
 use joularcode_tests::{all_jdks, workload_classes, Jvm};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -81,73 +81,67 @@ fn version_and_flags_on_every_jdk() {
 }
 
 #[test]
-fn interpreted_chain_is_named_from_the_thread_anchor() {
+fn the_walker_gets_the_code_cache_the_field_layouts_and_the_java_threads() {
     let _serial = serial();
-    let chain: Vec<JavaMethod> = ["leaf", "l6", "l5", "l4", "l3", "l2", "l1", "run", "main"]
-        .into_iter()
-        .map(|name| java("HotSpotChain", name))
-        .collect();
     for jdk in all_jdks() {
-        let jvm = Jvm::start(&jdk, &["-Xint"], "HotSpotChain", &[]);
+        let jvm = Jvm::start(&jdk, &[], "HotSpotChain", &[]);
         let hs = open(&jvm);
-        let threads = hs.java_threads();
-        assert!(threads.len() >= 2, "JDK {}: {threads:?}", jdk.major);
-        let walks: Vec<Vec<JavaMethod>> = threads
+        let info = hs.unwind_info().expect("what the walker needs");
+        // One to three heaps, side by side, holding the interpreter and the call stub.
+        assert!((1..=3).contains(&info.heaps.len()), "{info:?}");
+        let mut heaps = info.heaps.clone();
+        heaps.sort_by_key(|heap| heap.low);
+        assert!(heaps.windows(2).all(|w| w[0].high == w[1].low), "{heaps:?}");
+        assert!(heaps
             .iter()
-            .map(|thread| {
-                hs.walk_from_anchor(thread.anchor, 256)
-                    .iter()
-                    .filter_map(|frame| match frame.kind {
-                        FrameKind::Interpreted { method, .. } => Some(
-                            hs.method(method)
-                                .unwrap_or_else(|| panic!("Method* {method:#x} unnamed")),
-                        ),
-                        FrameKind::Code { .. } => None,
-                    })
-                    .collect()
+            .all(|h| h.low < h.high && (4..=16).contains(&h.log2_segment)));
+        assert_eq!(info.interpreter, hs.code_cache().interpreter());
+        assert!(hs.in_code_cache(info.call_stub_return));
+        let stub = hs
+            .blob_name(info.call_stub_return)
+            .expect("the call stub's blob");
+        assert!(
+            stub.starts_with("StubRoutines"),
+            "JDK {}: {stub}",
+            jdk.major
+        );
+        assert_eq!(
+            info.call_wrapper, -48,
+            "frame::entry_frame_call_wrapper_offset"
+        );
+        // Layouts by JDK: 16-bit frame-complete offsets and offsets instead of pointers in 25.
+        let jdk25 = jdk.major >= 25;
+        assert_eq!(info.frame_complete.size, if jdk25 { 2 } else { 4 });
+        assert_eq!(info.code_begin.relative, jdk25);
+        assert_eq!(info.deopt_handler.relative, jdk25);
+        assert_eq!((info.frame_size.size, info.compile_id.size), (4, 4));
+        assert!(info
+            .fields()
+            .iter()
+            .all(|f| u64::from(f.offset) + u64::from(f.size) <= u64::from(info.blob_read)));
+        // Every Java thread with its tid and stack; the JVM's own threads are not listed.
+        let threads = hs.java_threads();
+        let tids: Vec<u32> = threads.iter().filter_map(|t| t.tid).collect();
+        assert!(tids.len() >= 3, "JDK {}: {threads:?}", jdk.major);
+        assert_eq!(tids.len(), threads.len());
+        for thread in &threads {
+            let (low, high) = thread.stack.expect("a stack");
+            assert!(high - low >= 64 * 1024, "JDK {}: {thread:?}", jdk.major);
+        }
+        let names: Vec<String> = tids
+            .iter()
+            .map(|tid| {
+                std::fs::read_to_string(format!("/proc/{}/task/{tid}/comm", jvm.pid()))
+                    .expect("the thread's name")
+                    .trim_end()
+                    .to_string()
             })
             .collect();
-        let main = walks
-            .iter()
-            .find(|walk| walk.contains(&chain[0]))
-            .unwrap_or_else(|| panic!("JDK {}: no thread in leaf: {walks:#?}", jdk.major));
-        let leaf = main.iter().position(|m| *m == chain[0]).expect("leaf");
-        assert_eq!(main[leaf..], chain[..], "JDK {}", jdk.major);
-        // Above the leaf: Thread.sleep's own frames, all in java.lang.
-        assert!(leaf >= 1, "JDK {}: {main:?}", jdk.major);
+        assert!(names.iter().any(|n| n == "lambda"), "{names:?}");
         assert!(
-            main[..leaf]
-                .iter()
-                .all(|m| m.class == "java.lang.Thread" && m.name.starts_with("sleep")),
-            "JDK {}: {main:?}",
-            jdk.major
+            !names.iter().any(|n| n.starts_with("GC Thread")),
+            "{names:?}"
         );
-        // The "lambda" thread: HotSpotChain.sleepForever <- lambda$main$0 <- the hidden class.
-        let lambda = walks
-            .iter()
-            .find(|walk| walk.contains(&java("HotSpotChain", "sleepForever")))
-            .unwrap_or_else(|| panic!("JDK {}: no lambda thread: {walks:#?}", jdk.major));
-        let at = lambda
-            .iter()
-            .position(|m| m.name.starts_with("lambda$main$"))
-            .expect("the lambda's body");
-        let hidden = &lambda[at + 1];
-        assert_eq!(hidden.name, "run", "JDK {}: {lambda:?}", jdk.major);
-        assert!(
-            hidden.class.starts_with("HotSpotChain$$Lambda") && hidden.class.contains("/0x"),
-            "JDK {}: {hidden:?}",
-            jdk.major
-        );
-        assert!(!hidden.class.contains('+'));
-        let tids: Vec<_> = threads.iter().filter_map(|t| t.tid).collect();
-        assert!(
-            tids.iter().all(
-                |tid| std::path::Path::new(&format!("/proc/{}/task/{tid}", jvm.pid())).exists()
-            ),
-            "JDK {}: {tids:?}",
-            jdk.major
-        );
-        assert_eq!(tids.len(), threads.len());
     }
 }
 
@@ -200,89 +194,18 @@ fn compiled_methods_are_named_by_their_nmethods() {
 }
 
 #[test]
-fn compiled_frames_are_walked_by_frame_size_without_frame_pointers() {
-    let _serial = serial();
-    let chain: Vec<JavaMethod> = ["inner", "middle", "outer", "main"]
-        .into_iter()
-        .map(|name| java("HotSpotCompiled", name))
-        .collect();
-    for jdk in all_jdks() {
-        let jvm = Jvm::start(
-            &jdk,
-            &[
-                "-XX:-TieredCompilation",
-                "-Xbatch",
-                "-XX:CompileCommand=quiet",
-                "-XX:CompileCommand=dontinline,HotSpotCompiled::*",
-            ],
-            "HotSpotCompiled",
-            &[],
-        );
-        let hs = open(&jvm);
-        assert_eq!(hs.flag_bool("PreserveFramePointer"), Some(false));
-        let frames = poll(&format!("JDK {}: a thread in inner", jdk.major), || {
-            hs.java_threads().into_iter().find_map(|thread| {
-                let frames = hs.walk_from_anchor(thread.anchor, 256);
-                frames
-                    .iter()
-                    .any(|f| hs.frame_method(f).as_ref() == Some(&chain[0]))
-                    .then_some(frames)
-            })
-        });
-        let named: Vec<(Option<JavaMethod>, &FrameKind)> = frames
-            .iter()
-            .map(|f| (hs.frame_method(f), &f.kind))
-            .collect();
-        let inner = named
-            .iter()
-            .position(|(m, _)| m.as_ref() == Some(&chain[0]))
-            .expect("inner");
-        for (k, wanted) in chain.iter().enumerate() {
-            let (method, kind) = &named[inner + k];
-            assert_eq!(
-                method.as_ref(),
-                Some(wanted),
-                "JDK {}: {named:#?}",
-                jdk.major
-            );
-            match kind {
-                FrameKind::Code { blob } => {
-                    let compiled = hs.compiled_method_at(blob.code_begin).expect("nmethod");
-                    // main runs its loop in OSR-compiled (C2) or interpreted code.
-                    assert!(
-                        compiled.comp_level == 4 || k == 3,
-                        "JDK {}: {compiled:?}",
-                        jdk.major
-                    );
-                }
-                FrameKind::Interpreted { .. } => {
-                    assert_eq!(
-                        k, 3,
-                        "JDK {}: {wanted:?} interpreted: {named:#?}",
-                        jdk.major
-                    )
-                }
-            }
-        }
-    }
-}
-
-#[test]
 fn garbage_gives_none_or_errors_never_a_panic() {
     let _serial = serial();
     let jdk = joularcode_tests::jdk(25);
-    let jvm = Jvm::start(&jdk, &["-Xint"], "HotSpotChain", &[]);
+    let jvm = Jvm::start(&jdk, &["-XX:-TieredCompilation"], "HotSpotHot", &[]);
     let hs = open(&jvm);
     let (interp_begin, _) = hs.code_cache().interpreter();
-    let method = hs
-        .java_threads()
-        .iter()
-        .flat_map(|t| hs.walk_from_anchor(t.anchor, 64))
-        .find_map(|f| match f.kind {
-            FrameKind::Interpreted { method, .. } => Some(method),
-            FrameKind::Code { .. } => None,
-        })
-        .expect("an interpreted frame");
+    let method = poll("a compiled method", || {
+        hs.compiled_methods()
+            .into_iter()
+            .map(|compiled| compiled.method_ptr)
+            .next()
+    });
     assert!(hs.method(method).is_some());
     // Inside a Method, but not at its start: never a Method.
     for delta in 1..80 {

@@ -7,15 +7,14 @@
 
 use std::collections::HashMap;
 use std::process::Command;
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::sync::{Mutex, MutexGuard};
 
 use joularcode_bpf::resolve::ResolveStats;
-use joularcode_bpf::session::{Session, SessionOptions, Targets};
-use joularcode_core::log::Recorded;
 use joularcode_tests::jfr::{self, Profile, Recording, SamplePeriod};
-use joularcode_tests::{agent_library, all_jdks, jdk, target_dir, workload_classes, Jdk};
+use joularcode_tests::{all_jdks, jdk, target_dir, workload_classes, Jdk};
 use regex::Regex;
+
+mod common;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -80,23 +79,8 @@ fn profile_with_jfr(
         .arg(main)
         .args(args)
         .stdout(std::fs::File::create(&stdout).expect("the JVM's output file"));
-    let mut options = SessionOptions::new(Arc::new(Recorded::default()));
-    options.agent_path = Some(agent_library().to_path_buf());
-    options.rate_hz = RATE_HZ;
-    options.native_frames = true;
-    let mut session = Session::start(Targets::Launch(command), &options).expect("session starts");
-    while !session.finished() {
-        session.pump(Duration::from_millis(100)).expect("pump");
-    }
-    // The last samples arrive within a consumer pass.
-    std::thread::sleep(Duration::from_millis(300));
-    session.pump(Duration::ZERO).expect("pump");
-    assert_eq!(
-        session.launched_exit(),
-        Some(0),
-        "Java {}: {main}",
-        jdk.major
-    );
+    let mut session =
+        common::profile_to_end(command, RATE_HZ, &format!("Java {}: {main}", jdk.major));
     let counts = session.take_native_counts();
     assert_eq!(counts.len(), 1, "one JVM: {:?}", counts.keys());
     let (&pid, samples) = counts.iter().next().expect("one JVM");

@@ -78,7 +78,7 @@ fn stop_after(mut command: Command, seconds: u64, signal: nix::sys::signal::Sign
 #[test]
 fn a_known_split_between_two_methods() {
     let _serial = serial();
-    let jvm = Jvm::start(&jdk(17), &["-XX:+PreserveFramePointer"], "RecordSplit", &[]);
+    let jvm = Jvm::start(&jdk(17), &[], "RecordSplit", &[]);
     let run = Run::new();
     stop_after(
         run.command(&[
@@ -114,12 +114,7 @@ fn a_known_split_between_two_methods() {
 #[test]
 fn short_lived_threads_get_their_share() {
     let _serial = serial();
-    let jvm = Jvm::start(
-        &jdk(21),
-        &["-XX:+PreserveFramePointer"],
-        "RecordShortLived",
-        &[],
-    );
+    let jvm = Jvm::start(&jdk(21), &[], "RecordShortLived", &[]);
     let run = Run::new();
     let before = cpu_ticks(jvm.pid());
     let output = run.record(&["--pid", &jvm.pid().to_string(), "--duration", "8"]);
@@ -221,14 +216,7 @@ fn two_jvms_at_once_by_their_cpu() {
     let _serial = serial();
     // Each busy thread on CPU 30% of its time: 0.9 CPU in all, so that the 2 CPUs are not full
     // and each thread gets the same CPU time wherever the scheduler puts it.
-    let start = |threads| {
-        Jvm::start(
-            &jdk(25),
-            &["-XX:+PreserveFramePointer"],
-            "RecordBusy",
-            &[threads, "1000000", "30"],
-        )
-    };
+    let start = |threads| Jvm::start(&jdk(25), &[], "RecordBusy", &[threads, "1000000", "30"]);
     let (busy, calm) = (start("2"), start("1"));
     let run = Run::new();
     // Other JVMs of the machine are profiled too: leave them without our agent.
@@ -417,14 +405,7 @@ fn a_command_still_running_at_the_end_is_terminated() {
 #[test]
 fn several_pids_each_in_their_folder() {
     let _serial = serial();
-    let start = || {
-        Jvm::start(
-            &jdk(17),
-            &["-XX:+PreserveFramePointer"],
-            "RecordBusy",
-            &["1", "1000000", "30"],
-        )
-    };
+    let start = || Jvm::start(&jdk(17), &[], "RecordBusy", &["1", "1000000", "30"]);
     let (a, b) = (start(), start());
     let run = Run::new();
     let output = run.record(&[

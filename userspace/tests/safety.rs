@@ -121,9 +121,9 @@ fn usage(pid: u32) -> Option<(u64, f64)> {
     Some((peak, ticks as f64 / 100.0))
 }
 
-/// A busy JVM (JDK 17, with frame pointers) run by `user` in its folder.
+/// A busy JVM (JDK 17) run by `user` in its folder.
 fn user_jvm(user: &User, main_class: &str, args: &[&str]) -> Jvm {
-    let mut command = Jvm::command(&jdk(17), &["-XX:+PreserveFramePointer"], main_class, args);
+    let mut command = Jvm::command(&jdk(17), &[], main_class, args);
     user.run_as(&mut command);
     Jvm::spawn(command)
 }
@@ -530,12 +530,7 @@ fn outputs_through_another_users_link_or_into_a_fifo_are_refused_before_launch()
 #[test]
 fn impossible_power_readings_are_skipped_and_said() {
     let _serial = serial();
-    let jvm = Jvm::start(
-        &jdk(17),
-        &["-XX:+PreserveFramePointer"],
-        "RecordBusy",
-        &["1"],
-    );
+    let jvm = Jvm::start(&jdk(17), &[], "RecordBusy", &["1"]);
     let pid = jvm.pid().to_string();
     let run = new_run();
     run.set_watts("1e308");
@@ -629,12 +624,7 @@ fn a_latin_1_properties_file_is_used() {
 fn a_full_disk_loses_rows_says_so_and_exits_non_zero() {
     let _serial = serial();
     let disk = Tmpfs::mount("256k");
-    let jvm = Jvm::start(
-        &jdk(17),
-        &["-XX:+PreserveFramePointer"],
-        "RecordBusy",
-        &["2"],
-    );
+    let jvm = Jvm::start(&jdk(17), &[], "RecordBusy", &["2"]);
     let run = new_run();
     let results = disk.path().join("results");
     let filler = disk.path().join("filler");

@@ -11,8 +11,8 @@ use std::thread::sleep;
 use std::time::Duration;
 
 use joularcode_bpf::discovery::{Discovery, Target};
-use joularcode_bpf::sampler::{monotonic_ns, Sample, Sampler, ThreadTime, Walk, CONSUME_INTERVAL};
-use joularcode_tests::{all_jdks, jdk, Jvm};
+use joularcode_bpf::sampler::{monotonic_ns, Sample, Sampler, ThreadTime, CONSUME_INTERVAL};
+use joularcode_tests::{bpf_programs_of as programs_held_by, jdk, Jvm};
 
 fn sampler() -> Sampler {
     sampler_at(100)
@@ -199,7 +199,7 @@ impl Window {
 #[test]
 fn busy_threads_on_cpu_time_matches_schedstat_and_sets_the_sample_count() {
     let _serial = serial();
-    let jvm = Jvm::start(&jdk(17), &["-XX:+PreserveFramePointer"], "SamplerBusy", &[]);
+    let jvm = Jvm::start(&jdk(17), &[], "SamplerBusy", &[]);
     // At 1000 Hz, so that the count of samples over 5 s is large enough to check within 10% on
     // this shared 2-CPU machine, where the busy threads may get well under a CPU each (the
     // default rate is checked over a longer window below).
@@ -238,7 +238,7 @@ fn busy_threads_on_cpu_time_matches_schedstat_and_sets_the_sample_count() {
 #[test]
 fn the_default_rate_sets_the_sample_count_over_a_longer_window() {
     let _serial = serial();
-    let jvm = Jvm::start(&jdk(17), &["-XX:+PreserveFramePointer"], "SamplerBusy", &[]);
+    let jvm = Jvm::start(&jdk(17), &[], "SamplerBusy", &[]);
     // 100 Hz (stack-monitoring-sample-rate=10 ms) until the JVM has run 15 s on the CPUs (about
     // 1,500 samples, so that 10% is about four times the sampling noise), for up to two minutes
     // on a loaded machine.
@@ -291,109 +291,6 @@ fn threads_that_end_within_a_second_are_accounted_once_marked_exited() {
         .map(|time| time.name)
         .collect();
     assert!(reported.iter().all(|time| !names.contains(&time.name)));
-}
-
-/// How many samples of one thread the walk tests look at.
-const THREAD_SAMPLES: usize = 100;
-
-/// The first [`THREAD_SAMPLES`] samples of the JVM thread named `name`, walked the `walk` way.
-/// Sampled for as long as it takes (up to a minute): on a loaded machine the thread may get a
-/// small share of a CPU.
-fn thread_samples(jvm: &Jvm, name: &str, walk: Walk) -> Vec<Sample> {
-    let tid = tid_of(jvm.pid(), name);
-    let sampler = Sampler::with_walk(100, walk)
-        .unwrap_or_else(|e| panic!("these tests load BPF programs and need root: {e}"));
-    sampler.track(jvm.pid()).expect("track the JVM");
-    let mut samples = Vec::new();
-    for _ in 0..600 {
-        if samples.len() >= THREAD_SAMPLES {
-            break;
-        }
-        sleep(CONSUME_INTERVAL);
-        samples.extend(sampler.samples().try_iter().filter(|s| s.tid == tid));
-    }
-    assert!(
-        samples.len() >= THREAD_SAMPLES,
-        "only {} samples of {name} in a minute",
-        samples.len()
-    );
-    samples.truncate(THREAD_SAMPLES);
-    samples
-}
-
-/// At least 90% of the `total` samples of a run on Java `major` passed the check.
-fn assert_nine_in_ten(passed: usize, total: usize, major: u32) {
-    assert!(
-        passed * 10 >= total * 9,
-        "Java {major}: {passed} of {total} samples"
-    );
-}
-
-#[test]
-fn a_nine_deep_java_chain_is_walked_at_least_nine_frames_deep() {
-    let _serial = serial();
-    assert_eq!(Walk::detect(), Walk::BpfLoop, "this kernel has bpf_loop");
-    for jdk in all_jdks() {
-        let jvm = Jvm::start(&jdk, &["-XX:+PreserveFramePointer"], "SamplerDeep", &[]);
-        // Both ways of walking: bpf_loop, and the bounded loop that kernels before 5.17 get.
-        for walk in [Walk::BpfLoop, Walk::Bounded] {
-            let samples = thread_samples(&jvm, "Deep", walk);
-            let deep = samples.iter().filter(|s| s.frames.len() >= 9).count();
-            println!(
-                "Java {} ({walk:?}): {deep} of {} samples at least 9 frames deep",
-                jdk.major,
-                samples.len()
-            );
-            assert_nine_in_ten(deep, samples.len(), jdk.major);
-        }
-    }
-}
-
-#[test]
-fn interpreted_frames_carry_their_method_pointer() {
-    let _serial = serial();
-    for jdk in all_jdks() {
-        let jvm = Jvm::start(
-            &jdk,
-            &["-Xint", "-XX:+PreserveFramePointer"],
-            "SamplerDeep",
-            &[],
-        );
-        let samples = thread_samples(&jvm, "Deep", Walk::detect());
-        // Each interpreted frame of d1..d9 holds its Method* at fp-3 words: the same nine (or
-        // more) non-zero values recur in (nearly) every sample.
-        let mut seen: HashMap<u64, usize> = HashMap::new();
-        for sample in &samples {
-            let slots: HashSet<u64> = sample
-                .frames
-                .iter()
-                .map(|f| f.method_slot)
-                .filter(|&m| m != 0)
-                .collect();
-            for slot in slots {
-                *seen.entry(slot).or_default() += 1;
-            }
-        }
-        let recurring = seen
-            .values()
-            .filter(|&&n| n * 10 >= samples.len() * 9)
-            .count();
-        println!(
-            "Java {}: {recurring} Method* values recur in 90% of {} samples",
-            jdk.major,
-            samples.len()
-        );
-        assert!(
-            recurring >= 9,
-            "Java {}: only {recurring} recurring Method* values",
-            jdk.major
-        );
-        let deep = samples
-            .iter()
-            .filter(|s| s.frames.iter().take(9).all(|f| f.method_slot != 0))
-            .count();
-        assert_nine_in_ten(deep, samples.len(), jdk.major);
-    }
 }
 
 #[test]
@@ -461,7 +358,7 @@ fn raw(args: &[&str]) -> std::process::Output {
 #[test]
 fn the_raw_command_shows_busy_threads_and_refuses_non_jvms() {
     let _serial = serial();
-    let jvm = Jvm::start(&jdk(17), &["-XX:+PreserveFramePointer"], "SamplerBusy", &[]);
+    let jvm = Jvm::start(&jdk(17), &[], "SamplerBusy", &[]);
     let out = raw(&["--pid", &jvm.pid().to_string(), "--duration", "3"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     println!("{stdout}");
@@ -517,23 +414,6 @@ fn without_privileges_raw_says_what_it_needs_in_one_line() {
         stderr,
         "joularcode-bpf: loading the BPF sampler needs root, or the capabilities CAP_BPF and CAP_PERFMON (missing: CAP_BPF, CAP_PERFMON): run it with sudo\n"
     );
-}
-
-/// The ids of the BPF programs that process `pid` ("self" for this one) holds open, read from
-/// the `prog_id` lines of its /proc/PID/fdinfo files (program and link descriptors show them).
-/// Only this test's own programs are counted, whatever other BPF users load at the same time.
-fn programs_held_by(pid: &str) -> HashSet<u32> {
-    let Ok(entries) = fs::read_dir(format!("/proc/{pid}/fdinfo")) else {
-        return HashSet::new();
-    };
-    entries
-        .filter_map(|entry| fs::read_to_string(entry.ok()?.path()).ok())
-        .flat_map(|info| {
-            info.lines()
-                .filter_map(|line| line.strip_prefix("prog_id:")?.trim().parse().ok())
-                .collect::<Vec<u32>>()
-        })
-        .collect()
 }
 
 /// How many of the programs `ids` are still loaded in the kernel.

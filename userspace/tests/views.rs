@@ -674,14 +674,7 @@ fn record_halved(pid: u32, seconds: &str, results: &Path) -> Command {
 /// drift this way. The workload needs a tenth of a CPU, so that it keeps its pace on a machine
 /// loaded by others.
 fn record_before_and_after(before: &Path, after: &Path) {
-    let start = |hot_cost| {
-        Jvm::start(
-            &jdk(17),
-            &["-XX:+PreserveFramePointer"],
-            "EnergyHalved",
-            &[hot_cost],
-        )
-    };
+    let start = |hot_cost| Jvm::start(&jdk(17), &[], "EnergyHalved", &[hot_cost]);
     let (jvm_before, jvm_after) = (start("2"), start("1"));
     let spawn = |mut command: Command| {
         command
@@ -968,18 +961,8 @@ fn save_screen(tmux: &Tmux, name: &str) {
 #[test]
 fn top_under_tmux_shows_two_jvms_and_gives_the_terminal_back() {
     let _serial = serial();
-    let busy = Jvm::start(
-        &jdk(17),
-        &["-XX:+PreserveFramePointer"],
-        "RecordBusy",
-        &["1", "1000000", "60"],
-    );
-    let demo = Jvm::start(
-        &jdk(21),
-        &["-XX:+PreserveFramePointer"],
-        "DemoShop",
-        &["600"],
-    );
+    let busy = Jvm::start(&jdk(17), &[], "RecordBusy", &["1", "1000000", "60"]);
+    let demo = Jvm::start(&jdk(21), &[], "DemoShop", &["600"]);
     let dir = work_dir().join("top");
     std::fs::create_dir_all(&dir).unwrap();
     let mut command = vec![
@@ -1132,12 +1115,7 @@ fn top_under_tmux_shows_two_jvms_and_gives_the_terminal_back() {
 #[test]
 fn top_prints_plain_text_when_not_on_a_terminal() {
     let _serial = serial();
-    let jvm = Jvm::start(
-        &jdk(17),
-        &["-XX:+PreserveFramePointer"],
-        "RecordBusy",
-        &["1"],
-    );
+    let jvm = Jvm::start(&jdk(17), &[], "RecordBusy", &["1"]);
     let mut args = vec!["top".to_string(), "--pid".into(), jvm.pid().to_string()];
     args.extend(vm_source());
     args.extend([

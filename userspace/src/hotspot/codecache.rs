@@ -82,6 +82,19 @@ pub struct NMethodInfo {
     pub comp_level: u8,
 }
 
+/// Where a heap's code and segment map are: what a walker needs to find a pc's blob.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeapLayout {
+    /// The start of the heap: segment 0.
+    pub low: u64,
+    /// One past the end of its reserved range.
+    pub high: u64,
+    /// Its segment map, one byte per segment.
+    pub segmap: u64,
+    /// Bytes per segment, as a power of two.
+    pub log2_segment: u32,
+}
+
 /// A heap's committed part, read afresh for each lookup since it grows.
 struct HeapState {
     low: u64,
@@ -193,6 +206,23 @@ impl CodeCache {
         &self.reserved
     }
 
+    /// Every heap's layout; `None` if one cannot be read.
+    pub fn heap_layouts(&self, mem: &ProcessMemory) -> Option<Vec<HeapLayout>> {
+        self.heaps
+            .iter()
+            .zip(&self.reserved)
+            .map(|(&heap, &(_, high))| {
+                let state = self.heap_state(mem, heap)?;
+                Some(HeapLayout {
+                    low: state.low,
+                    high,
+                    segmap: state.segmap,
+                    log2_segment: state.log2_segment,
+                })
+            })
+            .collect()
+    }
+
     fn heap_state(&self, mem: &ProcessMemory, heap: u64) -> Option<HeapState> {
         let bytes = mem.read_bytes(heap, self.heap_size as usize)?;
         let low = word(&bytes, self.heap_memory + self.space_low)?;
@@ -281,8 +311,10 @@ impl CodeCache {
         if code_begin < blob || code_begin > code_end || code_end > end {
             return None;
         }
+        // Stubs without a fixed frame say -1.
         let frame_size =
-            u32::try_from(i32::from_ne_bytes(array_at(&header, self.blob_frame_size)?)).ok()?;
+            u32::try_from(i32::from_ne_bytes(array_at(&header, self.blob_frame_size)?))
+                .unwrap_or(0);
         let name = mem.read_c_string(word(&header, self.blob_name)?, MAX_BLOB_NAME)?;
         Some(CodeBlob {
             address: blob,

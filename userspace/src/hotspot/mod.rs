@@ -10,15 +10,15 @@ pub mod maps;
 pub mod memory;
 pub mod method;
 pub mod threads;
+pub mod unwind;
 pub mod vmstructs;
-pub mod walk;
 
 use thiserror::Error;
 
 pub use codecache::CodeBlob;
 pub use method::JavaMethod;
-pub use threads::{FrameAnchor, JavaThread};
-pub use walk::{Frame, FrameKind, FrameState};
+pub use threads::JavaThread;
+pub use unwind::UnwindInfo;
 
 use codecache::CodeCache;
 use flags::Flags;
@@ -95,7 +95,7 @@ impl HotSpot {
         let mem = ProcessMemory::new(pid);
         let vm = VmStructs::read(&mem, &libjvm)?;
         let version = read_version(&mem, &vm)?;
-        walk::check_interpreter_layout(&vm)?;
+        unwind::check_interpreter_layout(&vm)?;
         let methods = MethodReader::new(
             &vm,
             libjvm.require(METHOD_VTABLE_SYMBOL)?,
@@ -205,30 +205,14 @@ impl HotSpot {
         self.flags.has(name)
     }
 
-    /// The Java threads alive now, with their OS thread ids and frame anchors.
+    /// What a stack walker needs to unwind this JVM's frames (see [`UnwindInfo`]).
+    pub fn unwind_info(&self) -> Result<UnwindInfo, HotSpotError> {
+        UnwindInfo::read(&self.mem, &self.vm, &self.code)
+    }
+
+    /// The Java threads alive now, with their OS thread ids and stacks.
     pub fn java_threads(&self) -> Vec<JavaThread> {
         self.threads.threads(&self.mem)
-    }
-
-    /// The Java frames of a thread that has left Java code, from its anchor, newest first, at
-    /// most `max_frames`; empty while the thread runs Java code.
-    pub fn walk_from_anchor(&self, anchor: FrameAnchor, max_frames: usize) -> Vec<Frame> {
-        walk::walk_from_anchor(&self.mem, &self.code, anchor, max_frames)
-    }
-
-    /// The frames from `start` (a pc, sp and fp at a call site), newest first, at most
-    /// `max_frames`.
-    pub fn walk(&self, start: FrameState, max_frames: usize) -> Vec<Frame> {
-        walk::walk(&self.mem, &self.code, start, max_frames)
-    }
-
-    /// The Java method a frame runs: an interpreted frame's Method*, or a compiled frame's outer
-    /// method; `None` for stubs and unreadable methods.
-    pub fn frame_method(&self, frame: &Frame) -> Option<JavaMethod> {
-        match &frame.kind {
-            FrameKind::Interpreted { method, .. } => self.method(*method),
-            FrameKind::Code { blob } => self.compiled_frame(blob.clone()).map(|c| c.method),
-        }
     }
 }
 

@@ -14,6 +14,7 @@ pub const SYMBOLS: &[&str] = &[
     "gHotSpotVMStructEntryArrayStride",
     "gHotSpotVMStructEntryTypeNameOffset",
     "gHotSpotVMStructEntryFieldNameOffset",
+    "gHotSpotVMStructEntryTypeStringOffset",
     "gHotSpotVMStructEntryIsStaticOffset",
     "gHotSpotVMStructEntryOffsetOffset",
     "gHotSpotVMStructEntryAddressOffset",
@@ -55,6 +56,7 @@ pub enum Field {
 #[derive(Debug, Default)]
 pub struct VmStructs {
     fields: HashMap<(String, String), Field>,
+    field_types: HashMap<(String, String), String>,
     types: HashMap<String, u64>,
     int_constants: HashMap<String, i64>,
     long_constants: HashMap<String, i64>,
@@ -157,12 +159,21 @@ impl VmStructs {
     /// Reads the four tables of the JVM whose libjvm is `libjvm`.
     pub fn read(mem: &ProcessMemory, libjvm: &Libjvm) -> Result<VmStructs, HotSpotError> {
         let mut tables = VmStructs::default();
-        let name = |addr: u64| -> Result<String, HotSpotError> {
-            mem.read_c_string(addr, MAX_NAME)
+        // Type names and type strings repeat (the same literal for every field of a type):
+        // each is read from the target once.
+        let mut names: HashMap<u64, String> = HashMap::new();
+        let mut name = |addr: u64| -> Result<String, HotSpotError> {
+            if let Some(known) = names.get(&addr) {
+                return Ok(known.clone());
+            }
+            let read = mem
+                .read_c_string(addr, MAX_NAME)
                 .ok_or(HotSpotError::Unreadable {
                     what: "a VMStructs name",
                     addr,
-                })
+                })?;
+            names.insert(addr, read.clone());
+            Ok(read)
         };
 
         let structs = Layout::read(
@@ -170,7 +181,14 @@ impl VmStructs {
             libjvm,
             "gHotSpotVMStructs",
             "gHotSpotVMStructEntry",
-            &["TypeName", "FieldName", "IsStatic", "Offset", "Address"],
+            &[
+                "TypeName",
+                "FieldName",
+                "IsStatic",
+                "Offset",
+                "Address",
+                "TypeString",
+            ],
         )?;
         structs.for_each(mem, |w| {
             if w[1] == 0 {
@@ -182,7 +200,11 @@ impl VmStructs {
             } else {
                 Field::Offset(w[3])
             };
-            tables.fields.insert((name(w[0])?, name(w[1])?), field);
+            let key = (name(w[0])?, name(w[1])?);
+            if w[5] != 0 {
+                tables.field_types.insert(key.clone(), name(w[5])?);
+            }
+            tables.fields.insert(key, field);
             Ok(())
         })?;
 
@@ -249,6 +271,13 @@ impl VmStructs {
             .copied()
     }
 
+    /// The C++ type of `ty::field` as VMStructs spells it (`int`, `int16_t`, `address`, ...).
+    pub fn field_type(&self, ty: &str, field: &str) -> Option<&str> {
+        self.field_types
+            .get(&(ty.to_string(), field.to_string()))
+            .map(String::as_str)
+    }
+
     /// The offset of instance field `field` in the first of `types` that has it; the offset plus
     /// `width` must lie within that type's size when the size is known.
     pub fn offset(&self, types: &[&str], field: &str, width: u64) -> Result<u64, HotSpotError> {
@@ -308,7 +337,14 @@ mod tests {
     impl Fake {
         fn new() -> Fake {
             let structs = vec![
-                [c(c"Method"), c(c"_constMethod"), 0, 0, 8, 0],
+                [
+                    c(c"Method"),
+                    c(c"_constMethod"),
+                    c(c"ConstMethod*"),
+                    0,
+                    8,
+                    0,
+                ],
                 [c(c"CodeCache"), c(c"_heaps"), 0, 1, 0, 0x1234],
                 [0; 6],
             ];
@@ -328,6 +364,7 @@ mod tests {
                 ("gHotSpotVMStructEntryArrayStride", 48),
                 ("gHotSpotVMStructEntryTypeNameOffset", 0),
                 ("gHotSpotVMStructEntryFieldNameOffset", 8),
+                ("gHotSpotVMStructEntryTypeStringOffset", 16),
                 ("gHotSpotVMStructEntryIsStaticOffset", 24),
                 ("gHotSpotVMStructEntryOffsetOffset", 32),
                 ("gHotSpotVMStructEntryAddressOffset", 40),
@@ -371,6 +408,11 @@ mod tests {
             Some(8)
         );
         assert_eq!(vm.static_address("CodeCache", "_heaps").ok(), Some(0x1234));
+        assert_eq!(
+            vm.field_type("Method", "_constMethod"),
+            Some("ConstMethod*")
+        );
+        assert_eq!(vm.field_type("CodeCache", "_heaps"), None);
         assert_eq!(vm.size_of("Method"), Some(88));
         assert_eq!(vm.constant("frame::pc_return_offset"), Some(0));
         assert!(matches!(

@@ -38,7 +38,7 @@ use crate::discovery;
 use crate::hotspot::{HotSpot, JavaMethod};
 use crate::jit::codemap::{CodeKind, CodeMap};
 use crate::jit::perfmap::PerfMap;
-use crate::sampler::{monotonic_ns, RawFrame, Sample};
+use crate::sampler::{monotonic_ns, FrameKind, Sample};
 use crate::threads::JvmThread;
 use native::NativeNames;
 
@@ -135,8 +135,9 @@ pub struct Resolver {
 struct Pc {
     pc: u64,
     caller: bool,
-    /// The word the sampler read at fp-3 words of this pc's frame (an interpreter frame's
-    /// Method*), if the walk reached that frame.
+    /// The frame's Method*, if the walker found it interpreted, or (walked by frame pointers
+    /// before the JVM was registered) the word at fp-3 words, which is the Method* if the pc is
+    /// in the interpreter.
     method_slot: Option<u64>,
 }
 
@@ -151,35 +152,17 @@ impl Pc {
     }
 }
 
-/// The pcs of a sample, newest first: the leaf's `ip`, then each frame's return address (the pc
-/// in its caller), with the Method* slot of the frame that pc runs in.
-///
-/// A live frame lies at or above the stack pointer: a frame pointer below it (the register held
-/// a stale value, as in native code that uses rbp for data) leads into dead frames, whose words
-/// are left over from earlier calls. Such frames give no pc and no Method*: the walk is taken up
-/// again where it climbs back into the live stack.
+/// The pcs of a sample's frames, newest first, with the Method* of the interpreted ones.
 fn pcs(sample: &Sample) -> impl Iterator<Item = Pc> + '_ {
-    let live = move |frame: &RawFrame| frame.fp >= sample.sp;
-    let leaf = Pc {
-        pc: sample.ip,
-        caller: false,
-        method_slot: sample
-            .frames
-            .first()
-            .filter(|f| live(f))
-            .map(|f| f.method_slot),
-    };
-    let callers = sample
-        .frames
-        .iter()
-        .enumerate()
-        .filter(move |(_, frame)| live(frame))
-        .map(|(i, frame)| Pc {
-            pc: frame.return_address,
-            caller: true,
-            method_slot: sample.frames.get(i + 1).map(|f| f.method_slot),
-        });
-    std::iter::once(leaf).chain(callers)
+    sample.frames.iter().map(|frame| Pc {
+        pc: frame.pc,
+        caller: frame.caller,
+        method_slot: match frame.kind {
+            FrameKind::Interpreted { method } => Some(method),
+            FrameKind::Native { method_slot } if method_slot != 0 => Some(method_slot),
+            _ => None,
+        },
+    })
 }
 
 impl Resolver {
@@ -613,7 +596,7 @@ const RETURN_BARRIERS: [&str; 2] = ["Cont thaw return barrier", "cont_returnBarr
 /// stack chunk (on the heap) to the carrier's stack when the chunk is large or holds interpreted
 /// frames, and makes the oldest frame copied return into this barrier, which copies the next ones
 /// when it is reached. A frame returning there is the oldest of the virtual thread's frames on
-/// the stack: the older ones are in the chunk, where a frame-pointer walk cannot see them, and
+/// the stack: the older ones are in the chunk, which the sampler's walker does not read, and
 /// the frames after it are the carrier's.
 fn returns_to_barrier(map: &CodeMap, return_address: u64, time_ns: u64) -> bool {
     map.lookup(return_address, time_ns).is_some_and(|code| {
@@ -642,6 +625,7 @@ enum Named {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sampler::{StackFrame, WalkEnd};
 
     /// The branch name of `frames` (newest first) pushed onto a stack, and whether it completed;
     /// `frozen` stands for a return into the continuation's return barrier.
@@ -728,12 +712,12 @@ mod tests {
     }
 
     #[test]
-    fn each_pc_gets_the_method_slot_of_the_frame_it_runs_in() {
-        let frame = |fp, return_address, method_slot| RawFrame {
-            fp,
-            return_address,
-            method_slot,
-            bcp_slot: 0,
+    fn each_pc_gets_the_method_of_its_interpreted_frame() {
+        let frame = |pc, kind, caller| StackFrame {
+            pc,
+            kind,
+            caller,
+            deoptimized: false,
         };
         let sample = Sample {
             pid: 1,
@@ -741,10 +725,19 @@ mod tests {
             cpu: 0,
             time_ns: 5,
             kernel: false,
+            jvm: true,
+            java_thread: true,
+            scanned: false,
             ip: 0x1000,
             sp: 0x7000,
             bp: 0x7100,
-            frames: vec![frame(0x7100, 0x2000, 0xa), frame(0x7200, 0x3000, 0xb)],
+            stack_end: 0x7200,
+            end: WalkEnd::Entry,
+            frames: vec![
+                frame(0x1000, FrameKind::Interpreted { method: 0xa }, false),
+                frame(0x2000, FrameKind::Native { method_slot: 0 }, true),
+                frame(0x3000, FrameKind::Stub { blob: 0xb }, true),
+            ],
         };
         let found: Vec<(u64, u64, Option<u64>)> = pcs(&sample)
             .map(|pc| (pc.pc, pc.instruction(), pc.method_slot))
@@ -753,23 +746,9 @@ mod tests {
             found,
             [
                 (0x1000, 0x1000, Some(0xa)),
-                (0x2000, 0x1fff, Some(0xb)),
+                (0x2000, 0x1fff, None),
                 (0x3000, 0x2fff, None),
             ]
         );
-        // A frame pointer below the stack pointer: dead frames until the walk is back above it.
-        let stale = Sample {
-            sp: 0x7150,
-            ..sample.clone()
-        };
-        let found: Vec<(u64, Option<u64>)> =
-            pcs(&stale).map(|pc| (pc.pc, pc.method_slot)).collect();
-        assert_eq!(found, [(0x1000, None), (0x3000, None)]);
-        let empty = Sample {
-            frames: Vec::new(),
-            ..sample
-        };
-        let leaf: Vec<_> = pcs(&empty).map(|pc| (pc.pc, pc.method_slot)).collect();
-        assert_eq!(leaf, [(0x1000, None)]);
     }
 }

@@ -7,7 +7,8 @@
 //! Nothing is sampled until a process is tracked ([`Sampler::track`], [`Sampler::follow`]).
 //! Dropping the sampler detaches and unloads everything; the process's exit does too.
 
-mod perf;
+pub mod jvm;
+pub mod perf;
 pub mod privileges;
 pub mod raw;
 mod record;
@@ -16,7 +17,7 @@ pub mod signals;
 use std::fmt;
 use std::fs;
 use std::mem::MaybeUninit;
-use std::os::fd::{AsRawFd, IntoRawFd};
+use std::os::fd::{AsFd, AsRawFd, IntoRawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::Arc;
@@ -25,11 +26,11 @@ use std::time::Duration;
 
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, RingBufferBuilder};
-use record::RECORD_LEN;
 
 /// Now on CLOCK_MONOTONIC, the clock of [`Sample::time_ns`].
 pub use joularcode_core::power::clock::monotonic_ns;
-pub use record::{RawFrame, Sample, MAX_FRAMES};
+pub use jvm::WalkedJvm;
+pub use record::{record_len, FrameKind, Sample, StackFrame, WalkEnd, MAX_FRAMES};
 
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/sampler.skel.rs"));
@@ -47,8 +48,8 @@ pub const CHANNEL_SECONDS: u64 = 4;
 pub enum Walk {
     /// With the bpf_loop helper (Linux 5.17 and later): the verifier checks one step.
     BpfLoop,
-    /// With a loop bounded to 128 steps, for kernels without bpf_loop (5.15, 5.16): the verifier
-    /// checks every step, so loading takes longer.
+    /// A few steps per program, chained by tail calls, for kernels without bpf_loop (5.15,
+    /// 5.16): the verifier checks every step of a program, so loading takes longer.
     Bounded,
 }
 
@@ -65,6 +66,17 @@ impl Walk {
             Walk::Bounded
         }
     }
+}
+
+/// What the kernel says of the sampling program ([`Sampler::program_stats`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProgramStats {
+    /// Nanoseconds it ran, in all (counted while kernel.bpf_stats_enabled is 1).
+    pub run_time_ns: u64,
+    /// How many times it ran (counted while kernel.bpf_stats_enabled is 1).
+    pub run_count: u64,
+    /// Instructions the verifier went through to load it.
+    pub verified_instructions: u32,
 }
 
 /// On-CPU time of one thread of a tracked process, from the sched accounting: since the process
@@ -119,6 +131,7 @@ pub struct Sampler {
     samples: Receiver<Sample>,
     channel_drops: Arc<AtomicU64>,
     perf_links: Vec<Link>,
+    walk: Walk,
     skel: SamplerSkel<'static>,
 }
 
@@ -151,12 +164,21 @@ impl Sampler {
             .samples
             .set_max_entries(ring_size(rate_hz, cpus.len()))
             .map_err(bpf_error("size the ring buffer"))?;
-        let unused = match walk {
-            Walk::BpfLoop => &mut open.progs.jp_on_sample_bounded,
-            Walk::Bounded => &mut open.progs.jp_on_sample,
-        };
-        unused.set_autoload(false);
+        match walk {
+            Walk::BpfLoop => {
+                open.progs.jp_on_sample_bounded.set_autoload(false);
+                open.progs.jp_walk_more.set_autoload(false);
+            }
+            Walk::Bounded => open.progs.jp_on_sample.set_autoload(false),
+        }
         let mut skel = open.load().map_err(bpf_error("load the BPF programs"))?;
+        if walk == Walk::Bounded {
+            let more = skel.progs.jp_walk_more.as_fd().as_raw_fd();
+            skel.maps
+                .walk_more
+                .update(&0u32.to_ne_bytes(), &more.to_ne_bytes(), MapFlags::ANY)
+                .map_err(bpf_error("chain the bounded walk's programs"))?;
+        }
         skel.attach()
             .map_err(bpf_error("attach the scheduler tracepoints"))?;
 
@@ -201,6 +223,7 @@ impl Sampler {
             samples,
             channel_drops,
             perf_links,
+            walk,
             skel,
         })
     }
@@ -308,6 +331,17 @@ impl Sampler {
         self.perf_links.len()
     }
 
+    /// The kernel's figures for the sampling program (the one attached to the perf events:
+    /// with kernel.bpf_stats_enabled on, its run time and run count, tail calls included), or
+    /// `None` if the kernel does not give them.
+    pub fn program_stats(&self) -> Option<ProgramStats> {
+        let program = match self.walk {
+            Walk::BpfLoop => &self.skel.progs.jp_on_sample,
+            Walk::Bounded => &self.skel.progs.jp_on_sample_bounded,
+        };
+        program_stats(program.as_fd())
+    }
+
     fn read_threads(&self) -> Vec<(u32, ThreadEntry)> {
         let map = &self.skel.maps.threads;
         map.keys()
@@ -330,6 +364,21 @@ impl Drop for Sampler {
     }
 }
 
+/// The kernel's figures for the loaded program `program`.
+fn program_stats(program: std::os::fd::BorrowedFd<'_>) -> Option<ProgramStats> {
+    let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
+    let mut len = std::mem::size_of_val(&info) as u32;
+    // SAFETY: the kernel fills at most `len` bytes of `info`, a plain C struct.
+    let ret = unsafe {
+        libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(program.as_raw_fd(), &mut info, &mut len)
+    };
+    (ret == 0).then_some(ProgramStats {
+        run_time_ns: info.run_time_ns,
+        run_count: info.run_cnt,
+        verified_instructions: info.verified_insns,
+    })
+}
+
 /// Adds `pid` to a set of pids (the map `tracked` or `followed`); `verb` says which, for the error.
 fn mark(set: &dyn MapCore, pid: u32, verb: &str) -> Result<(), SamplerError> {
     set.update(&pid.to_ne_bytes(), &[1], MapFlags::ANY)
@@ -341,12 +390,17 @@ fn mark(set: &dyn MapCore, pid: u32, verb: &str) -> Result<(), SamplerError> {
         })
 }
 
-/// Bytes of ring buffer for `cpus` CPUs sampled at `rate_hz`: room for one second of samples
-/// (ten times what the consumer drains at each pass), as a power of two from 1 MiB to 256 MiB.
+/// Frames per sample the ring buffer is sized for: a deep Java stack (javac's average is about
+/// 60). Samples with more frames take more room: the ring then holds less than a second.
+const SIZED_FRAMES: usize = 64;
+
+/// Bytes of ring buffer for `cpus` CPUs sampled at `rate_hz`: room for one second of samples of
+/// 64 frames (ten times what the consumer drains at each pass; still two and a half passes of
+/// samples of the most frames), as a power of two from 1 MiB to 256 MiB.
 fn ring_size(rate_hz: u64, cpus: usize) -> u32 {
     let second = rate_hz
         .saturating_mul(cpus as u64)
-        .saturating_mul(RECORD_LEN as u64);
+        .saturating_mul(record_len(SIZED_FRAMES) as u64);
     second.clamp(1 << 20, 1 << 28).next_power_of_two() as u32
 }
 
@@ -450,10 +504,11 @@ mod tests {
     #[test]
     fn the_ring_holds_a_second_of_samples() {
         assert_eq!(ring_size(100, 2), 1 << 20);
-        assert_eq!(ring_size(1000, 2), 1 << 23);
-        assert_eq!(ring_size(100, 64), 1 << 25);
+        assert_eq!(ring_size(1000, 2), 1 << 22);
+        assert_eq!(ring_size(100, 64), 1 << 24);
         assert_eq!(ring_size(10_000, 4096), 1 << 28);
-        assert!(ring_size(100, 8) as usize >= 100 * 8 * RECORD_LEN);
+        assert!(ring_size(100, 8) as usize >= 100 * 8 * record_len(SIZED_FRAMES));
+        assert!(ring_size(1000, 2) as usize >= 1000 * 2 * record_len(MAX_FRAMES) / 4);
     }
 
     #[test]

@@ -1,12 +1,17 @@
 //! `joularcode-bpf raw`: what the sampler sees, per thread, for a few seconds. A debugging view
-//! of the raw material (samples, on-CPU time, walk depths, losses) before any symbolization.
+//! of the raw material (samples, on-CPU time, walk depths, how many walks reached the thread's
+//! first Java frame, losses) before any symbolization.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use super::{monotonic_ns, privileges, signals, Sample, Sampler, ThreadTime, CONSUME_INTERVAL};
+use super::{
+    monotonic_ns, privileges, signals, FrameKind, Sample, Sampler, ThreadTime, WalkEnd, WalkedJvm,
+    CONSUME_INTERVAL,
+};
 use crate::discovery::{Discovery, Target};
+use crate::hotspot::{HotSpot, HotSpotError};
 
 /// How often the JVMs are looked for again, with `--all`.
 const RESCAN_INTERVAL: Duration = Duration::from_secs(1);
@@ -20,6 +25,52 @@ struct ThreadReport {
     samples: u64,
     kernel_samples: u64,
     depths: Vec<usize>,
+    java_depths: Vec<usize>,
+    whole: u64,
+}
+
+/// The JVMs whose stacks the walker unwinds by HotSpot frames, or why one cannot be.
+#[derive(Default)]
+struct Walked {
+    jvms: HashMap<u32, (HotSpot, WalkedJvm)>,
+    failed: HashMap<u32, String>,
+}
+
+impl Walked {
+    /// Registers the JVMs of `discovery` not registered yet (a starting JVM is tried again at
+    /// the next call), and keeps the Java threads of the others up to date.
+    fn update(&mut self, sampler: &Sampler, discovery: &Discovery) {
+        for &pid in discovery.jvms() {
+            if self.jvms.contains_key(&pid) || self.failed.contains_key(&pid) {
+                continue;
+            }
+            match HotSpot::open(pid)
+                .map_err(|e| (matches!(e, HotSpotError::NotReady(_)), e.to_string()))
+            {
+                Ok(hotspot) => match WalkedJvm::register(sampler, &hotspot) {
+                    Ok(walked) => {
+                        self.jvms.insert(pid, (hotspot, walked));
+                    }
+                    Err(e) => {
+                        self.failed.insert(pid, e.to_string());
+                    }
+                },
+                Err((true, _)) => {}
+                Err((false, e)) => {
+                    self.failed.insert(pid, e);
+                }
+            }
+        }
+        for (hotspot, walked) in self.jvms.values_mut() {
+            walked.refresh(sampler, hotspot);
+        }
+    }
+
+    fn saw(&mut self, sample: &Sample) {
+        if let Some((_, walked)) = self.jvms.get_mut(&sample.pid) {
+            walked.saw(sample);
+        }
+    }
 }
 
 /// Samples the target for `duration` (or until Ctrl-C) at `rate_hz`, then prints one line per
@@ -38,6 +89,7 @@ pub fn run(
     let sampler = Sampler::new(rate_hz).map_err(|e| e.to_string())?;
 
     let mut threads: BTreeMap<(u32, u32), ThreadReport> = BTreeMap::new();
+    let mut walked = Walked::default();
     let start = Instant::now();
     let mut last_scan: Option<Instant> = None;
     while start.elapsed() < duration && !signals::stop_requested() {
@@ -46,8 +98,18 @@ pub fn run(
             add_times(&mut threads, sampler.thread_times());
             last_scan = Some(Instant::now());
         }
+        walked.update(&sampler, &discovery);
         std::thread::sleep(CONSUME_INTERVAL.min(duration.saturating_sub(start.elapsed())));
-        add_samples(&mut threads, sampler.samples().try_iter(), u64::MAX);
+        let samples: Vec<Sample> = sampler.samples().try_iter().collect();
+        samples.iter().for_each(|sample| walked.saw(sample));
+        add_samples(&mut threads, samples.into_iter(), u64::MAX);
+    }
+    for (pid, reason) in &walked.failed {
+        writeln!(
+            out,
+            "JVM {pid}: stacks walked by frame pointers only: {reason}"
+        )
+        .map_err(|e| format!("cannot write the report: {e}"))?;
     }
     let end_ns = monotonic_ns();
     add_times(&mut threads, sampler.thread_times());
@@ -84,6 +146,18 @@ fn add_samples(
         report.samples += 1;
         report.kernel_samples += u64::from(sample.kernel);
         report.depths.push(sample.frames.len());
+        let java = sample
+            .frames
+            .iter()
+            .filter(|f| {
+                matches!(
+                    f.kind,
+                    FrameKind::Interpreted { .. } | FrameKind::Compiled { .. }
+                )
+            })
+            .count();
+        report.java_depths.push(java);
+        report.whole += u64::from(sample.end == WalkEnd::Entry);
     }
 }
 
@@ -122,8 +196,16 @@ fn print_report(
     )?;
     writeln!(
         out,
-        "{:>8} {:>8}  {:<24} {:>8} {:>7} {:>10}  {:<14}",
-        "pid", "tid", "name", "samples", "kernel", "on-cpu-ms", "depth min/med/max"
+        "{:>8} {:>8}  {:<24} {:>8} {:>7} {:>10}  {:<18} {:<17} {:>6}",
+        "pid",
+        "tid",
+        "name",
+        "samples",
+        "kernel",
+        "on-cpu-ms",
+        "depth min/med/max",
+        "java min/med/max",
+        "whole"
     )?;
     let (mut samples, mut on_cpu_ns, mut quiet) = (0, 0, 0);
     for (&(pid, tid), report) in threads {
@@ -138,13 +220,22 @@ fn print_report(
         } else {
             report.name.clone()
         };
+        let whole = if report.samples == 0 {
+            "-".to_string()
+        } else {
+            format!(
+                "{:.1}%",
+                report.whole as f64 * 100.0 / report.samples as f64
+            )
+        };
         writeln!(
             out,
-            "{pid:>8} {tid:>8}  {name:<24} {:>8} {:>7} {:>10.1}  {}",
+            "{pid:>8} {tid:>8}  {name:<24} {:>8} {:>7} {:>10.1}  {:<18} {:<17} {whole:>6}",
             report.samples,
             report.kernel_samples,
             report.on_cpu_ns as f64 / 1e6,
-            depth_distribution(&mut report.depths.clone())
+            depth_distribution(&mut report.depths.clone()),
+            depth_distribution(&mut report.java_depths.clone()),
         )?;
     }
     writeln!(
@@ -205,18 +296,30 @@ mod tests {
             cpu: 0,
             time_ns: 100,
             kernel: tid == 4,
+            jvm: true,
+            java_thread: true,
+            scanned: false,
             ip: 0,
             sp: 0,
             bp: 0,
-            frames: vec![
-                crate::sampler::RawFrame {
-                    fp: 8,
-                    return_address: 1,
-                    method_slot: 0,
-                    bcp_slot: 0
-                };
-                depth
-            ],
+            stack_end: 0,
+            end: if tid == 2 {
+                WalkEnd::Entry
+            } else {
+                WalkEnd::ChainEnd
+            },
+            frames: (0..depth)
+                .map(|i| crate::sampler::StackFrame {
+                    pc: 1,
+                    kind: if i % 2 == 0 {
+                        FrameKind::Native { method_slot: 0 }
+                    } else {
+                        FrameKind::Interpreted { method: 8 }
+                    },
+                    caller: i > 0,
+                    deoptimized: false,
+                })
+                .collect(),
         };
         add_samples(
             &mut threads,
@@ -240,9 +343,20 @@ mod tests {
         assert!(
             lines[2].contains("Busy")
                 && lines[2].contains("1500.0")
-                && lines[2].ends_with("18/20/20")
+                && lines[2].contains("18/20/20")
+                && lines[2].contains("9/10/10")
+                && lines[2].ends_with("100.0%"),
+            "{}",
+            lines[2]
         );
-        assert!(lines[3].contains("Short (exited)") && lines[3].ends_with("9/9/9"));
+        assert!(
+            lines[3].contains("Short (exited)")
+                && lines[3].contains("9/9/9")
+                && lines[3].contains("4/4/4")
+                && lines[3].ends_with("0.0%"),
+            "{}",
+            lines[3]
+        );
         assert_eq!(
             lines[4],
             "1 other thread(s) ran less than 1 ms and were not sampled"

@@ -1,0 +1,276 @@
+//! A real program against an oracle no one here wrote: the JDK's javac compiling generated
+//! sources, profiled by the session that `joularcode-bpf stacks` runs while the JVM's own JFR
+//! sampler records the same run, with and without -XX:+PreserveFramePointer, on JDK 17, 21 and
+//! 25. The walker (docs/sampler.md) must give stacks as deep as JFR's, and the methods JFR finds
+//! hot must hold the same share of our samples.
+//!
+//! They load the BPF sampler (root) and run JVMs, so they are serialised by one lock; they fail,
+//! saying so, when something is missing.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use joularcode_tests::jfr::{Recording, SamplePeriod};
+use joularcode_tests::{all_jdks, jdk, target_dir, Jdk};
+
+mod common;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Five times the default rate: a few thousand samples of javac's main thread per run.
+const RATE_HZ: u64 = 500;
+
+/// Sources javac compiles: 3 to 5 s of CPU time, 1,500 to 3,000 samples of JFR.
+const SOURCES: usize = 100;
+
+/// javac's entry point, the oldest frame of its main thread's stacks on both sides.
+const ENTRY: &str = "com.sun.tools.javac.Main.main";
+
+/// How many of JFR's hottest methods (by inclusive share) are compared.
+const TOP: usize = 50;
+
+/// Writes `count` Java sources into `dir` (package `gen`): classes with generic methods that call
+/// each other, string building, boxing and lambdas, which keep javac's attribution, type
+/// inference and code generation busy with deep stacks. The same sources every time.
+fn generate_sources(dir: &Path, count: usize) -> Vec<PathBuf> {
+    std::fs::create_dir_all(dir).expect("a folder for the sources");
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = move |bound: usize| {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (state >> 33) as usize % bound
+    };
+    (0..count)
+        .map(|i| {
+            let mut text = format!(
+                "package gen;\nimport java.util.*;\nimport java.util.function.*;\n\
+                 public class C{i} implements Comparable<C{i}> {{\n\
+                 \x20 private final Map<String, List<Integer>> data = new HashMap<>();\n\
+                 \x20 int value = {i};\n"
+            );
+            for m in 0..4 {
+                let callee = next(count);
+                text.push_str(&format!(
+                    "  public <T extends Comparable<T>> List<T> m{m}(List<T> in, Function<T, T> f) {{\n\
+                     \x20   List<T> out = new ArrayList<>();\n\
+                     \x20   for (T t : in) {{ if (t.compareTo(in.get(0)) > 0) out.add(f.apply(t)); else out.add(t); }}\n\
+                     \x20   int x = ((value * {m} + {i}) % 7 + (value << 2) - ({m} ^ value)) * (value > {m} ? 1 : -1);\n\
+                     \x20   String s = \"a\" + x + \"b\" + (x * 2) + data.getOrDefault(\"k{m}\", List.of(1, 2, 3)).size();\n\
+                     \x20   new C{callee}().m{next_m}(List.of(s, s + s), v -> v.trim());\n\
+                     \x20   return out;\n  }}\n",
+                    next_m = (m + 1) % 4
+                ));
+            }
+            text.push_str(&format!(
+                "  public int compareTo(C{i} o) {{ return Integer.compare(value, o.value); }}\n}}\n"
+            ));
+            let path = dir.join(format!("C{i}.java"));
+            std::fs::write(&path, text).expect("write a source");
+            path
+        })
+        .collect()
+}
+
+/// JDK 17's jdk.compiler and jdk.internal.opt classes, extracted from its jmods once per build
+/// folder (into `target/javac-classes`, renamed there whole): javac for the Java 21 and 25
+/// runtimes, which have none (it runs there with `--system <JDK 17>`).
+fn javac_classes() -> &'static str {
+    static CLASSES: OnceLock<String> = OnceLock::new();
+    CLASSES.get_or_init(|| {
+        let modules = ["jdk.compiler", "jdk.internal.opt"];
+        let dir = target_dir().join("javac-classes");
+        let path = |dir: &Path| {
+            let classes = modules.map(|m| dir.join(m).join("classes").display().to_string());
+            classes.join(":")
+        };
+        if dir.is_dir() {
+            return path(&dir);
+        }
+        let jdk17 = jdk(17);
+        let fresh = target_dir().join(format!("javac-classes-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&fresh);
+        for module in modules {
+            let jmod = jdk17.home.join(format!("jmods/{module}.jmod"));
+            let status = Command::new(jdk17.home.join("bin/jmod"))
+                .args(["extract", "--dir"])
+                .arg(fresh.join(module))
+                .arg(&jmod)
+                .status()
+                .unwrap_or_else(|e| panic!("cannot run jmod of {}: {e}", jdk17.home.display()));
+            assert!(
+                status.success(),
+                "jmod extract {} failed (openjdk-17-jdk-headless has it)",
+                jmod.display()
+            );
+        }
+        if std::fs::rename(&fresh, &dir).is_err() {
+            // Another test process renamed its copy first.
+            let _ = std::fs::remove_dir_all(&fresh);
+        }
+        path(&dir)
+    })
+}
+
+/// The stacks of javac's main thread in one run, each with its samples: ours (taken in Java code,
+/// as JFR's are) and JFR's.
+struct JavacRun {
+    ours: Vec<(String, u64)>,
+    jfr: Vec<(String, u64)>,
+}
+
+/// javac compiling the generated sources on `jdk` with `jvm_flags`, launched in a session with
+/// native frames (as `stacks --native` does) while JFR samples the same run every millisecond.
+///
+/// JFR samples a thread only while it runs Java code: our samples whose newest frames are native
+/// code (the JVM loading classes, a runtime call, the kernel) are left out of the comparison, and
+/// so are the branches of the other threads.
+fn javac_run(jdk: &Jdk, jvm_flags: &[&str]) -> JavacRun {
+    let dir = target_dir().join(format!(
+        "javac-{}-{}-{}",
+        std::process::id(),
+        jdk.major,
+        jvm_flags.len()
+    ));
+    let sources = generate_sources(&dir.join("src"), SOURCES);
+    let recording = Recording::new(dir.join("javac.jfr"));
+    let mut command = Command::new(jdk.java());
+    command
+        .args(jvm_flags)
+        .arg(recording.jvm_option(SamplePeriod::Ms1))
+        // JFR keeps the newest 64 frames of a stack by default: javac's are deeper.
+        .arg("-XX:FlightRecorderOptions=stackdepth=512");
+    if jdk.major != 17 {
+        command.arg("-cp").arg(javac_classes());
+    }
+    command.arg("com.sun.tools.javac.Main");
+    if jdk.major != 17 {
+        command.arg("--system").arg(&self::jdk(17).home);
+    }
+    command
+        .arg("-d")
+        .arg(dir.join("classes"))
+        .args(&sources)
+        .stdout(Stdio::null());
+    let mut session = common::profile_to_end(
+        command,
+        RATE_HZ,
+        &format!("Java {} {jvm_flags:?}: javac", jdk.major),
+    );
+    let counts = session.take_native_counts();
+    assert_eq!(counts.len(), 1, "one JVM: {:?}", counts.keys());
+    let (&pid, samples) = counts.iter().next().expect("one JVM");
+    let jvm = session.jvm(pid).expect("the JVM");
+    let ours = samples
+        .iter()
+        .filter(|((_, native), _)| native.is_empty())
+        .map(|((branch, _), &n)| (jvm.branches().name(*branch).to_string(), n))
+        .filter(|(branch, _)| branch.starts_with(ENTRY))
+        .collect();
+    let jfr = recording
+        .read(jdk)
+        .branch_counts()
+        .into_iter()
+        .filter(|(branch, _)| branch.starts_with(ENTRY))
+        .collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    JavacRun { ours, jfr }
+}
+
+/// What one side saw: its samples, their mean number of frames, and each method's inclusive
+/// share (the part of the samples whose stack holds it).
+struct Summary {
+    samples: u64,
+    depth: f64,
+    shares: HashMap<String, f64>,
+}
+
+fn summary(stacks: &[(String, u64)]) -> Summary {
+    let (mut samples, mut frames) = (0u64, 0u64);
+    let mut holding: HashMap<&str, u64> = HashMap::new();
+    for (stack, n) in stacks {
+        let methods: Vec<&str> = stack.split(';').collect();
+        samples += n;
+        frames += methods.len() as u64 * n;
+        for method in methods.into_iter().collect::<HashSet<_>>() {
+            *holding.entry(method).or_default() += n;
+        }
+    }
+    let total = samples.max(1) as f64;
+    Summary {
+        samples,
+        depth: frames as f64 / total,
+        shares: holding
+            .into_iter()
+            .map(|(method, n)| (method.to_string(), n as f64 / total))
+            .collect(),
+    }
+}
+
+/// Checks javac's stacks on every JDK with `jvm_flags` against JFR's: our mean depth within 5% of
+/// JFR's, and the inclusive shares of JFR's [`TOP`] methods within 0.04 of ours on average.
+fn assert_javac_agrees_with_jfr(jvm_flags: &[&str]) {
+    for jdk in all_jdks() {
+        let run = javac_run(&jdk, jvm_flags);
+        let (ours, jfr) = (summary(&run.ours), summary(&run.jfr));
+        let mut top: Vec<(&String, f64)> = jfr.shares.iter().map(|(m, &s)| (m, s)).collect();
+        top.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+        top.truncate(TOP);
+        // (difference, method, JFR's share, ours)
+        let mut differences: Vec<(f64, &String, f64, f64)> = top
+            .iter()
+            .map(|&(method, share)| {
+                let our = ours.shares.get(method).copied().unwrap_or(0.0);
+                ((share - our).abs(), method, share, our)
+            })
+            .collect();
+        differences.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let mean = differences.iter().map(|d| d.0).sum::<f64>() / differences.len() as f64;
+        let what = format!("Java {} {jvm_flags:?}", jdk.major);
+        eprintln!(
+            "{what}: mean Java depth {:.1} ({} samples) vs JFR's {:.1} ({} samples); JFR's top \
+             {TOP} methods' inclusive shares differ by {mean:.4} on average; most (difference, \
+             method, JFR's share, ours): {:?}",
+            ours.depth,
+            ours.samples,
+            jfr.depth,
+            jfr.samples,
+            &differences[..differences.len().min(3)]
+        );
+        assert!(
+            ours.samples >= 500 && jfr.samples >= 500,
+            "{what}: too few samples of javac"
+        );
+        assert!(
+            (ours.depth - jfr.depth).abs() <= 0.05 * jfr.depth,
+            "{what}: mean depth {:.1}, JFR's {:.1}",
+            ours.depth,
+            jfr.depth
+        );
+        assert!(
+            mean <= 0.04,
+            "{what}: the shares differ by {mean:.4} on average; most: {:?}",
+            &differences[..differences.len().min(10)]
+        );
+    }
+}
+
+#[test]
+fn javac_stacks_agree_with_jfr_without_frame_pointers() {
+    let _serial = serial();
+    assert_javac_agrees_with_jfr(&[]);
+}
+
+#[test]
+fn javac_stacks_agree_with_jfr_with_frame_pointers() {
+    let _serial = serial();
+    assert_javac_agrees_with_jfr(&["-XX:+PreserveFramePointer"]);
+}

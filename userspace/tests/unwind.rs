@@ -1,0 +1,417 @@
+//! Whole stacks without -XX:+PreserveFramePointer, end to end on JDK 17, 21 and 25: the BPF
+//! walker (docs/sampler.md) unwinds HotSpot frames by kind, and the session names them. Threads
+//! whose leaves are native code reach their Java caller and their entry; a JVM profiled by pid
+//! after it ran a while is walked as a launched one is; compiled code deoptimised while sampled
+//! and OSR frames lose nothing.
+//!
+//! They load the BPF sampler (root), run JVMs and measure CPU, so they are serialised by one
+//! lock; they fail, saying so, when something is missing.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use joularcode_bpf::hotspot::HotSpot;
+use joularcode_bpf::sampler::{FrameKind, Sample, Sampler, Walk, WalkEnd, WalkedJvm};
+use joularcode_bpf::session::{Session, SessionOptions, Targets};
+use joularcode_core::log::Recorded;
+use joularcode_tests::{agent_library, all_jdks, target_dir, workload_classes, Jdk, Jvm};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Five times the default rate, so that each thread of a loaded machine still gets enough samples.
+const RATE_HZ: u64 = 500;
+
+fn session_options() -> SessionOptions {
+    let mut options = SessionOptions::new(Arc::new(Recorded::default()));
+    options.agent_path = Some(agent_library().to_path_buf());
+    options.rate_hz = RATE_HZ;
+    options
+}
+
+/// The branches of one thread: its samples per branch name.
+type ThreadBranches = HashMap<String, u64>;
+
+/// Pumps `session` for `warm_up`, forgets what it counted, pumps for `measure` more, and returns
+/// each thread's branches by thread name (threads of one name pooled).
+fn measure(
+    session: &mut Session,
+    warm_up: Duration,
+    measure: Duration,
+) -> HashMap<String, ThreadBranches> {
+    let pump_for = |session: &mut Session, time: Duration| {
+        let start = Instant::now();
+        while start.elapsed() < time && !session.finished() {
+            session.pump(Duration::from_millis(100)).expect("pump");
+        }
+    };
+    pump_for(session, warm_up);
+    session.take_counts();
+    pump_for(session, measure);
+    let mut threads: HashMap<String, ThreadBranches> = HashMap::new();
+    for (pid, by_tid) in session.take_counts() {
+        let jvm = session.jvm(pid).expect("a sampled JVM");
+        for counts in by_tid.into_values() {
+            let branches = threads.entry(counts.name).or_default();
+            for (branch, count) in counts.counts {
+                *branches
+                    .entry(jvm.branches().name(branch).to_string())
+                    .or_default() += count;
+            }
+        }
+    }
+    threads
+}
+
+/// The share of `branches`' samples whose branch `whole` accepts, and their number.
+fn share(branches: &ThreadBranches, whole: impl Fn(&str) -> bool) -> (f64, u64) {
+    let total: u64 = branches.values().sum();
+    let good: u64 = branches
+        .iter()
+        .filter(|(branch, _)| whole(branch))
+        .map(|(_, count)| count)
+        .sum();
+    (good as f64 / total.max(1) as f64, total)
+}
+
+/// The command that runs `main` on `jdk`.
+fn java(jdk: &Jdk, jvm_args: &[&str], main: &str, args: &[&str]) -> Command {
+    let mut command = Command::new(jdk.java());
+    command
+        .args(jvm_args)
+        .arg("-cp")
+        .arg(workload_classes())
+        .arg(main)
+        .args(args)
+        .stdout(Stdio::null());
+    command
+}
+
+#[test]
+fn native_leaves_reach_their_java_caller_and_the_thread_entry() {
+    let _serial = serial();
+    let loops = [
+        "file",
+        "socket",
+        "echo",
+        "arraycopy",
+        "hashcode",
+        "intern",
+        "crypto",
+        "clock",
+    ];
+    for jdk in all_jdks() {
+        let command = java(&jdk, &[], "UnwindNative", &["12"]);
+        let mut session =
+            Session::start(Targets::Launch(command), &session_options()).expect("session starts");
+        let threads = measure(&mut session, Duration::from_secs(3), Duration::from_secs(6));
+        for name in loops {
+            let branches = threads
+                .get(name)
+                .unwrap_or_else(|| panic!("Java {}: no thread {name}", jdk.major));
+            let caller = format!(";UnwindNative.{name}Loop");
+            let (whole, samples) = share(branches, |branch| {
+                branch.starts_with("java.lang.Thread.run;") && branch.contains(&caller)
+            });
+            println!(
+                "Java {} {name}: {:.2}% of {samples} samples reach UnwindNative.{name}Loop and Thread.run",
+                jdk.major,
+                whole * 100.0
+            );
+            assert!(
+                samples >= 50,
+                "Java {} {name}: {samples} samples",
+                jdk.major
+            );
+            let others: Vec<_> = branches
+                .iter()
+                .filter(|(branch, _)| {
+                    !(branch.starts_with("java.lang.Thread.run;") && branch.contains(&caller))
+                })
+                .collect();
+            if !others.is_empty() {
+                println!("  cut short: {others:?}");
+            }
+            let worst = others.iter().max_by_key(|(_, n)| **n);
+            assert!(
+                whole >= 0.99,
+                "Java {} {name}: only {:.2}% whole; the most common other branch: {worst:?}",
+                jdk.major,
+                whole * 100.0
+            );
+        }
+        let _ = session
+            .stop()
+            .map(|mut child| child.kill().and_then(|_| child.wait()));
+    }
+}
+
+const CHAIN: &str = "StacksChain.main;StacksChain.run;StacksChain.l1;StacksChain.l2;\
+    StacksChain.l3;StacksChain.l4;StacksChain.l5;StacksChain.l6;StacksChain.leaf";
+
+/// Profiles a StacksChain JVM that has run for 3 s by pid: once the agent is attached (the first
+/// inlined frame is named), the busiest thread's branches over 5 s.
+fn attached_chain(jdk: &Jdk, flags: &[&str]) -> ThreadBranches {
+    let jvm = Jvm::start(jdk, flags, "StacksChain", &[]);
+    std::thread::sleep(Duration::from_secs(3));
+    let mut session =
+        Session::start(Targets::Pids(vec![jvm.pid()]), &session_options()).expect("session starts");
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(30)
+        && session
+            .jvm(jvm.pid())
+            .is_none_or(|profiled| profiled.stats().inlined_frames == 0)
+    {
+        session.pump(Duration::from_millis(100)).expect("pump");
+    }
+    let mut threads = measure(&mut session, Duration::ZERO, Duration::from_secs(5));
+    let busiest = threads
+        .iter()
+        .max_by_key(|(_, branches)| branches.values().sum::<u64>())
+        .map(|(name, _)| name.clone())
+        .expect("a sampled thread");
+    threads.remove(&busiest).expect("its branches")
+}
+
+#[test]
+fn a_jvm_that_ran_a_while_is_walked_whole_once_attached() {
+    let _serial = serial();
+    for jdk in all_jdks() {
+        let branches = attached_chain(&jdk, &[]);
+        let (main, samples) = share(&branches, |branch| {
+            branch.starts_with("StacksChain.main;StacksChain.run")
+        });
+        let (whole, _) = share(&branches, |branch| branch == CHAIN);
+        println!(
+            "Java {} attached: {:.2}% of {samples} samples reach main, {:.2}% show the whole chain",
+            jdk.major,
+            main * 100.0,
+            whole * 100.0
+        );
+        assert!(samples >= 100, "Java {}: {samples} samples", jdk.major);
+        assert!(
+            main >= 0.99 && whole >= 0.99,
+            "Java {}: {branches:?}",
+            jdk.major
+        );
+    }
+}
+
+/// The WhiteBox class, alone in a folder for -Xbootclasspath/a.
+fn white_box() -> PathBuf {
+    let boot = target_dir().join(format!("whitebox-{}", std::process::id()));
+    let dir = boot.join("jdk/test/whitebox");
+    std::fs::create_dir_all(&dir).expect("a folder for WhiteBox");
+    std::fs::copy(
+        workload_classes().join("jdk/test/whitebox/WhiteBox.class"),
+        dir.join("WhiteBox.class"),
+    )
+    .expect("the compiled WhiteBox class");
+    boot
+}
+
+/// The tid of the thread of `pid` named `name`. A Java thread names its OS thread itself once it
+/// runs, which may be after the workload printed READY: polled for up to 30 s.
+fn thread_named(pid: u32, name: &str) -> u32 {
+    for _ in 0..300 {
+        let found = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .into_iter()
+            .flatten()
+            .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .find(|tid| {
+                std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+                    .is_ok_and(|comm| comm.trim_end() == name)
+            });
+        if let Some(tid) = found {
+            return tid;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("JVM {pid} has no thread named {name}");
+}
+
+/// How many samples of one thread the walk tests look at.
+const THREAD_SAMPLES: usize = 100;
+
+/// The first [`THREAD_SAMPLES`] samples of the JVM thread named `name`, walked the `walk` way.
+/// Sampled for as long as it takes (up to a minute): on a loaded machine the thread may get a
+/// small share of a CPU. The JVM is registered with the stack walker first, as the profiler does.
+fn thread_samples(jvm: &Jvm, name: &str, walk: Walk) -> (HotSpot, Vec<Sample>) {
+    let tid = thread_named(jvm.pid(), name);
+    let sampler = Sampler::with_walk(100, walk)
+        .unwrap_or_else(|e| panic!("these tests load BPF programs and need root: {e}"));
+    let hotspot = HotSpot::open(jvm.pid()).expect("read the JVM");
+    let _walked = WalkedJvm::register(&sampler, &hotspot).expect("the walker takes the JVM");
+    sampler.track(jvm.pid()).expect("track the JVM");
+    let mut samples = Vec::new();
+    for _ in 0..600 {
+        if samples.len() >= THREAD_SAMPLES {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        samples.extend(sampler.samples().try_iter().filter(|s| s.tid == tid));
+    }
+    assert!(
+        samples.len() >= THREAD_SAMPLES,
+        "only {} samples of {name} in a minute",
+        samples.len()
+    );
+    samples.truncate(THREAD_SAMPLES);
+    (hotspot, samples)
+}
+
+/// The Java frames of `sample`, named (`Class.method`; compiled ones by their outer method),
+/// newest first.
+fn java_frames(hotspot: &HotSpot, sample: &Sample) -> Vec<String> {
+    sample
+        .frames
+        .iter()
+        .filter_map(|frame| {
+            let method = match frame.kind {
+                FrameKind::Interpreted { method } => hotspot.method(method),
+                FrameKind::Compiled { .. } => hotspot
+                    .compiled_method_at(frame.lookup_pc())
+                    .map(|compiled| compiled.method),
+                _ => return None,
+            };
+            Some(method.map_or("?".into(), |m| format!("{}.{}", m.class, m.name)))
+        })
+        .collect()
+}
+
+#[test]
+fn a_nine_deep_java_chain_is_walked_whole_without_frame_pointers() {
+    let _serial = serial();
+    assert_eq!(Walk::detect(), Walk::BpfLoop, "this kernel has bpf_loop");
+    let chain: Vec<String> = (1..=9).rev().map(|i| format!("SamplerDeep.d{i}")).collect();
+    for jdk in all_jdks() {
+        for tier in [&["-Xint"][..], &["-XX:TieredStopAtLevel=1"], &[]] {
+            let jvm = Jvm::start(&jdk, tier, "SamplerDeep", &[]);
+            // Both ways of walking: bpf_loop, and the bounded loop that kernels before 5.17 get.
+            for walk in [Walk::BpfLoop, Walk::Bounded] {
+                let (hotspot, samples) = thread_samples(&jvm, "Deep", walk);
+                let whole = samples
+                    .iter()
+                    .filter(|s| {
+                        let frames = java_frames(&hotspot, s);
+                        s.end == WalkEnd::Entry
+                            && frames.starts_with(&chain)
+                            && frames.last().map(String::as_str) == Some("java.lang.Thread.run")
+                    })
+                    .count();
+                println!(
+                    "Java {} {tier:?} ({walk:?}): {whole} of {} walks whole",
+                    jdk.major,
+                    samples.len()
+                );
+                assert!(
+                    whole * 100 >= samples.len() * 99,
+                    "Java {} {tier:?} ({walk:?}): {whole} of {} walks whole; one was {:?}",
+                    jdk.major,
+                    samples.len(),
+                    samples.iter().map(|s| java_frames(&hotspot, s)).next()
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn deoptimised_and_osr_frames_lose_nothing() {
+    let _serial = serial();
+    let boot = format!("-Xbootclasspath/a:{}", white_box().display());
+    let flags = [
+        "-XX:+UnlockDiagnosticVMOptions",
+        "-XX:+WhiteBoxAPI",
+        "-XX:-PrintWarnings",
+        &boot,
+    ];
+    for jdk in all_jdks() {
+        let jvm = Jvm::start(&jdk, &flags, "UnwindDeopt", &[]);
+        let sampler = Sampler::new(RATE_HZ).expect("these tests load BPF programs and need root");
+        let hotspot = HotSpot::open(jvm.pid()).expect("read the JVM");
+        let mut walked = WalkedJvm::register(&sampler, &hotspot).expect("the walker takes it");
+        sampler.track(jvm.pid()).expect("track the JVM");
+        let (deopt, osr) = (
+            thread_named(jvm.pid(), "deopt"),
+            thread_named(jvm.pid(), "osr"),
+        );
+        let mut samples: Vec<Sample> = Vec::new();
+        let mut names: HashMap<u32, Vec<Vec<String>>> = HashMap::new();
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(100));
+            for sample in sampler.samples().try_iter() {
+                walked.saw(&sample);
+                if sample.tid == deopt || sample.tid == osr {
+                    // Named at once: deoptimised code is freed soon after.
+                    names
+                        .entry(sample.tid)
+                        .or_default()
+                        .push(java_frames(&hotspot, &sample));
+                    samples.push(sample);
+                }
+            }
+            walked.refresh(&sampler, &hotspot);
+        }
+        for (tid, name, bottom) in [
+            (deopt, "deopt", "UnwindDeopt.loop"),
+            (osr, "osr", "UnwindDeopt.osr"),
+        ] {
+            let of_thread: Vec<&Sample> = samples.iter().filter(|s| s.tid == tid).collect();
+            let whole = of_thread.iter().filter(|s| s.end == WalkEnd::Entry).count();
+            let reach = names[&tid]
+                .iter()
+                .filter(|frames| {
+                    frames.ends_with(&[bottom.to_string(), "java.lang.Thread.run".to_string()])
+                        || frames.contains(&bottom.to_string())
+                            && frames.last().map(String::as_str) == Some("java.lang.Thread.run")
+                })
+                .count();
+            println!(
+                "Java {} {name}: {whole} of {} walks whole, {reach} reach {bottom} and Thread.run",
+                jdk.major,
+                of_thread.len()
+            );
+            assert!(of_thread.len() >= 100, "Java {}: {name}", jdk.major);
+            assert!(
+                whole * 100 >= of_thread.len() * 99,
+                "Java {} {name}",
+                jdk.major
+            );
+            assert!(
+                reach * 100 >= of_thread.len() * 99,
+                "Java {} {name}",
+                jdk.major
+            );
+        }
+        // Frames whose return address was redirected to their deoptimisation handler: their
+        // original pc is recorded, and names the method that was running there.
+        let deoptimised: Vec<String> = samples
+            .iter()
+            .zip(samples.iter().map(|s| java_frames(&hotspot, s)))
+            .filter(|(s, _)| s.frames.iter().any(|f| f.deoptimized))
+            .map(|(_, frames)| frames.join(";"))
+            .collect();
+        println!(
+            "Java {}: {} samples with a deoptimised frame, e.g. {:?}",
+            jdk.major,
+            deoptimised.len(),
+            deoptimised.first()
+        );
+        assert!(
+            !deoptimised.is_empty(),
+            "Java {}: no deoptimised frame seen",
+            jdk.major
+        );
+        drop(jvm);
+    }
+}
