@@ -1,6 +1,7 @@
 //! The command line: `joularcode-bpf <SUBCOMMAND>`.
 
 use std::ffi::OsString;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -8,6 +9,7 @@ use clap::{ArgGroup, Args, Parser, Subcommand};
 
 use crate::discovery::Target;
 use crate::record::options::ConfigOptions;
+use crate::session::BranchLimit;
 
 /// Energy per Java execution branch, for one JVM or every JVM of this host, sampled from
 /// outside the JVM with eBPF. Needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE).
@@ -40,6 +42,80 @@ pub enum Command {
     /// or branches by power. Keys: up/down select a JVM, m methods, b branches, s sort, a all or
     /// application branches, q quit. Not on a terminal, it prints plain text after each cycle.
     Top(TopArgs),
+    /// Profile every JVM of the host, always (new JVMs within a second, in any container), and
+    /// export their energy per JVM, method and branch on a Prometheus endpoint
+    /// (http://127.0.0.1:29100/metrics by default). Runs until SIGTERM or Ctrl-C.
+    Daemon(DaemonArgs),
+}
+
+/// `joularcode-bpf daemon`.
+#[derive(Debug, Args)]
+pub struct DaemonArgs {
+    /// Where the Prometheus endpoint listens (GET /metrics). 0.0.0.0:29100 opens it to the
+    /// network.
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:29100")]
+    pub listen: SocketAddr,
+    /// The properties file to read instead of ./joularcodejava.properties (it must exist).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// How many methods and how many branches of each JVM are exported, each; the energy of the
+    /// others goes to method="other" and branch="other".
+    #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub top: u16,
+    /// The most distinct branches kept per JVM; the stacks beyond are counted in one "[other]"
+    /// branch until idle branches are dropped.
+    #[arg(long, value_name = "N", default_value_t = 5000, value_parser = clap::value_parser!(u32).range(10..=1_000_000))]
+    pub max_branches: u32,
+    /// A branch or method with no sample for this many seconds is dropped.
+    #[arg(long, value_name = "SECONDS", default_value_t = 600.0, value_parser = parse_seconds)]
+    pub branch_idle: f64,
+    /// How long the series of a JVM that ended stay on the endpoint, frozen, before they go.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300.0, value_parser = parse_seconds)]
+    pub keep_ended: f64,
+    /// The symbolizer agent library (default: libjvm_symbolizer_agent.so beside this program).
+    #[arg(long, value_name = "FILE")]
+    pub agent_path: Option<PathBuf>,
+    /// Do not load the symbolizer agent into the JVMs: their compiled frames are then named from
+    /// their code caches, by their outer methods only.
+    #[arg(long)]
+    pub no_attach: bool,
+    /// The keys of joularcodejava.properties. Joular's CSV files are written (one folder per JVM)
+    /// only when --results-path is given.
+    #[command(flatten)]
+    pub options: ConfigOptions,
+}
+
+impl DaemonArgs {
+    /// The recording the daemon makes: `record --all` with no end but a signal, each JVM's
+    /// branches bounded.
+    pub fn recording(&self) -> RecordArgs {
+        RecordArgs {
+            pids: Vec::new(),
+            all: true,
+            duration: None,
+            config: self.config.clone(),
+            cycle_log: None,
+            agent_path: self.agent_path.clone(),
+            no_attach: self.no_attach,
+            flamegraph: None,
+            pprof: None,
+            app: false,
+            options: self.options.clone(),
+            command: Vec::new(),
+            branch_limit: Some(BranchLimit {
+                max: self.max_branches as usize,
+                idle: Duration::from_secs_f64(self.branch_idle),
+            }),
+        }
+    }
+
+    /// Whether Joular's CSV files are written: when --results-path is given.
+    pub fn writes_csv(&self) -> bool {
+        self.options
+            .values
+            .iter()
+            .any(|(key, _)| *key == "results-path")
+    }
 }
 
 /// `joularcode-bpf top`.
@@ -89,6 +165,7 @@ impl TopArgs {
             app: false,
             options: self.options.clone(),
             command: Vec::new(),
+            branch_limit: None,
         }
     }
 }
@@ -259,6 +336,9 @@ pub struct RecordArgs {
     /// first instant; record ends when it ends, with its exit code.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
+    /// Set by the daemon, not an option: a bound on each JVM's branches.
+    #[arg(skip)]
+    pub branch_limit: Option<BranchLimit>,
 }
 
 impl RecordArgs {

@@ -119,6 +119,7 @@ pub fn run_with(args: &RecordArgs, mut outputs: Outputs) -> Result<i32, String> 
     session_options.prefixes = config.methods_filtering_prefix.clone();
     session_options.agent_path = args.agent_path.clone();
     session_options.attach_agent = !args.no_attach;
+    session_options.branch_limit = args.branch_limit;
     signals::stop_on_signals()?;
     let mut session =
         Session::start(targets(args), &session_options).map_err(|error| error.to_string())?;
