@@ -1,12 +1,14 @@
-//! The HTTP endpoint: `GET /metrics` answers the registry in OpenMetrics text; anything else a
-//! 404 that says where the metrics are. One thread serves the scrapes one after the other (a
+//! The HTTP endpoint: `GET /metrics` answers the registry in OpenMetrics text to a client that
+//! accepts it (Prometheus does), else in Prometheus' classic text format (version 0.0.4, which
+//! `promtool check metrics` and older scrapers read); anything else a 404 that says where the
+//! metrics are. One thread serves the scrapes one after the other (a
 //! scrape takes a lock on the metrics for as long as it encodes them, well under a millisecond).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::{prometheus_text, text};
 use prometheus_client::registry::Registry;
 use tiny_http::{Header, Method, Response, Server};
 
@@ -35,9 +37,21 @@ pub fn serve(server: Server, registry: Arc<Registry>) -> Result<JoinHandle<()>, 
                 let response = if *request.method() == Method::Get
                     && request.url().split('?').next() == Some("/metrics")
                 {
+                    let openmetrics = request.headers().iter().any(|header| {
+                        header.field.equiv("Accept")
+                            && header.value.as_str().contains("application/openmetrics-text")
+                    });
                     let mut body = String::new();
-                    match encode(&mut body, &registry) {
-                        Ok(()) => Response::from_string(body).with_header(header(OPENMETRICS)),
+                    let (encoded, content_type) = if openmetrics {
+                        (text::encode(&mut body, &registry), OPENMETRICS)
+                    } else {
+                        (
+                            prometheus_text::encode(&mut body, &registry),
+                            prometheus_text::CONTENT_TYPE,
+                        )
+                    };
+                    match encoded {
+                        Ok(()) => Response::from_string(body).with_header(header(content_type)),
                         Err(_) => Response::from_string("could not encode the metrics\n")
                             .with_status_code(500)
                             .with_header(header(TEXT)),
