@@ -47,8 +47,9 @@ use crate::resolve::{JitNames, ResolveStats, Resolver};
 use crate::sampler::{Sample, Sampler, SamplerError};
 use crate::threads::{self, JvmThread};
 
-/// How often the JVMs are looked for again (`--pid`, `--all`).
-const RESCAN_INTERVAL: Duration = Duration::from_secs(1);
+/// How often the JVMs are looked for again (`--pid`, `--all`): a new JVM is picked up within a
+/// second (this, plus one pass of the loop).
+const RESCAN_INTERVAL: Duration = Duration::from_millis(500);
 /// How often opening a starting JVM is retried, and for how long.
 const OPEN_RETRY: Duration = Duration::from_millis(250);
 const OPEN_GIVE_UP: Duration = Duration::from_secs(20);

@@ -39,7 +39,10 @@ pub fn serve(server: Server, registry: Arc<Registry>) -> Result<JoinHandle<()>, 
                 {
                     let openmetrics = request.headers().iter().any(|header| {
                         header.field.equiv("Accept")
-                            && header.value.as_str().contains("application/openmetrics-text")
+                            && header
+                                .value
+                                .as_str()
+                                .contains("application/openmetrics-text")
                     });
                     let mut body = String::new();
                     let (encoded, content_type) = if openmetrics {
