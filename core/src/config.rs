@@ -186,6 +186,54 @@ impl Default for Config {
     }
 }
 
+/// The largest configuration file read.
+const MAX_FILE: u64 = 1 << 20;
+
+/// The bytes of the configuration file `path`: a regular file (a FIFO there would block) of at
+/// most [`MAX_FILE`] bytes.
+fn read_file(path: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let file = crate::input::open_for_reading(path, true).map_err(|error| error.to_string())?;
+    let meta = file.metadata().map_err(|error| error.to_string())?;
+    if !meta.is_file() {
+        return Err("it is not a regular file.".to_owned());
+    }
+    if meta.len() > MAX_FILE {
+        return Err(format!("it is larger than {MAX_FILE} bytes."));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE)
+        .read_to_end(&mut bytes)
+        .map_err(|error| error.to_string())?;
+    Ok(bytes)
+}
+
+/// The text of the configuration file `path`: UTF-8, as Joular Code for Java reads it; where it
+/// is not (Joular then ignores the whole file), ISO-8859-1, as Java's
+/// `Properties.load(InputStream)` reads bytes, said once through `log`. A file Joular reads
+/// reads the same, and none is dropped whole for one byte.
+fn decode(bytes: Vec<u8>, path: &Path, log: &dyn Log) -> String {
+    match String::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(error) => {
+            let at = error.utf8_error().valid_up_to();
+            let bytes = error.into_bytes();
+            let line = bytes[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+            log.log(
+                Level::Warning,
+                &format!(
+                    "{} is not valid UTF-8 (byte 0x{:02X} on line {line}): it is read as \
+                     ISO-8859-1, as Java's Properties.load(InputStream) reads it, where Joular \
+                     Code for Java would ignore the whole file. Save it as UTF-8.",
+                    path.display(),
+                    bytes[at]
+                ),
+            );
+            bytes.into_iter().map(char::from).collect()
+        }
+    }
+}
+
 /// `String.trim()` of Java: drops every character up to U+0020 at both ends.
 pub(crate) fn java_trim(value: &str) -> &str {
     value.trim_matches(|c: char| c <= ' ')
@@ -195,13 +243,16 @@ impl Config {
     /// Reads the configuration as Joular Code for Java does: from `explicit` (the
     /// `-Djoularcodejava.properties` value) when it is not blank, else from
     /// `joularcodejava.properties` in `working_dir`. A missing file means the defaults (and the
-    /// working folder is then not searched), said at INFO; an unreadable one too, said at WARNING.
+    /// working folder is then not searched), said at INFO; an unreadable one too (larger than
+    /// 1 MiB, a malformed escape), said at WARNING. A file that is not UTF-8 is
+    /// read as ISO-8859-1 ([`decode`]).
     pub fn load(explicit: Option<&str>, working_dir: &Path, log: &dyn Log) -> Config {
         let file = match explicit {
             Some(path) if !path.trim().is_empty() => PathBuf::from(path),
             _ => PathBuf::from(FILE_NAME),
         };
         let absolute = working_dir.join(&file);
+        // As Files.isRegularFile: a folder or a FIFO is no file (and is not opened)
         if !absolute.is_file() {
             log.log(
                 Level::Info,
@@ -212,11 +263,8 @@ impl Config {
             );
             return Config::default();
         }
-        let text = std::fs::read(&absolute)
-            .map_err(|error| error.to_string())
-            .and_then(|bytes| {
-                String::from_utf8(bytes).map_err(|_| "it is not valid UTF-8.".to_owned())
-            })
+        let text = read_file(&absolute)
+            .map(|bytes| decode(bytes, &absolute, log))
             .and_then(|text| parse_properties(&text).map_err(|error| format!("{error}.")));
         match text {
             Ok(properties) => Config::from_properties(&properties, log),

@@ -5,6 +5,7 @@
 pub mod attribution;
 pub mod branch;
 pub mod config;
+mod input;
 pub mod log;
 pub mod names;
 pub mod output;

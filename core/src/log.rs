@@ -4,6 +4,7 @@
 //! source that cannot be read, a sampler that cannot keep up) says it through a [`Log`], so that
 //! the binary prints it on stderr and the tests can read what was said.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Mutex;
 
@@ -39,9 +40,49 @@ pub trait Log: Send + Sync {
     fn log(&self, level: Level, message: &str);
 }
 
-/// One message line as Joular Code for Java writes it, without the line end.
+/// One message line as Joular Code for Java writes it, without the line end. Control
+/// characters in `message` are escaped ([`printable`]).
 pub fn format_line(time: DateTime<Local>, level: Level, message: &str) -> String {
-    format!("{} {level}: {message}", time.format("%d-%m-%Y %H:%M:%S"))
+    format!(
+        "{} {level}: {}",
+        time.format("%d-%m-%Y %H:%M:%S"),
+        printable(message)
+    )
+}
+
+/// `text` fit for a terminal: every control character (C0 and C1 controls, DEL, and the
+/// bidirectional overrides that reorder what is shown) written as `\u{..}`, so that text from
+/// outside (a JVM's answer, a file another user writes) cannot move the cursor, change colours or
+/// hide what follows.
+pub fn printable(text: &str) -> Cow<'_, str> {
+    let hidden =
+        |c: char| c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+    if !text.contains(hidden) {
+        return Cow::Borrowed(text);
+    }
+    let mut shown = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if hidden(c) {
+            shown.push_str(&c.escape_unicode().to_string());
+        } else {
+            shown.push(c);
+        }
+    }
+    Cow::Owned(shown)
+}
+
+/// `text` from outside, quoted in a message: [`printable`], on one line (line ends escaped
+/// too), and cut after `max_chars` characters with `...`.
+pub fn quote(text: &str, max_chars: usize) -> String {
+    let cut = text
+        .char_indices()
+        .nth(max_chars)
+        .map_or(text, |(at, _)| &text[..at]);
+    let mut quoted = printable(cut).into_owned();
+    if cut.len() < text.len() {
+        quoted.push_str("...");
+    }
+    quoted
 }
 
 /// Writes messages of [`Level::Info`] and above on stderr, in Joular's format.
@@ -96,6 +137,19 @@ mod tests {
             format_line(time, Level::Warning, "Could not read x, using defaults."),
             "07-03-2026 09:05:02 WARNING: Could not read x, using defaults."
         );
+    }
+
+    #[test]
+    fn control_characters_are_shown_escaped_and_quotes_cut() {
+        assert_eq!(printable("plain é ✓"), "plain é ✓");
+        assert_eq!(
+            printable("a\x1b[2Jb\u{9b}c\u{202e}d\n"),
+            "a\\u{1b}[2Jb\\u{9b}c\\u{202e}d\\u{a}"
+        );
+        assert_eq!(quote("abcdef", 3), "abc...");
+        assert_eq!(quote("ab\ncd", 10), "ab\\u{a}cd");
+        let time = Local.with_ymd_and_hms(2026, 3, 7, 9, 5, 2).unwrap();
+        assert!(!format_line(time, Level::Info, "\x1b]0;title\x07").contains('\x1b'));
     }
 
     #[test]

@@ -5,6 +5,7 @@ use std::fmt::Display;
 
 use crate::log::{Level, Log};
 use crate::output::java_float::java_double;
+use crate::power::MAX_WATTS;
 
 /// Joular's threshold: the sampler is overrunning when the samples missed reach a quarter of
 /// those taken.
@@ -159,10 +160,15 @@ impl Warnings {
     }
 
     /// The CPU power to attribute, in W, from a power source's reading: the reading when it is a
-    /// finite number of watts ≥ 0, else 0, with a warning when the power is first lost and a note
-    /// when it is back.
+    /// number of watts from 0 to [`MAX_WATTS`], else 0, with a warning when the power is first
+    /// lost and a note when it is back.
     pub fn power<E: Display>(&mut self, log: &dyn Log, reading: Result<f64, E>) -> f64 {
         let error = match reading {
+            Ok(watts) if watts > MAX_WATTS && watts.is_finite() => format!(
+                "The power source reported {} W, more than any machine's CPUs draw (at most {} W).",
+                java_double(watts),
+                java_double(MAX_WATTS)
+            ),
             Ok(watts) if watts.is_finite() && watts >= 0.0 => {
                 if self.power_lost {
                     log.log(

@@ -161,4 +161,25 @@ fn power_that_is_not_a_number_of_watts_is_lost_power() {
             )]
         );
     }
+    let (log, mut warnings) = (Recorded::default(), Warnings::default());
+    assert_eq!(warnings.power(&log, Ok::<_, String>(1e308)), 0.0);
+    assert_eq!(warnings.power(&log, Ok::<_, String>(f64::NAN)), 0.0);
+    assert_eq!(warnings.power(&log, Ok::<_, String>(10_000.0)), 10_000.0);
+    assert_eq!(
+        said(&log),
+        [
+            (
+                Level::Warning,
+                "Could not read the CPU power: The power source reported 1.0E308 W, more than any \
+                 machine's CPUs draw (at most 10000.0 W). No energy is attributed until it can be \
+                 read again."
+                    .to_string()
+            ),
+            (
+                Level::Info,
+                "The CPU power can be read again, energy is attributed again.".to_string()
+            )
+        ],
+        "said once per episode"
+    );
 }

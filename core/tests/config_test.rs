@@ -170,32 +170,79 @@ fn config_test_missing_explicit_file_means_defaults_and_the_working_folder_is_no
 }
 
 #[test]
+fn config_a_latin_1_file_is_read_as_iso_8859_1_and_said_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("latin1.properties");
+    // "# Paramètres de mesure" and "résultats" in ISO-8859-1: 0xE8 and 0xE9 are not UTF-8
+    std::fs::write(
+        &file,
+        b"# Param\xe8tres de mesure\npower-source-type=estimate\nresults-path=r\xe9sultats\n",
+    )
+    .unwrap();
+    let log = Recorded::default();
+    let config = Config::load(Some(file.to_str().unwrap()), Path::new("/"), &log);
+    assert_eq!(config.results_path, PathBuf::from("résultats"));
+    assert_eq!(config.source_kind(), Ok(SourceKind::Estimate));
+    let messages = log.messages();
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    assert_eq!(
+        messages[0],
+        (
+            Level::Warning,
+            format!(
+                "{} is not valid UTF-8 (byte 0xE8 on line 1): it is read as ISO-8859-1, as Java's \
+                 Properties.load(InputStream) reads it, where Joular Code for Java would ignore \
+                 the whole file. Save it as UTF-8.",
+                file.display()
+            )
+        )
+    );
+    // The same file in UTF-8 reads the same, without a word
+    std::fs::write(
+        &file,
+        "# Paramètres de mesure\npower-source-type=estimate\nresults-path=résultats\n",
+    )
+    .unwrap();
+    let log = Recorded::default();
+    assert_eq!(
+        Config::load(Some(file.to_str().unwrap()), Path::new("/"), &log),
+        config
+    );
+    assert!(log.messages().is_empty());
+}
+
+#[cfg(unix)]
+#[test]
+fn config_a_fifo_in_place_of_the_file_is_not_waited_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("fifo.properties");
+    let c_path = std::ffi::CString::new(file.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o666) }, 0);
+    let log = Recorded::default();
+    let config = Config::load(Some(file.to_str().unwrap()), Path::new("/"), &log);
+    assert_eq!(config, Config::default());
+    assert!(log.messages()[0].1.starts_with("No configuration file at"));
+}
+
+#[test]
 fn config_unreadable_file_warns_and_uses_defaults() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("bad.properties");
-    for (bytes, reason) in [
-        (
-            &b"power-source-type=vm\n\xff\xfe\n"[..],
-            "it is not valid UTF-8.",
-        ),
-        (
-            &b"power-source-type=vm\nresults-path=\\u00zz\n"[..],
-            "line 2 has a malformed \\uXXXX escape",
-        ),
-    ] {
-        std::fs::write(&file, bytes).unwrap();
-        let log = Recorded::default();
-        let config = Config::load(Some(file.to_str().unwrap()), Path::new("/"), &log);
-        assert_eq!(config, Config::default());
-        let messages = log.messages();
-        assert_eq!(messages.len(), 1);
-        assert_eq!(messages[0].0, Level::Warning);
-        let expected = format!(
-            "Could not read {}, using defaults. {reason}",
-            file.display()
-        );
-        assert!(messages[0].1.starts_with(&expected), "{}", messages[0].1);
-    }
+    let bytes = b"power-source-type=vm\nresults-path=\\u00zz\n";
+    let reason = "line 2 has a malformed \\uXXXX escape";
+    std::fs::write(&file, bytes).unwrap();
+    let log = Recorded::default();
+    let config = Config::load(Some(file.to_str().unwrap()), Path::new("/"), &log);
+    assert_eq!(config, Config::default());
+    let messages = log.messages();
+    assert_eq!(messages.len(), 1);
+    assert_eq!(messages[0].0, Level::Warning);
+    let expected = format!(
+        "Could not read {}, using defaults. {reason}",
+        file.display()
+    );
+    assert!(messages[0].1.starts_with(&expected), "{}", messages[0].1);
 }
 
 #[test]

@@ -9,6 +9,7 @@ use joularcode_core::branch::{BranchId, Branches};
 use joularcode_core::log::{Level, Recorded};
 use joularcode_core::output::csv::{escape, CsvWriter, ALL_FILE, APP_FILE, HEADER, LINE_END};
 use joularcode_core::output::java_float::fixed;
+use joularcode_core::output::losses::Lost;
 use proptest::prelude::*;
 
 /// The branch named `name` (`class.method` frames joined by `;`; a frame without a dot is a
@@ -88,14 +89,13 @@ fn open_path_is_a_file_fails() {
     let blocking = temp.path().join("blocked");
     fs::write(&blocking, "not a directory").unwrap();
     let error = CsvWriter::open(&blocking).unwrap_err().to_string();
-    let start = format!(
-        "Could not create the results directory {}: ",
-        blocking.display()
-    );
-    assert!(error.starts_with(&start), "{error}");
-    assert!(
-        error.ends_with(". Set results-path to a directory that can be created."),
-        "{error}"
+    assert_eq!(
+        error,
+        format!(
+            "Cannot write the results in {0}: {0} is not a directory: remove it, or give another \
+             path. Set results-path to a directory the profiler can write to.",
+            blocking.display()
+        )
     );
     assert_eq!(fs::read_to_string(&blocking).unwrap(), "not a directory");
 }
@@ -112,9 +112,12 @@ fn open_symbolic_link_is_refused() {
     assert_eq!(
         error.to_string(),
         format!(
-            "{} is a symbolic link, and results are never written through one. Remove it, or set \
-             results-path to another directory.",
-            link.display()
+            "Cannot write the results in {}: {} (to {}) is a symbolic link, and outputs are never \
+             written through one, as another user could have made it: give a path without links. \
+             Set results-path to a directory the profiler can write to.",
+            temp.path().display(),
+            link.display(),
+            target.display()
         )
     );
     assert_eq!(fs::read_to_string(&target).unwrap(), "precious");
@@ -128,11 +131,12 @@ fn open_symlinked_directory_is_refused() {
     fs::create_dir(&real).unwrap();
     let link = temp.path().join("results");
     std::os::unix::fs::symlink(&real, &link).unwrap();
-    let error = CsvWriter::open(&link).unwrap_err();
+    let error = CsvWriter::open(&link.join("sub")).unwrap_err();
     assert!(
-        error.to_string().starts_with(&format!(
-            "{} is a symbolic link, and results",
-            link.display()
+        error.to_string().contains(&format!(
+            "{} (to {}) is a symbolic link, and outputs",
+            link.display(),
+            real.display()
         )),
         "{error}"
     );
@@ -144,12 +148,12 @@ fn open_directory_in_place_of_a_file_is_refused() {
     let temp = tempfile::tempdir().unwrap();
     fs::create_dir(temp.path().join(APP_FILE)).unwrap();
     let error = CsvWriter::open(temp.path()).unwrap_err();
-    assert_eq!(
-        error.to_string(),
-        format!(
-            "{} is not a regular file. Remove it, or set results-path to another directory.",
+    assert!(
+        error.to_string().contains(&format!(
+            "{} is not a regular file: remove it, or give another path.",
             temp.path().join(APP_FILE).display()
-        )
+        )),
+        "{error}"
     );
 }
 
@@ -339,6 +343,23 @@ fn a_write_error_is_said_once_and_the_files_are_opened_again() {
     fs::remove_file(&dir).unwrap();
     fs::rename(temp.path().join("kept"), &dir).unwrap();
     writer.write(4, &result, &branches, &log);
+    let back = log.messages().last().cloned().unwrap();
+    assert_eq!(
+        back,
+        (
+            Level::Warning,
+            format!(
+                "Writing results to {} works again; 4 row(s) of 2 cycle(s) could not be written \
+                 meanwhile.",
+                dir.display()
+            )
+        )
+    );
+    assert_eq!(
+        writer.lost(),
+        Lost { rows: 4, cycles: 2 },
+        "both files' rows"
+    );
     let rows: Vec<_> = lines(&dir, ALL_FILE)
         .into_iter()
         .skip(1)
@@ -348,6 +369,15 @@ fn a_write_error_is_said_once_and_the_files_are_opened_again() {
     writer.close();
     fs::remove_dir_all(&dir).unwrap();
     writer.write(5, &result, &branches, &log);
+    assert_eq!(
+        lines(&dir, ALL_FILE).len(),
+        2,
+        "a removed folder is made again"
+    );
+    writer.close();
+    fs::remove_dir_all(&dir).unwrap();
+    fs::write(&dir, "in the way").unwrap();
+    writer.write(6, &result, &branches, &log);
     assert_eq!(
         log.messages()
             .iter()

@@ -347,3 +347,19 @@ fn power_ring_buffer_a_file_cut_short_while_open_is_refused_not_a_fault() {
     store(&f.path, &area(5));
     assert_eq!(ring.watts().unwrap(), 14.0);
 }
+
+#[test]
+fn a_ring_buffer_of_another_user_is_refused() {
+    use joularcode_core::power::ringbuffer::owned_by_a_trusted_user;
+    let path = Path::new("/dev/shm/powerjoular");
+    assert!(owned_by_a_trusted_user(path, 0, 1000).is_ok(), "root's");
+    assert!(owned_by_a_trusted_user(path, 1000, 1000).is_ok(), "mine");
+    assert_eq!(
+        owned_by_a_trusted_user(path, 1001, 0)
+            .unwrap_err()
+            .message(),
+        "/dev/shm/powerjoular belongs to user 1001, not to root or to the user running the \
+         profiler (0), so it could report any power. Run PowerJoular as root, or remove the file \
+         and start PowerJoular again."
+    );
+}

@@ -240,19 +240,32 @@ fn vm_power_file_test_watts_refuses_minus_1_lots_nan_and_empty() {
         f.read_once(VmFormat::Watts, "lots\n"),
         Err(not_watts.clone())
     );
-    for (text, shown) in [
-        ("NaN\n", "NaN"),
-        ("-Infinity", "-Infinity"),
-        ("-1e10", "-1.0E10"),
-    ] {
+    assert_eq!(
+        f.read_once(VmFormat::Watts, "-1e10"),
+        Err(format!(
+            "The host could not measure the power of this virtual machine ({} holds -1.0E10).",
+            f.name()
+        ))
+    );
+    for (text, shown) in [("NaN\n", "NaN"), ("-Infinity", "-Infinity")] {
         assert_eq!(
             f.read_once(VmFormat::Watts, text),
             Err(format!(
-                "The host could not measure the power of this virtual machine ({} holds {shown}).",
+                "{} holds {shown}, which is not a power in watts.",
                 f.name()
             ))
         );
     }
+    for (text, shown) in [("1e308\n", "1.0E308"), ("10000.5", "10000.5")] {
+        assert_eq!(
+            f.read_once(VmFormat::Watts, text),
+            Err(format!(
+                "{} holds {shown} W, more than any machine's CPUs draw (at most 10000.0 W).",
+                f.name()
+            ))
+        );
+    }
+    assert_eq!(f.read_once(VmFormat::Watts, "10000"), Ok(10000.0));
     assert_eq!(f.read_once(VmFormat::Watts, ""), Err(not_watts));
 }
 
@@ -300,10 +313,14 @@ fn vm_power_file_numbers_are_read_as_javas_double_parse_double_reads_them() {
             "{text:?}"
         );
     }
-    for (text, shown) in [("Infinity", "Infinity"), ("-NaN", "NaN"), ("-1d", "-1.0")] {
+    for (text, shown) in [("Infinity", "Infinity"), ("-NaN", "NaN")] {
         assert_eq!(
             vm::parse_power(file, text).unwrap_err().to_string(),
-            format!("The host could not measure the power of this virtual machine (/host/vm.csv holds {shown}).")
+            format!("/host/vm.csv holds {shown}, which is not a power in watts.")
         );
     }
+    assert_eq!(
+        vm::parse_power(file, "-1d").unwrap_err().to_string(),
+        "The host could not measure the power of this virtual machine (/host/vm.csv holds -1.0)."
+    );
 }

@@ -8,7 +8,7 @@
  */
 public class EnergyHalved {
     static final long TICK_NS = 20_000_000L;
-    static final int ROUNDS = 1_000_000;
+    static final int ROUNDS = 400_000;
     static volatile long sink;
 
     public static void main(String[] args) throws Exception {

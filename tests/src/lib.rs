@@ -12,8 +12,11 @@ pub mod profiler;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
-use std::sync::OnceLock;
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
+
+pub mod host;
+pub mod record_run;
 
 /// The root of the repository.
 pub fn repo_root() -> PathBuf {
@@ -154,6 +157,84 @@ pub fn agent_library() -> &'static Path {
     })
 }
 
+/// Waits for the other tests of this test program that hold the same lock to end, and checks that
+/// they run as root: the end-to-end tests load the BPF sampler, measure CPU shares and plant files,
+/// so they run one at a time. `what` says what needs root.
+pub fn one_at_a_time(what: &str) -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    // SAFETY: geteuid only reads this process's user id.
+    let euid = unsafe { libc::geteuid() };
+    assert!(euid == 0, "{what}: run them as root");
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The pids of the processes whose command line holds `text`.
+pub fn processes_with(text: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let pid = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            String::from_utf8_lossy(&cmdline)
+                .replace('\0', " ")
+                .contains(text)
+                .then_some(pid)
+        })
+        .collect()
+}
+
+/// The one error line (`joularcode-bpf: ...`) of a run that failed (exit status 1), which must
+/// contain `expected`; and its whole stderr.
+pub fn one_error_line(output: &std::process::Output, expected: &str) -> String {
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let errors: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.starts_with("joularcode-bpf:"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(errors[0].contains(expected), "{stderr}");
+    stderr
+}
+
+/// The tests of a fuzz crate's checks (a module `checks` with one `fn(&[u8])` per target): each
+/// check on its target's seeds in `<dir>/<target>`, and every check on random bytes (proptest).
+#[macro_export]
+macro_rules! fuzz_checks {
+    ($dir:expr, $($target:ident),+ $(,)?) => {
+        #[test]
+        fn the_seeds_pass_every_check() {
+            $(
+                for seed in $crate::seeds(&std::path::Path::new($dir).join(stringify!($target))) {
+                    checks::$target(&seed);
+                }
+            )+
+        }
+
+        proptest::proptest! {
+            #[test]
+            fn random_bytes_pass_every_check(
+                bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512)
+            ) {
+                $( checks::$target(&bytes); )+
+            }
+        }
+    };
+}
+
+/// The files of a fuzz target's seed corpus (`dir`), of which there must be a few.
+pub fn seeds(dir: &Path) -> Vec<Vec<u8>> {
+    let seeds: Vec<Vec<u8>> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| std::fs::read(entry.expect("a seed").path()).expect("a readable seed"))
+        .collect();
+    assert!(seeds.len() >= 3, "{}: too few seeds", dir.display());
+    seeds
+}
+
 /// A JVM started by a test, killed when dropped.
 pub struct Jvm {
     /// The child process.
@@ -165,15 +246,28 @@ impl Jvm {
     /// Starts `java <jvm_args> -cp <workloads> <main_class> <args>` and waits until the workload
     /// prints a line starting with `READY` (every workload does once it runs its steady state).
     pub fn start(jdk: &Jdk, jvm_args: &[&str], main_class: &str, args: &[&str]) -> Jvm {
-        let mut child = Command::new(jdk.java())
+        Jvm::spawn(Jvm::command(jdk, jvm_args, main_class, args))
+    }
+
+    /// The command [`Jvm::start`] runs, to change (its user, its working folder) before
+    /// [`Jvm::spawn`].
+    pub fn command(jdk: &Jdk, jvm_args: &[&str], main_class: &str, args: &[&str]) -> Command {
+        let mut command = Command::new(jdk.java());
+        command
             .args(jvm_args)
             .arg("-cp")
             .arg(workload_classes())
             .arg(main_class)
-            .args(args)
+            .args(args);
+        command
+    }
+
+    /// Starts a workload's `command` and waits until it prints a line starting with `READY`.
+    pub fn spawn(mut command: Command) -> Jvm {
+        let mut child = command
             .stdout(Stdio::piped())
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", jdk.java().display()));
+            .unwrap_or_else(|e| panic!("cannot start {:?}: {e}", command.get_program()));
         let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
         let mut jvm = Jvm { child, stdout };
         jvm.wait_for_line("READY", Duration::from_secs(60));

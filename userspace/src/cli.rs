@@ -122,13 +122,18 @@ impl DaemonArgs {
 #[derive(Debug, Args)]
 pub struct TopArgs {
     /// The JVM with this process id (repeat it for several; default: every JVM of the host).
-    #[arg(long = "pid", value_name = "PID", conflicts_with = "all")]
+    #[arg(
+        long = "pid",
+        value_name = "PID",
+        conflicts_with = "all",
+        allow_negative_numbers = true
+    )]
     pub pids: Vec<u32>,
     /// Every JVM of the host, including those that start while it runs (the default).
     #[arg(long)]
     pub all: bool,
     /// Stop after this many seconds (else at q, Ctrl-C, SIGTERM, or when the JVMs given end).
-    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds, allow_negative_numbers = true)]
     pub duration: Option<f64>,
     /// In plain text (not on a terminal), how many methods of each JVM to print.
     #[arg(long, value_name = "N", default_value_t = 10)]
@@ -208,7 +213,13 @@ pub struct ReportArgs {
     /// With --baseline: exit with status 3 when the total energy per second, or that of one of
     /// the --top methods, grew from RESULTS to AFTER by more than PCT percent (an energy
     /// regression gate for CI).
-    #[arg(long, value_name = "PCT", requires = "baseline", value_parser = parse_percent)]
+    #[arg(
+        long,
+        value_name = "PCT",
+        requires = "baseline",
+        value_parser = parse_percent,
+        allow_negative_numbers = true
+    )]
     pub fail_above: Option<f64>,
 }
 
@@ -217,7 +228,7 @@ pub struct ReportArgs {
 #[group(required = true, multiple = false)]
 pub struct TargetArgs {
     /// The JVM with this process id.
-    #[arg(long, value_name = "PID")]
+    #[arg(long, value_name = "PID", allow_negative_numbers = true)]
     pub pid: Option<u32>,
     /// Every JVM of the host, including those that start while it runs.
     #[arg(long)]
@@ -241,10 +252,10 @@ pub struct RawArgs {
     #[command(flatten)]
     pub target: TargetArgs,
     /// How long to sample, in seconds (Ctrl-C stops earlier).
-    #[arg(long, value_name = "SECONDS", default_value_t = 5.0, value_parser = parse_seconds)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 5.0, value_parser = parse_seconds, allow_negative_numbers = true)]
     pub duration: f64,
     /// Samples per second of CPU time of each thread.
-    #[arg(long, value_name = "HZ", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    #[arg(long, value_name = "HZ", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=10_000), allow_negative_numbers = true)]
     pub rate: u64,
 }
 
@@ -260,19 +271,19 @@ impl RawArgs {
 #[command(group(ArgGroup::new("target").required(true).args(["pid", "all", "command"])))]
 pub struct StacksArgs {
     /// The JVM with this process id.
-    #[arg(long, value_name = "PID")]
+    #[arg(long, value_name = "PID", allow_negative_numbers = true)]
     pub pid: Option<u32>,
     /// Every JVM of the host, including those that start while it runs.
     #[arg(long)]
     pub all: bool,
     /// How long to sample, in seconds (default: until the JVMs or the command end, or Ctrl-C).
-    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds, allow_negative_numbers = true)]
     pub duration: Option<f64>,
     /// Write the stacks to FILE instead of the standard output.
     #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Samples per second of CPU time of each thread.
-    #[arg(long, value_name = "HZ", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    #[arg(long, value_name = "HZ", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=10_000), allow_negative_numbers = true)]
     pub rate: u64,
     /// Add the native frames (libjvm.so, libc, ...) newer than the Java frames of each stack.
     #[arg(long)]
@@ -294,13 +305,18 @@ pub struct StacksArgs {
 #[command(group(ArgGroup::new("what").required(true).args(["pids", "all", "command"])))]
 pub struct RecordArgs {
     /// The JVM with this process id (repeat it for several JVMs).
-    #[arg(long = "pid", value_name = "PID", conflicts_with_all = ["all", "command"])]
+    #[arg(
+        long = "pid",
+        value_name = "PID",
+        conflicts_with_all = ["all", "command"],
+        allow_negative_numbers = true
+    )]
     pub pids: Vec<u32>,
     /// Every JVM of the host, including those that start while it runs.
     #[arg(long, conflicts_with = "command")]
     pub all: bool,
     /// Stop after this many seconds (else at Ctrl-C, SIGTERM, or when the JVMs or the command end).
-    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds, allow_negative_numbers = true)]
     pub duration: Option<f64>,
     /// The properties file to read instead of ./joularcodejava.properties (it must exist).
     #[arg(long, value_name = "FILE")]
@@ -357,11 +373,13 @@ fn parse_percent(text: &str) -> Result<f64, String> {
     }
 }
 
+/// A number of seconds above 0 and at most a day.
 fn parse_seconds(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(seconds) if seconds > 0.0 && seconds <= 86_400.0 => Ok(seconds),
         _ => Err(format!(
-            "{text:?} is not a number of seconds between 0 and 86400"
+            "give a number of seconds above 0 and at most 86400 (a day), such as 10 or 0.5, \
+             not {text:?}"
         )),
     }
 }
@@ -523,5 +541,36 @@ mod tests {
         ] {
             assert!(record(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_bad_number_is_refused_in_words_that_say_what_to_give() {
+        for (args, value) in [
+            (&["--all", "--duration", "0"][..], "\"0\""),
+            (&["--all", "--duration", "-1"], "\"-1\""),
+            (&["--all", "--duration", "NaN"], "\"NaN\""),
+        ] {
+            let error = record(args).unwrap_err().to_string();
+            assert!(
+                error.contains(&format!(
+                    "give a number of seconds above 0 and at most 86400 (a day), such as 10 or \
+                     0.5, not {value}"
+                )),
+                "{error}"
+            );
+            assert!(
+                !error.contains("-- -1"),
+                "no tip to make it the command: {error}"
+            );
+        }
+        for args in [&["--pid", "-5"][..], &["--all", "--", "java"]] {
+            let error = record(args).unwrap_err().to_string();
+            assert!(!error.contains("'-- "), "{error}");
+        }
+        let error = stacks(&["--all", "--rate", "-3"]).unwrap_err().to_string();
+        assert!(
+            error.contains("-3") && !error.contains("'-- -3'"),
+            "{error}"
+        );
     }
 }

@@ -9,14 +9,13 @@
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use joularcode_core::log::{Level, Log};
-use nix::sys::signal::{self, SaFlags, SigAction, SigHandler, SigSet, Signal};
+use nix::sys::signal::{self, Signal};
 use nix::unistd::Pid;
 
-use crate::sampler::Sampler;
+use crate::sampler::{signals, Sampler};
 
 /// The file name of the symbolizer agent library.
 pub const AGENT_LIBRARY: &str = "libjvm_symbolizer_agent.so";
@@ -77,11 +76,28 @@ pub fn java_tool_options(existing: Option<&OsStr>, agent: &Path) -> Result<OsStr
 }
 
 /// Starts `command` with the agent in its JVMs' options, followed by `sampler` from its first
-/// instant.
+/// instant. Should the profiler die without ending it ([`end`]), killed itself, the command is
+/// killed too (`PR_SET_PDEATHSIG`): it is never left running on its own.
 pub fn spawn(mut command: Command, agent: &Path, sampler: &Sampler) -> Result<Child, String> {
+    use std::os::unix::process::CommandExt;
     let existing = std::env::var_os("JAVA_TOOL_OPTIONS");
     let options = java_tool_options(existing.as_deref(), agent)?;
     command.env("JAVA_TOOL_OPTIONS", options);
+    let parent = std::process::id();
+    // SAFETY: between fork and exec the closure only makes async-signal-safe calls (prctl,
+    // getppid) and allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The profiler died before the line above: end now, as the signal would have.
+            if u32::try_from(libc::getppid()) != Ok(parent) {
+                libc::_exit(128 + libc::SIGKILL);
+            }
+            Ok(())
+        });
+    }
     let program = command.get_program().to_string_lossy().into_owned();
     let me = std::process::id();
     sampler.follow(me).map_err(|e| e.to_string())?;
@@ -96,31 +112,18 @@ pub const GRACE: Duration = Duration::from_secs(10);
 /// How often [`end`] looks whether the command has ended.
 const POLL: Duration = Duration::from_millis(20);
 
-/// Set by a SIGINT or SIGTERM that arrives while [`end`] waits.
-static HURRY: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn hurry(_: libc::c_int) {
-    HURRY.store(true, Ordering::Relaxed);
-}
-
 /// Ends the launched command and returns its exit code ([`exit_code`]). If it still runs, it
 /// is sent SIGTERM (as `timeout` does) and waited for; after `grace`, or at the next SIGINT or
-/// SIGTERM the profiler gets (a second Ctrl-C), it is killed with SIGKILL. The profiler
-/// should have stopped sampling first.
+/// SIGTERM the profiler gets (a second Ctrl-C: at once if two have come already), it is killed
+/// with SIGKILL. Signals are only counted meanwhile ([`signals`]), so the profiler never exits
+/// before the command has. The profiler should have stopped sampling first.
 pub fn end(child: &mut Child, grace: Duration, log: &dyn Log) -> Result<i32, String> {
     let failed = |error: std::io::Error| format!("cannot wait for the command: {error}");
+    signals::stop_on_signals()?;
+    let before = signals::received();
+    let hurry = || signals::received() > before || before >= 2;
     if let Some(status) = child.try_wait().map_err(failed)? {
         return Ok(exit_code(status));
-    }
-    let action = SigAction::new(
-        SigHandler::Handler(hurry),
-        SaFlags::SA_RESTART,
-        SigSet::empty(),
-    );
-    for signal in [Signal::SIGINT, Signal::SIGTERM] {
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-        unsafe { signal::sigaction(signal, &action) }
-            .map_err(|e| format!("cannot handle {signal}: {e}"))?;
     }
     let pid = Pid::from_raw(i32::try_from(child.id()).map_err(|e| e.to_string())?);
     let seconds = grace.as_secs_f64();
@@ -137,7 +140,7 @@ pub fn end(child: &mut Child, grace: Duration, log: &dyn Log) -> Result<i32, Str
         if let Some(status) = child.try_wait().map_err(failed)? {
             return Ok(exit_code(status));
         }
-        if HURRY.load(Ordering::Relaxed) || Instant::now() >= deadline {
+        if hurry() || Instant::now() >= deadline {
             log.log(
                 Level::Warning,
                 &format!("The command (pid {pid}) did not end after SIGTERM: killed (SIGKILL)."),

@@ -6,7 +6,7 @@ pub mod cli;
 pub mod commands;
 pub mod daemon;
 pub mod discovery;
-pub mod files;
+pub mod foreign;
 pub mod hotspot;
 pub mod jit;
 pub mod launch;

@@ -10,6 +10,7 @@ use joularcode_bpf::record;
 use joularcode_bpf::report;
 use joularcode_bpf::sampler::raw;
 use joularcode_bpf::top;
+use joularcode_core::log::printable;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -33,7 +34,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         Err(message) => {
-            eprintln!("joularcode-bpf: {message}");
+            eprintln!("joularcode-bpf: {}", printable(&message));
             ExitCode::FAILURE
         }
     }

@@ -27,9 +27,9 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
+use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use joularcode_core::attribution::ThreadKind;
@@ -38,8 +38,9 @@ use joularcode_core::log::{Level, Log};
 
 use crate::attach::{self, AttachError};
 use crate::discovery::{self, Discovery, DiscoveryError, Target};
+use crate::foreign::ForeignError;
 use crate::hotspot::HotSpot;
-use crate::jit::codemap::CodeMap;
+use crate::jit::codemap::{CodeMap, CodeMapError};
 use crate::jit::perfmap::PerfMap;
 use crate::jit::stale;
 use crate::launch;
@@ -189,7 +190,7 @@ pub struct ProfiledJvm {
     settled: HashMap<u32, HashMap<BranchId, u64>>,
     thread_kinds: HashMap<u32, (String, Option<JvmThread>)>,
     native: HashMap<(BranchId, NativeStack), u64>,
-    attaching: Option<JoinHandle<(JitNames, Option<String>)>>,
+    attaching: Option<attach::Background<(JitNames, Option<String>)>>,
     unresolved: u64,
     map_failing_since: Option<Instant>,
     /// With a [`BranchLimit`]: when each branch's samples were last taken, and when idle
@@ -588,7 +589,8 @@ impl Session {
             if !jvm.attaching.as_ref().is_some_and(|a| a.is_finished()) {
                 continue;
             }
-            let Some(Ok((jit, message))) = jvm.attaching.take().map(JoinHandle::join) else {
+            let Some((jit, message)) = jvm.attaching.take().and_then(attach::Background::join)
+            else {
                 continue;
             };
             if let Some(message) = message {
@@ -615,7 +617,7 @@ impl Attacher<'_> {
         &mut self,
         pid: u32,
         main_class: &str,
-    ) -> Option<JoinHandle<(JitNames, Option<String>)>> {
+    ) -> Option<attach::Background<(JitNames, Option<String>)>> {
         if !self.options.attach_agent {
             return None;
         }
@@ -632,10 +634,10 @@ impl Attacher<'_> {
             }
         };
         let name = format!("JVM {pid} ({main_class})");
-        std::thread::Builder::new()
-            .name("jp-attach".into())
-            .spawn(move || attach_agent(pid, &agent, &name))
-            .ok()
+        attach::Background::spawn("jp-attach", move |cancel| {
+            attach_agent(pid, &agent, &name, cancel)
+        })
+        .ok()
     }
 }
 
@@ -728,17 +730,26 @@ impl ProfiledJvm {
         let State::Ready(resolver) = &mut self.state else {
             return;
         };
+        let give_up = |e: &dyn std::fmt::Display| {
+            format!(
+                "JVM {} ({}): {e}; compiled frames are named from its code cache (outer methods only)",
+                self.pid, self.main_class
+            )
+        };
         match resolver.refresh() {
             Ok(()) => self.map_failing_since = None,
+            Err(e @ CodeMapError::Full { .. }) => {
+                log.log(Level::Warning, &format!("JVM {}: {e}", self.pid));
+            }
             Err(_) if self.ended || !discovery::alive(self.pid) => {}
+            Err(e) if e.is_refused() => {
+                log.log(Level::Warning, &give_up(&e));
+                resolver.set_jit(JitNames::CodeCache);
+            }
             Err(e) => {
                 let since = *self.map_failing_since.get_or_insert_with(Instant::now);
                 if since.elapsed() >= MAP_PATIENCE {
-                    let message = format!(
-                        "JVM {} ({}): {e}; compiled frames are named from its code cache (outer methods only)",
-                        self.pid, self.main_class
-                    );
-                    log.log(Level::Warning, &message);
+                    log.log(Level::Warning, &give_up(&e));
                     resolver.set_jit(JitNames::CodeCache);
                 }
             }
@@ -877,25 +888,35 @@ fn warn_without_frame_pointers(hotspot: &HotSpot, jvm: &ProfiledJvm, log: &dyn L
 /// Loads the agent into a running JVM (unless it runs one already), or picks the fallback:
 /// the JDK's perf map when the JVM refuses agents but not attach, else its code cache. Returns
 /// the names to use and the message to say once, if any.
-fn attach_agent(pid: u32, agent: &std::path::Path, name: &str) -> (JitNames, Option<String>) {
+fn attach_agent(
+    pid: u32,
+    agent: &std::path::Path,
+    name: &str,
+    cancel: Arc<AtomicBool>,
+) -> (JitNames, Option<String>) {
     let target = match attach::Target::new(pid) {
-        Ok(target) => target,
+        Ok(target) => target.with_cancel(cancel),
         Err(e) => return (JitNames::CodeCache, Some(format!("{name}: {e}"))),
     };
     let map = CodeMap::of_process(pid, target.ns_pid);
-    if agent_runs(map.path()) {
-        return (JitNames::Agent(Box::new(map)), None);
+    match agent_runs(map.path()) {
+        Ok(true) => return (JitNames::Agent(Box::new(map)), None),
+        Ok(false) => {}
+        // What is there would hang or mislead the agent: it is not loaded.
+        Err(e) => {
+            let message = format!(
+                "{name}: {e}; the symbolizer agent is not loaded, and compiled frames are named from the code cache"
+            );
+            return (JitNames::CodeCache, Some(message));
+        }
     }
-    let refused = match attach::load_agent(pid, agent, launch::AGENT_OPTIONS) {
+    let refused = match target.load_agent(agent, launch::AGENT_OPTIONS) {
         Ok(()) => return (JitNames::Agent(Box::new(map)), None),
         Err(e) => e,
     };
     let outer_only = "compiled frames are named by their outer method only (methods inlined into them are not shown)";
     if !matches!(refused, AttachError::AttachDisabled(_)) {
-        let perf_map = PerfMap::from_jvm(pid);
-        // Read once and kept: the file would only go stale in the JVM's /tmp.
-        let _ = std::fs::remove_file(target.root_path(&format!("/tmp/perf-{}.map", target.ns_pid)));
-        if let Ok(perf_map) = perf_map {
+        if let Ok(perf_map) = PerfMap::from_jvm(&target) {
             let message = format!(
                 "{name}: the symbolizer agent cannot be loaded ({refused}); {outer_only}, from its code cache and its perf map (Compiler.perfmap)"
             );
@@ -908,15 +929,18 @@ fn attach_agent(pid: u32, agent: &std::path::Path, name: &str) -> (JitNames, Opt
     (JitNames::CodeCache, Some(message))
 }
 
-/// Whether an agent holds the lock of the code map at `path` (it keeps it while its JVM runs).
-fn agent_runs(path: &std::path::Path) -> bool {
+/// Whether an agent holds the lock of the code map at `path` (it keeps it while its JVM runs);
+/// an error when something else than a regular file of the JVM's user is there.
+fn agent_runs(path: &std::path::Path) -> Result<bool, ForeignError> {
     use std::os::fd::AsRawFd;
-    let Ok(file) = std::fs::File::open(path) else {
-        return false;
+    let file = match crate::foreign::open_file(path, u64::MAX) {
+        Ok(opened) => opened.file,
+        Err(e @ ForeignError::Refused { .. }) => return Err(e),
+        Err(ForeignError::Io { .. }) => return Ok(false),
     };
     // SAFETY: flock on a file descriptor this function owns.
     let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } != 0;
-    locked && std::io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK)
+    Ok(locked && std::io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK))
 }
 
 /// The JVMs of a launched command that started and ended since the last look: its processes

@@ -6,68 +6,36 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::Mutex;
 use std::time::Duration;
 
-use joularcode_tests::profiler::{java_command as java_command_on, with_command};
-use joularcode_tests::{agent_library, all_jdks, jdk, workload_classes, Jvm};
+use joularcode_tests::profiler::{java_command, with_command};
+use joularcode_tests::record_run::RecordRun;
+use joularcode_tests::{all_jdks, jdk, one_at_a_time, one_error_line, processes_with, Jvm};
 use regex::Regex;
-
-/// The tests measure CPU shares: one at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
 
 /// The power the `vm` source reads, in W.
 const WATTS: f64 = 100.0;
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
-    assert!(
-        // SAFETY: geteuid only reads this process's user id.
-        unsafe { libc::geteuid() } == 0,
-        "the record tests load the BPF sampler: run them as root"
-    );
-    SERIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    one_at_a_time("the record tests load the BPF sampler and measure CPU shares")
 }
 
-/// A folder for one run: the watts file, the results, the cycle log.
-struct Run {
-    dir: tempfile::TempDir,
+/// A folder for one run of this build's record, with a constant 100 W.
+struct Run(RecordRun);
+
+impl std::ops::Deref for Run {
+    type Target = RecordRun;
+    fn deref(&self) -> &RecordRun {
+        &self.0
+    }
 }
 
 impl Run {
     fn new() -> Run {
-        let dir = tempfile::tempdir().expect("a temporary folder");
-        std::fs::write(dir.path().join("watts"), format!("{WATTS}\n")).expect("the watts file");
-        Run { dir }
-    }
-
-    fn results(&self) -> PathBuf {
-        self.dir.path().join("results")
-    }
-
-    fn cycle_log(&self) -> PathBuf {
-        self.dir.path().join("cycles.jsonl")
-    }
-
-    /// `joularcode-bpf record` with the vm source, the results and the cycle log in this folder,
-    /// then `args`.
-    fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_joularcode-bpf"));
-        command
-            .current_dir(self.dir.path())
-            .arg("record")
-            .args(["--power-source-type", "vm", "--vm-power-format", "watts"])
-            .arg("--vm-power-file")
-            .arg(self.dir.path().join("watts"))
-            .arg("--results-path")
-            .arg(self.results())
-            .arg("--cycle-log")
-            .arg(self.cycle_log())
-            .arg("--agent-path")
-            .arg(agent_library())
-            .args(args);
-        command
+        Run(RecordRun::new(
+            Path::new(env!("CARGO_BIN_EXE_joularcode-bpf")),
+            &WATTS.to_string(),
+        ))
     }
 
     fn record(&self, args: &[&str]) -> Output {
@@ -89,15 +57,6 @@ impl Run {
             .iter()
             .map(|c| c["jvm_energy_j"].as_f64().expect("energy"))
             .sum()
-    }
-
-    /// The cycle log, one JSON object per cycle and JVM.
-    fn cycles(&self) -> Vec<serde_json::Value> {
-        std::fs::read_to_string(self.cycle_log())
-            .expect("the cycle log")
-            .lines()
-            .map(|line| serde_json::from_str(line).expect("a JSON line"))
-            .collect()
     }
 }
 
@@ -144,7 +103,14 @@ fn rows(file: &Path) -> Vec<Row> {
             let record = record.expect("a CSV record");
             let number = |i: usize| record[i].parse::<f64>().expect("a number");
             let (power, energy, interval) = (number(2), number(3), number(4));
-            assert!(power > 0.0 && (energy - power * interval).abs() < 2e-9);
+            // Each of the three is rounded to 9 decimals: the power's rounding counts once per
+            // second of the interval, the interval's once per watt.
+            let rounding = 0.5e-9 * (1.0 + interval + power) + 1e-12;
+            assert!(
+                power > 0.0 && (energy - power * interval).abs() <= rounding,
+                "{}: {record:?}",
+                file.display()
+            );
             Row {
                 branch: record[1].to_owned(),
                 energy_j: energy,
@@ -314,7 +280,7 @@ fn short_lived_tasks_get_their_energy_in_whole_branches_on_every_jdk() {
     let whole_app = Regex::new(&format!("^{task}")).expect("a valid regex");
     for jdk in all_jdks() {
         let run = Run::new();
-        let command = java_command_on(&jdk, &[], "ShortTasks", &["8"]);
+        let command = java_command(&jdk, &[], "ShortTasks", &["8"]);
         let output = run.record(&with_command(
             &[
                 "--methods-filtering-prefix",
@@ -423,7 +389,7 @@ fn a_half_second_program_gets_its_rows_and_its_exit_code() {
     let _serial = serial();
     let run = Run::new();
     let mut args = vec!["--".to_owned()];
-    args.extend(java_command("RecordBrief", &["500", "3"]));
+    args.extend(java_command(&jdk(17), &[], "RecordBrief", &["500", "3"]));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let output = run.record(&args);
     assert_eq!(output.status.code(), Some(3), "the command's exit code");
@@ -441,14 +407,7 @@ fn assert_refused(run: &Run, command: &mut Command, expected: &str) {
         .stdin(Stdio::null())
         .output()
         .expect("run joularcode-bpf");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success(), "{stderr}");
-    let errors: Vec<&str> = stderr
-        .lines()
-        .filter(|line| line.starts_with("joularcode-bpf:"))
-        .collect();
-    assert_eq!(errors.len(), 1, "{stderr}");
-    assert!(errors[0].contains(expected), "{stderr}");
+    let stderr = one_error_line(&output, expected);
     assert!(!run.cycle_log().exists(), "{stderr}");
     if let Ok(entries) = std::fs::read_dir(run.results()) {
         assert_eq!(entries.count(), 0, "{stderr}");
@@ -535,23 +494,10 @@ fn bad_input_is_one_line_and_writes_nothing() {
     assert_refused(&run, &mut unprivileged, "root");
 }
 
-/// `java -cp CLASSES MAIN_CLASS ARGS...` on Java 17, as the command of a `record -- ...`.
-fn java_command(main_class: &str, args: &[&str]) -> Vec<String> {
-    let utf8 = |path: &Path| path.to_str().expect("a UTF-8 path").to_owned();
-    let mut command = vec![
-        utf8(&jdk(17).java()),
-        "-cp".to_owned(),
-        utf8(workload_classes()),
-        main_class.to_owned(),
-    ];
-    command.extend(args.iter().map(|&arg| arg.to_owned()));
-    command
-}
-
 #[test]
 fn a_command_still_running_at_the_end_is_terminated() {
     let _serial = serial();
-    let command = java_command("RecordBusy", &["1"]);
+    let command = java_command(&jdk(17), &[], "RecordBusy", &["1"]);
     let command: Vec<&str> = command.iter().map(String::as_str).collect();
 
     // After --duration: the JVM, which would run for days, gets SIGTERM and exits with 143.
@@ -636,28 +582,15 @@ fn several_pids_each_in_their_folder() {
 fn a_launched_command_is_not_left_behind_when_record_fails() {
     let _serial = serial();
     let run = Run::new();
-    // A cycle log that cannot be opened is found once the command runs.
+    // A cycle log that cannot be opened is refused before the command starts.
     std::fs::create_dir(run.cycle_log()).expect("a folder in the cycle log's place");
     // A duration no other process of the machine has in its command line.
     let marker = format!("{}", 900_000 + std::process::id());
     let mut args = vec!["--".to_owned()];
-    args.extend(java_command("RecordBusy", &["1", &marker]));
+    args.extend(java_command(&jdk(17), &[], "RecordBusy", &["1", &marker]));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let output = run.record(&args);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
-    let errors: Vec<&str> = stderr
-        .lines()
-        .filter(|line| line.starts_with("joularcode-bpf:"))
-        .collect();
-    assert_eq!(errors.len(), 1, "{stderr}");
-    assert!(errors[0].contains("--cycle-log"), "{stderr}");
-    let left: Vec<String> = std::fs::read_dir("/proc")
-        .expect("/proc")
-        .filter_map(|entry| std::fs::read(entry.ok()?.path().join("cmdline")).ok())
-        .map(|cmdline| String::from_utf8_lossy(&cmdline).replace('\0', " "))
-        .filter(|cmdline| cmdline.contains("RecordBusy") && cmdline.contains(&marker))
-        .collect();
+    one_error_line(&run.record(&args), "--cycle-log");
+    let left = processes_with(&format!("RecordBusy 1 {marker}"));
     assert!(left.is_empty(), "the command still runs: {left:?}");
     assert!(!run.results().exists(), "nothing written");
 }

@@ -639,20 +639,14 @@ fn pprof_files_decode_against_the_published_profile_proto() {
     }
 }
 
-/// Records `EnergyHalved HOT_COST` for `seconds` into `results`, with an estimate of the power
-/// that grows with the CPU time and nothing else (no idle power), so that a method's energy
+/// `record` of the EnergyHalved JVM `pid` for `seconds` into `results`, with an estimate of the
+/// power that grows with the CPU time and nothing else (no idle power), so that a method's energy
 /// follows its CPU time whatever else the machine runs.
-fn record_halved(hot_cost: &str, seconds: &str, results: &Path) {
-    let jvm = Jvm::start(
-        &jdk(17),
-        &["-XX:+PreserveFramePointer"],
-        "EnergyHalved",
-        &[hot_cost],
-    );
-    let output = run(&mut profiler(&[
+fn record_halved(pid: u32, seconds: &str, results: &Path) -> Command {
+    profiler(&[
         "record",
         "--pid",
-        &jvm.pid().to_string(),
+        &pid.to_string(),
         "--duration",
         seconds,
         "--power-source-type",
@@ -661,17 +655,49 @@ fn record_halved(hot_cost: &str, seconds: &str, results: &Path) {
         "0",
         "--estimate-max-watts-per-cpu",
         "10",
-        // 500 Hz: enough samples that a method's share varies by a few percent only
+        // 1000 Hz: enough samples of the light workload that a method's share varies by a few
+        // percent only
         "--stack-monitoring-sample-rate",
-        "2",
+        "1",
         "--methods-filtering-prefix",
         "EnergyHalved",
         "--results-path",
         &results.display().to_string(),
         "--agent-path",
         &agent_library().display().to_string(),
-    ]));
-    assert!(output.status.success(), "record failed");
+    ])
+}
+
+/// Records the EnergyHalved workload with hot at twice cold's cost for 16 s into `before`, and at
+/// cold's cost for 12 s into `after`, both JVMs running at once: on a shared machine the CPU time
+/// of the same work drifts by a quarter between runs a minute apart, and both runs see the same
+/// drift this way. The workload needs a tenth of a CPU, so that it keeps its pace on a machine
+/// loaded by others.
+fn record_before_and_after(before: &Path, after: &Path) {
+    let start = |hot_cost| {
+        Jvm::start(
+            &jdk(17),
+            &["-XX:+PreserveFramePointer"],
+            "EnergyHalved",
+            &[hot_cost],
+        )
+    };
+    let (jvm_before, jvm_after) = (start("2"), start("1"));
+    let spawn = |mut command: Command| {
+        command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run joularcode-bpf")
+    };
+    let recording_before = spawn(record_halved(jvm_before.pid(), "16", before));
+    std::thread::sleep(Duration::from_secs(2));
+    let recording_after = spawn(record_halved(jvm_after.pid(), "12", after));
+    for recording in [recording_before, recording_after] {
+        let output = recording.wait_with_output().expect("wait for record");
+        eprintln!("{}", String::from_utf8_lossy(&output.stderr));
+        assert!(output.status.success(), "record failed");
+    }
 }
 
 /// The change in percent of a method in the comparison's table.
@@ -693,8 +719,7 @@ fn the_comparison_sees_a_method_made_twice_as_cheap() {
     let dir = work_dir().join("halved");
     let (before, after) = (dir.join("before"), dir.join("after"));
     // Runs of different lengths: the comparison is per second of run.
-    record_halved("2", "8", &before);
-    record_halved("1", "6", &after);
+    record_before_and_after(&before, &after);
     let (before, after) = (before.display().to_string(), after.display().to_string());
     let diff = dir.join("diff.svg").display().to_string();
     let output = run(&mut profiler(&[
@@ -1163,7 +1188,7 @@ fn an_output_path_that_is_a_link_is_refused_before_recording() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(
-        stderr.contains("--flamegraph") && stderr.contains("not a symbolic link"),
+        stderr.contains("--flamegraph") && stderr.contains("is a symbolic link"),
         "{stderr}"
     );
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");

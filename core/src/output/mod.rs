@@ -2,3 +2,5 @@
 
 pub mod csv;
 pub mod java_float;
+pub mod losses;
+pub mod path;

@@ -25,6 +25,10 @@ use crate::log::{Level, Log};
 
 pub use clock::{Clock, ManualClock, SystemClock};
 
+/// The most power a machine's CPUs can draw, in W: the largest servers (8 sockets of 500 W)
+/// draw about 4 kW. A reading above it is no measurement, and is skipped.
+pub const MAX_WATTS: f64 = 10_000.0;
+
 /// The length of a window for a source with no cadence of its own.
 pub const ONE_SECOND: Duration = Duration::from_secs(1);
 
@@ -60,7 +64,8 @@ impl From<ConfigError> for PowerError {
 
 /// A source of CPU power, read once per window as the window ends.
 pub trait PowerSource: Send {
-    /// The machine's average CPU power since the previous call, in watts: finite and >= 0.
+    /// The machine's average CPU power since the previous call, in watts: finite, >= 0 and
+    /// at most [`MAX_WATTS`] (a reading that is not is skipped by the caller, as an error is).
     /// An error means the window gets no energy.
     fn watts(&mut self) -> Result<f64, PowerError>;
 
@@ -175,22 +180,6 @@ fn open_rapl(
         return perf::open(&roots.event_source, clock, log);
     }
     Ok(Box::new(rapl::Rapl::open(&roots.powercap, clock, log)?))
-}
-
-/// Opens `path` for reading without blocking on a pipe planted there, and without following a
-/// symbolic link unless `follow_links`. The caller checks that what it opened is a regular file.
-fn open_for_reading(path: &Path, follow_links: bool) -> std::io::Result<std::fs::File> {
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        let no_follow = if follow_links { 0 } else { libc::O_NOFOLLOW };
-        options.custom_flags(no_follow | libc::O_NONBLOCK);
-    }
-    #[cfg(not(unix))]
-    let _ = follow_links;
-    options.open(path)
 }
 
 /// The time since a counter source's previous reading, on an injected clock.

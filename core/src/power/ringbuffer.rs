@@ -21,7 +21,8 @@ use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{open_for_reading, Clock, PowerError, PowerSource, ONE_SECOND};
+use super::{Clock, PowerError, PowerSource, ONE_SECOND};
+use crate::input::open_for_reading;
 use crate::log::{Level, Log};
 use crate::output::java_float::java_double;
 
@@ -208,7 +209,27 @@ fn attach(path: &Path) -> Result<Opened, PowerError> {
     if metadata.len() < AREA_SIZE as u64 {
         return Err(too_short(path));
     }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        // SAFETY: geteuid only reads this process's user id.
+        owned_by_a_trusted_user(path, metadata.uid(), unsafe { libc::geteuid() })?;
+    }
     Ok(Opened(file))
+}
+
+/// Refuses a ring buffer that belongs to another user than root or `me`: any user can make files
+/// in /dev/shm, and one who made the ring buffer before PowerJoular could report any power.
+pub fn owned_by_a_trusted_user(path: &Path, owner: u32, me: u32) -> Result<(), PowerError> {
+    if owner == 0 || owner == me {
+        return Ok(());
+    }
+    Err(PowerError::new(format!(
+        "{} belongs to user {owner}, not to root or to the user running the profiler ({me}), so \
+         it could report any power. Run PowerJoular as root, or remove the file and start \
+         PowerJoular again.",
+        path.display()
+    )))
 }
 
 /// CPU power from PowerJoular's ring buffer.

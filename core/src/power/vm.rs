@@ -9,8 +9,9 @@
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
-use super::{open_for_reading, PowerError, PowerSource};
+use super::{PowerError, PowerSource, MAX_WATTS};
 use crate::config::{java_trim, VmFormat};
+use crate::input::open_for_reading;
 use crate::log::{Level, Log};
 use crate::output::java_float::java_double;
 
@@ -66,7 +67,7 @@ fn parse_java_double(text: &str) -> Option<f64> {
     Some(if negative { -value } else { value })
 }
 
-/// A power in watts: finite and >= 0.
+/// A power in watts: finite, >= 0 and at most [`MAX_WATTS`].
 pub fn parse_power(file: &Path, text: &str) -> Result<f64, PowerError> {
     let power = parse_java_double(text).ok_or_else(|| {
         PowerError::new(format!(
@@ -74,12 +75,27 @@ pub fn parse_power(file: &Path, text: &str) -> Result<f64, PowerError> {
             file.display()
         ))
     })?;
+    if !power.is_finite() {
+        return Err(PowerError::new(format!(
+            "{} holds {}, which is not a power in watts.",
+            file.display(),
+            java_double(power)
+        )));
+    }
     // PowerJoular writes -1 for a process it could not measure
-    if !power.is_finite() || power < 0.0 {
+    if power < 0.0 {
         return Err(PowerError::new(format!(
             "The host could not measure the power of this virtual machine ({} holds {}).",
             file.display(),
             java_double(power)
+        )));
+    }
+    if power > MAX_WATTS {
+        return Err(PowerError::new(format!(
+            "{} holds {} W, more than any machine's CPUs draw (at most {} W).",
+            file.display(),
+            java_double(power),
+            java_double(MAX_WATTS)
         )));
     }
     Ok(power)

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use joularcode_core::log::{Level, Log, Stderr};
+use joularcode_core::output::path::{create_file, Mode};
 
 use crate::cli::StacksArgs;
 use crate::launch;
@@ -68,9 +69,9 @@ pub fn run(args: &StacksArgs) -> Result<i32, String> {
     }
 }
 
-/// Creates (or truncates) the output file, refusing to follow a symbolic link.
+/// Creates (or empties) the output file, following no symbolic link on its path.
 fn create_output(path: &Path) -> Result<std::fs::File, String> {
-    crate::files::create_no_follow(path).map_err(|e| format!("--output {}: {e}", path.display()))
+    create_file(path, Mode::Truncate).map_err(|e| format!("--output {}: {e}", path.display()))
 }
 
 /// The folded stacks of every JVM sampled. With more than one JVM, each stack starts with a

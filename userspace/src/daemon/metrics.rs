@@ -175,7 +175,6 @@ impl Metrics {
             let labels = jvm_labels(&jvm_keys, jvm);
             ConstCounter::new(jvm.energy_j).encode(energy.encode_family(&labels)?)?;
         }
-        drop(energy);
 
         let mut watts = encoder.encode_descriptor(
             "joularcode_jvm_power",
@@ -187,7 +186,6 @@ impl Metrics {
             let labels = jvm_labels(&jvm_keys, jvm);
             ConstGauge::new(jvm.watts).encode(watts.encode_family(&labels)?)?;
         }
-        drop(watts);
 
         for (name, help, key, pick) in [
             (
@@ -232,7 +230,6 @@ impl Metrics {
             ConstGauge::new(0.0).metric_type(),
         )?;
         ConstGauge::new(self.source_watts).encode(family.encode_family(&source)?)?;
-        drop(family);
         let mut family = encoder.encode_descriptor(
             "joularcode_source_energy",
             "The CPU energy the power source gave since the daemon started (the JVMs' energy is a part of it).",
@@ -240,7 +237,6 @@ impl Metrics {
             ConstCounter::new(0.0).metric_type(),
         )?;
         ConstCounter::new(self.source_energy_j).encode(family.encode_family(&source)?)?;
-        drop(family);
 
         let counters = [
             ("joularcode_cycles", "Cycles ended.", self.cycles),

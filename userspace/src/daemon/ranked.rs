@@ -43,7 +43,7 @@ pub struct Ranked {
 impl Ranked {
     /// Adds `joules` to `name` at `now`.
     pub fn add(&mut self, name: &str, joules: f64, now: Instant) {
-        if !(joules > 0.0) {
+        if joules.is_nan() || joules <= 0.0 {
             return;
         }
         let entry = match self.entries.get_mut(name) {

@@ -187,10 +187,35 @@ impl Discovery {
 /// Start time and name of a process (from /proc/PID/stat): they change when the pid is reused
 /// or the process execs another program.
 fn identity(proc_root: &Path, pid: u32) -> Option<String> {
-    let stat = fs::read_to_string(proc_root.join(format!("{pid}/stat"))).ok()?;
-    let (name, rest) = stat.split_once(" (")?.1.rsplit_once(") ")?;
-    let start_time = rest.split_whitespace().nth(19)?;
-    Some(format!("{start_time} {name}"))
+    let text = fs::read_to_string(proc_root.join(format!("{pid}/stat"))).ok()?;
+    let stat = parse_stat(&text)?;
+    Some(format!("{} {}", stat.start_time, stat.name))
+}
+
+/// The fields of `/proc/PID/stat` read here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stat<'a> {
+    /// The process's name (`comm`): its owner chooses it, and it may hold spaces, parentheses,
+    /// `) ` and line ends.
+    pub name: &'a str,
+    /// Its state letter (`R`, `S`, `Z`...).
+    pub state: char,
+    /// When it started, in clock ticks after boot.
+    pub start_time: u64,
+}
+
+/// Parses the text of `/proc/PID/stat`: the name is what lies between the first ` (` and the
+/// last `) `, since the name itself may hold either.
+pub fn parse_stat(text: &str) -> Option<Stat<'_>> {
+    let (name, rest) = text.split_once(" (")?.1.rsplit_once(") ")?;
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let start_time = fields.nth(18)?.parse().ok()?;
+    Some(Stat {
+        name,
+        state,
+        start_time,
+    })
 }
 
 /// Whether process `pid` maps libjvm.so. Reads its maps line by line, up to the first match.
@@ -222,7 +247,7 @@ pub fn maps_libjvm(proc_root: &Path, pid: u32) -> Result<bool, DiscoveryError> {
 pub fn alive(pid: u32) -> bool {
     fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
-        .and_then(|stat| Some(stat.rsplit_once(") ")?.1.chars().next()? != 'Z'))
+        .and_then(|text| Some(parse_stat(&text)?.state != 'Z'))
         .unwrap_or(false)
 }
 
@@ -275,6 +300,20 @@ mod tests {
         fn drop(&mut self) {
             let _ = fs::remove_dir_all(&self.0);
         }
+    }
+
+    #[test]
+    fn a_name_with_parentheses_and_spaces_is_read_whole() {
+        let text = "77 (a) (b) c) Z 1 77 77 0 -1 4194304 0 0 0 0 0 0 0 0 20 0 1 0 5555 0 0\n";
+        assert_eq!(
+            parse_stat(text),
+            Some(Stat {
+                name: "a) (b) c",
+                state: 'Z',
+                start_time: 5555
+            })
+        );
+        assert_eq!(parse_stat("77 (x) R 1"), None);
     }
 
     #[test]

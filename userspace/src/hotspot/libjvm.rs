@@ -27,6 +27,9 @@ pub struct Libjvm {
     symbols: HashMap<String, u64>,
 }
 
+/// The largest libjvm.so read (they are about 20 MB).
+const MAX_LIBJVM: u64 = 256 << 20;
+
 impl Libjvm {
     /// Finds libjvm among `maps` and resolves `wanted` symbols from its `.dynsym` and `.symtab`.
     /// Symbols that are absent are simply not in the result.
@@ -41,9 +44,10 @@ impl Libjvm {
             first.map_file(pid),
             PathBuf::from(format!("/proc/{pid}/root{}", first.path)),
         ];
+        // The JVM's owner chooses what it maps: only a regular file of a library's size is read.
         let data = candidates
             .iter()
-            .find_map(|path| std::fs::read(path).ok())
+            .find_map(|path| crate::foreign::read_mapped_file(path, MAX_LIBJVM).ok())
             .ok_or_else(|| HotSpotError::Elf {
                 path: first.path.clone(),
                 reason: format!(

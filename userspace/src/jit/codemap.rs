@@ -6,29 +6,54 @@
 //! addresses of unloaded code: [`CodeMap::lookup`] names a pc only with code that was valid at
 //! the sample's time. Lookups are a binary search over the ranges sorted by start address.
 //!
-//! Everything in the file is untrusted: a malformed line is skipped and counted, never fatal.
+//! Everything in the file is untrusted (the JVM's user writes it): it is opened as
+//! [`crate::foreign`] says (no link, a regular file of the JVM's user, never blocking), read at
+//! most [`READ_RATE`] bytes a second and for at most 20 ms per refresh, and at most [`MAX_LINES`]
+//! lines of it are kept, so that a map of garbage, or of millions of records, costs bounded time
+//! and memory. A malformed line is
+//! skipped and counted, never fatal.
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::foreign::{ForeignError, ProcessDir};
 
 /// First word and version of a code map's header line.
 const MAGIC: &str = "joularcode-code-map";
 const VERSION: &str = "1";
-/// Bounds on what one line may hold.
-const MAX_LINE: usize = 64 << 20;
+/// Bounds on what one line may hold (the longest lines, compiled methods with thousands of
+/// inline ranges, take a few hundred KB).
+const MAX_LINE: usize = 4 << 20;
 const MAX_METHOD_ID: u32 = 1 << 24;
 const MAX_CODE_SIZE: u64 = 1 << 30;
 const MAX_DEPTH: usize = 1024;
-/// Most bytes read by one refresh; the rest waits for the next one.
-const MAX_READ: u64 = 256 << 20;
+/// Bytes read per second of a map at most: an agent writes a few KB a second, and its replay of
+/// the code cache at attach (tens of MB for the biggest applications) once.
+pub const READ_RATE: u64 = 8 << 20;
+/// Bytes read by one refresh at most (saved up at [`READ_RATE`] while there is less to read).
+const READ_BURST: u64 = 16 << 20;
+/// Bytes read and parsed at a time by a refresh.
+const CHUNK: usize = 256 << 10;
+/// How long one refresh reads at most (a chunk more when it started within it): parsing a map is
+/// never what holds up a cycle.
+const REFRESH_TIME: Duration = Duration::from_millis(20);
+/// The largest code map opened.
+const MAX_FILE: u64 = 1 << 30;
+/// Lines of a map kept at most (about 100 bytes of memory each): a JVM reports some hundred
+/// thousand methods and pieces of code; past it, the rest of the map is not read.
+pub const MAX_LINES: u64 = 1 << 20;
 
 /// Why a code map cannot be read.
 #[derive(Debug, thiserror::Error)]
 pub enum CodeMapError {
-    /// The file cannot be opened or read.
+    /// The file cannot be opened (not written yet), or is refused (a link, a FIFO, another
+    /// user's file...).
+    #[error("cannot read the code map: {0}")]
+    Open(#[from] ForeignError),
+    /// The file cannot be read.
     #[error("cannot read the code map {path}: {source}")]
     Io {
         /// The file.
@@ -38,15 +63,55 @@ pub enum CodeMapError {
     },
     /// The first line is not a code map header of a known version.
     #[error(
-        "{path} is not a code map of version {VERSION} (first line '{line}'): \
-         use a jvm-symbolizer-agent of the same version as joularcode-bpf"
+        "{path} is not a code map of version {VERSION} (its first line is not a header \
+         '{MAGIC} {VERSION} ...'): use a jvm-symbolizer-agent of the same version as \
+         joularcode-bpf"
     )]
     Header {
         /// The file.
         path: PathBuf,
-        /// Its first line.
-        line: String,
     },
+    /// The map reached [`MAX_LINES`]: what was read is kept, the rest is not read.
+    #[error(
+        "the code map {path} holds more than {MAX_LINES} lines: the rest is not read, and code \
+         it reports later is named from the code cache"
+    )]
+    Full {
+        /// The file.
+        path: PathBuf,
+    },
+}
+
+impl CodeMapError {
+    /// Whether the map was found but refused: reading it again is no use.
+    pub fn is_refused(&self) -> bool {
+        matches!(self, CodeMapError::Open(ForeignError::Refused { .. }))
+    }
+}
+
+/// The bytes a map may still be read, refilled at [`READ_RATE`] up to [`READ_BURST`].
+#[derive(Debug, Clone, Copy)]
+struct Budget {
+    bytes: u64,
+    at: Instant,
+}
+
+impl Budget {
+    fn full() -> Budget {
+        Budget {
+            bytes: READ_BURST,
+            at: Instant::now(),
+        }
+    }
+
+    /// The bytes that may be read now.
+    fn available(&mut self) -> u64 {
+        let now = Instant::now();
+        let earned = now.duration_since(self.at).as_secs_f64() * READ_RATE as f64;
+        self.bytes = (self.bytes as f64 + earned).min(READ_BURST as f64) as u64;
+        self.at = now;
+        self.bytes
+    }
 }
 
 /// What a piece of code is.
@@ -117,8 +182,12 @@ struct Code {
 #[derive(Debug)]
 pub struct CodeMap {
     path: PathBuf,
+    /// The map's folder, held open between refreshes, and the map opened in it.
+    dir: Option<ProcessDir>,
     file: Option<File>,
-    inode: (u64, u64),
+    inode: Option<(u64, u64)>,
+    budget: Budget,
+    lines: u64,
     offset: u64,
     partial: Vec<u8>,
     skipping: bool,
@@ -140,8 +209,11 @@ impl CodeMap {
     pub fn new(path: impl Into<PathBuf>) -> CodeMap {
         CodeMap {
             path: path.into(),
+            dir: None,
             file: None,
-            inode: (0, 0),
+            inode: None,
+            budget: Budget::full(),
+            lines: 0,
             offset: 0,
             partial: Vec::new(),
             skipping: false,
@@ -190,44 +262,105 @@ impl CodeMap {
         self.entries.is_empty()
     }
 
-    /// Reads what the agent appended since the last refresh. Returns the number of bytes read.
-    /// A map that shrank or was replaced (the JVM's pid reused, the agent restarted) is read
-    /// again from its start. A map that is gone once it was opened (the agent removes it when the
-    /// JVM ends, and the JVM's /proc root goes with the JVM) is read to its end through the open
-    /// file.
+    /// Reads what the agent appended since the last refresh, within the read budget (the rest
+    /// waits for the next refreshes). Returns the number of bytes read. A map that shrank or was
+    /// replaced (the JVM's pid reused, the agent restarted) is read again from its start. A map
+    /// that is gone once it was opened (the agent removes it when the JVM ends, and the JVM's
+    /// /proc root goes with the JVM) is read to its end through the open file; one refused (a
+    /// link, a FIFO in its place) is not.
+    ///
+    /// [`CodeMapError::Full`] is returned once, when the map reaches [`MAX_LINES`]; it stays
+    /// usable, and later refreshes read nothing.
     pub fn refresh(&mut self) -> Result<u64, CodeMapError> {
+        if self.lines >= MAX_LINES {
+            return Ok(0);
+        }
+        let name = self
+            .path
+            .file_name()
+            .and_then(|name| name.to_str())
+            .ok_or_else(|| ForeignError::Refused {
+                path: self.path.clone(),
+                why: "is not a file name".into(),
+            })?
+            .to_string();
+        // The folder is held between refreshes; after an error it is entered again next time
+        // (the JVM may have restarted).
+        let found = match self.dir.take() {
+            Some(dir) => Ok(dir),
+            None => ProcessDir::open(self.path.parent().unwrap_or(Path::new("/"))),
+        }
+        .and_then(|dir| {
+            let found = dir.identify(&name, MAX_FILE)?;
+            Ok((dir, found))
+        });
+        match found {
+            Ok((dir, (id, len))) => {
+                if self.file.is_none() || self.inode != Some(id) || len < self.offset {
+                    let opened = dir.open_file(&name, MAX_FILE)?;
+                    // The budget is the file name's, whatever file it holds.
+                    let budget = self.budget;
+                    *self = CodeMap::new(self.path.clone());
+                    self.budget = budget;
+                    self.inode = Some(opened.id);
+                    self.file = Some(opened.file);
+                }
+                self.dir = Some(dir);
+            }
+            Err(ForeignError::Io { .. }) if self.file.is_some() => {}
+            Err(e) => return Err(e.into()),
+        }
+        let Some(file) = self.file.as_mut() else {
+            return Ok(0);
+        };
         let path = self.path.clone();
         let io = |source| CodeMapError::Io {
             path: path.clone(),
             source,
         };
-        let meta = match (std::fs::metadata(&self.path), &self.file) {
-            (Ok(meta), _) => meta,
-            (Err(_), Some(file)) => file.metadata().map_err(io)?,
-            (Err(e), None) => return Err(io(e)),
-        };
-        let inode = (meta.dev(), meta.ino());
-        if self.file.is_none() || inode != self.inode || meta.len() < self.offset {
-            *self = CodeMap::new(path.clone());
-            self.file = Some(File::open(&self.path).map_err(io)?);
-            self.inode = inode;
-        }
-        let Some(file) = self.file.as_mut() else {
-            return Ok(0);
-        };
-        let mut bytes = Vec::new();
         file.seek(SeekFrom::Start(self.offset)).map_err(io)?;
-        file.take(MAX_READ).read_to_end(&mut bytes).map_err(io)?;
-        self.offset += bytes.len() as u64;
-        self.feed(&bytes)?;
-        Ok(bytes.len() as u64)
+        let started = Instant::now();
+        let mut chunk = Vec::with_capacity(CHUNK);
+        let mut read = 0;
+        let fed = loop {
+            let want = self.budget.available().min(CHUNK as u64);
+            chunk.clear();
+            let Some(file) = self.file.as_mut() else {
+                break Ok(());
+            };
+            let n = file.take(want).read_to_end(&mut chunk).map_err(io)?;
+            self.budget.bytes -= n as u64;
+            self.offset += n as u64;
+            read += n as u64;
+            let fed = self.feed_lines(&chunk);
+            if fed.is_err() || n == 0 || started.elapsed() >= REFRESH_TIME {
+                break fed;
+            }
+        };
+        self.publish();
+        fed?;
+        if self.lines >= MAX_LINES {
+            return Err(CodeMapError::Full { path });
+        }
+        Ok(read)
     }
 
     /// Parses `bytes` that follow what was fed before (a refresh feeds the file's new bytes).
     /// Complete lines take effect at once; a partial last line waits for the next call.
     pub fn feed(&mut self, bytes: &[u8]) -> Result<(), CodeMapError> {
+        let fed = self.feed_lines(bytes);
+        self.publish();
+        fed
+    }
+
+    /// [`CodeMap::feed`] without making the new lines searchable yet ([`CodeMap::publish`]).
+    fn feed_lines(&mut self, bytes: &[u8]) -> Result<(), CodeMapError> {
         let mut rest = bytes;
         while let Some(end) = rest.iter().position(|&b| b == b'\n') {
+            if self.lines >= MAX_LINES {
+                return Ok(());
+            }
+            self.lines += 1;
             let (line, tail) = rest.split_at(end);
             rest = &tail[1..];
             if std::mem::take(&mut self.skipping) {
@@ -241,10 +374,7 @@ impl CodeMap {
                 whole.extend_from_slice(line);
                 self.line(&whole)
             };
-            if let Err(e) = result {
-                self.publish();
-                return Err(e);
-            }
+            result?;
         }
         if self.partial.len() + rest.len() > MAX_LINE {
             self.partial.clear();
@@ -253,7 +383,6 @@ impl CodeMap {
         } else if !self.skipping {
             self.partial.extend_from_slice(rest);
         }
-        self.publish();
         Ok(())
     }
 
@@ -264,7 +393,6 @@ impl CodeMap {
             if fields.next() != Some(MAGIC) || fields.next() != Some(VERSION) {
                 return Err(CodeMapError::Header {
                     path: self.path.clone(),
-                    line: text.chars().take(80).collect(),
                 });
             }
             self.header_seen = true;
@@ -629,6 +757,29 @@ mod tests {
             let _ = map.lookup(state % 0x10_0000, state % 1000);
         }
         assert!(map.bad_lines() > 0);
+    }
+
+    #[test]
+    fn a_map_is_read_within_its_budget_and_kept_to_its_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("full.map");
+        let mut text = HEADER.to_string();
+        text.push_str(&"X\n".repeat(MAX_LINES as usize + 5));
+        std::fs::write(&path, &text).unwrap();
+        let mut map = CodeMap::new(&path);
+        let mut refreshes = 0;
+        let full = loop {
+            refreshes += 1;
+            match map.refresh() {
+                Ok(read) => assert!(read <= READ_BURST, "{read}"),
+                Err(e) => break e,
+            }
+            assert!(refreshes < 10_000, "the map never fills");
+        };
+        assert!(matches!(full, CodeMapError::Full { .. }), "{full}");
+        assert_eq!(map.bad_lines(), MAX_LINES - 1, "the header is a line too");
+        assert_eq!(map.refresh().unwrap(), 0, "a full map is not read any more");
+        assert!(map.budget.bytes <= READ_BURST);
     }
 
     #[test]

@@ -7,10 +7,11 @@
 use std::io::Read;
 use std::path::Path;
 
-use crate::attach::{self, AttachError};
+use crate::attach::{AttachError, Target};
+use crate::foreign::{self, ForeignError, ForeignFile};
 
 /// Largest perf map read (the JDK's are a few MB for big applications).
-const MAX_FILE: u64 = 512 << 20;
+const MAX_FILE: u64 = 64 << 20;
 
 /// One line of a perf map.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,22 +46,39 @@ impl PerfMap {
         map
     }
 
-    /// Reads and parses the perf map at `path`.
-    pub fn read(path: &Path) -> std::io::Result<PerfMap> {
+    /// Reads and parses the perf map at `path`, opened as something another user controls
+    /// ([`foreign::open_file`]: no link, a regular file of the JVM's user, at most 64 MiB).
+    pub fn read(path: &Path) -> Result<PerfMap, ForeignError> {
+        PerfMap::read_opened(foreign::open_file(path, MAX_FILE)?, path)
+    }
+
+    /// Reads and parses the perf map `opened` (at `path`).
+    fn read_opened(opened: ForeignFile, path: &Path) -> Result<PerfMap, ForeignError> {
         let mut bytes = Vec::new();
-        std::fs::File::open(path)?
+        opened
+            .file
             .take(MAX_FILE)
-            .read_to_end(&mut bytes)?;
+            .read_to_end(&mut bytes)
+            .map_err(|source| ForeignError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
         Ok(PerfMap::parse(&String::from_utf8_lossy(&bytes)))
     }
 
-    /// Asks the JVM of host pid `pid` for a fresh perf map (`jcmd Compiler.perfmap` over the
-    /// attach socket, no agent needed) and reads it from the JVM's /tmp.
-    pub fn from_jvm(pid: u32) -> Result<PerfMap, AttachError> {
-        let target = attach::Target::new(pid)?;
-        attach::jcmd(pid, "Compiler.perfmap")?;
-        let path = target.root_path(&format!("/tmp/perf-{}.map", target.ns_pid));
-        PerfMap::read(&path).map_err(|e| AttachError::Io(format!("{}: {e}", path.display())))
+    /// Asks the JVM `target` for a fresh perf map (`jcmd Compiler.perfmap` over the attach
+    /// socket, no agent needed), reads it from the JVM's /tmp, and removes it there (it would
+    /// only go stale): only a regular file of the JVM's user is read or removed.
+    pub fn from_jvm(target: &Target) -> Result<PerfMap, AttachError> {
+        target.jcmd("Compiler.perfmap")?;
+        let tmp = target.tmp()?;
+        let name = format!("perf-{}.map", target.ns_pid);
+        let map = tmp
+            .open_file(&name, MAX_FILE)
+            .and_then(|opened| PerfMap::read_opened(opened, &tmp.path().join(&name)))
+            .map_err(|e| AttachError::Io(e.to_string()));
+        tmp.remove_file(&name);
+        map
     }
 
     /// The entries, by start address.

@@ -17,6 +17,8 @@ use rustix::fs::{
     CWD,
 };
 
+use crate::foreign::reopen;
+
 /// Removes the code maps of the folder `dir` that no agent holds, and returns how many. Only
 /// regular files named `joularcode-<digits>.map` are touched; no symbolic link is followed and
 /// nothing blocks (a FIFO under that name is left alone). A folder that cannot be read is no
@@ -59,16 +61,22 @@ fn is_code_map(name: &CStr) -> bool {
 /// an exclusive lock on, and is still the file that was checked when it is removed. Returns
 /// whether it was removed.
 fn remove_if_unlocked(folder: &OwnedFd, name: &CStr) -> bool {
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY;
-    let Ok(file) = openat(folder, name, flags | OFlags::CLOEXEC, Mode::empty()) else {
+    // Checked through an O_PATH handle before it is opened for real: opening a device (a
+    // container's root can make one in its /tmp) can act on it.
+    let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let Ok(handle) = openat(folder, name, flags, Mode::empty()) else {
         return false;
     };
-    let Ok(checked) = fstat(&file) else {
+    let Ok(checked) = fstat(&handle) else {
         return false;
     };
-    if FileType::from_raw_mode(checked.st_mode) != FileType::RegularFile
-        || flock(&file, FlockOperation::NonBlockingLockExclusive).is_err()
-    {
+    if FileType::from_raw_mode(checked.st_mode) != FileType::RegularFile {
+        return false;
+    }
+    let Ok(file) = reopen(&handle, OFlags::RDONLY) else {
+        return false;
+    };
+    if flock(&file, FlockOperation::NonBlockingLockExclusive).is_err() {
         return false;
     }
     let still_there = statat(folder, name, AtFlags::SYMLINK_NOFOLLOW)

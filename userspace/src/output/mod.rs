@@ -7,10 +7,12 @@ pub mod pprof;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+use joularcode_core::output::path::{self, Mode};
+
 /// An output file named by a command-line option (`--flamegraph FILE`), checked at once so that
 /// a path that cannot be written is refused before any work, and written when the results are
-/// ready: until then a file already there is left as it is. The profiler runs as root: a
-/// symbolic link at the path is refused, never followed.
+/// ready: until then a file already there is left as it is. The profiler runs as root: no
+/// symbolic link on the path is followed ([`path`], docs/security.md).
 #[derive(Debug)]
 pub struct OutputFile {
     option: &'static str,
@@ -18,30 +20,19 @@ pub struct OutputFile {
 }
 
 impl OutputFile {
-    /// The file at `path` for the option `option` (`--flamegraph`), if it can be written: not a
-    /// symbolic link nor anything but a regular file, in a folder that exists and can be written.
+    /// The file at `path` for the option `option` (`--flamegraph`), if it can be written: no
+    /// symbolic link on its path, a regular file with no other link if it exists
+    /// ([`path::check_file`]), in a folder that exists and can be written.
     pub fn create(option: &'static str, path: &Path) -> Result<OutputFile, String> {
-        let refuse = |why: String| {
-            format!(
-                "{option} {}: {why}. Give a path to a file that can be written (not a symbolic \
-                 link).",
-                path.display()
-            )
-        };
-        match path.symlink_metadata() {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                return Err(refuse("it is a symbolic link".into()))
-            }
-            Ok(meta) if !meta.is_file() => return Err(refuse("it is not a regular file".into())),
-            _ => {}
-        }
+        let refuse = |why: String| format!("{option} {}: {why}", path.display());
+        path::check_file(path).map_err(|error| refuse(error.to_string()))?;
         let folder = match path.parent() {
             Some(folder) if !folder.as_os_str().is_empty() => folder,
             _ => Path::new("."),
         };
         nix::unistd::access(folder, nix::unistd::AccessFlags::W_OK).map_err(|error| {
             refuse(format!(
-                "its folder {} cannot be written ({})",
+                "its folder {} cannot be written ({}). Give a path to a file that can be written.",
                 folder.display(),
                 error.desc()
             ))
@@ -60,7 +51,7 @@ impl OutputFile {
     /// Creates (or empties) the file, never through a symbolic link, and writes its content with
     /// `write`.
     pub fn write(self, write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<(), String> {
-        let written = crate::files::create_no_follow(&self.path).and_then(|file| {
+        let written = path::create_file(&self.path, Mode::Truncate).and_then(|file| {
             let mut out = BufWriter::new(file);
             write(&mut out)?;
             out.flush()
@@ -88,7 +79,7 @@ mod tests {
         std::os::unix::fs::symlink(&target, &link).unwrap();
         let error = OutputFile::create("--flamegraph", &link).unwrap_err();
         assert!(error.starts_with("--flamegraph "), "{error}");
-        assert!(error.contains("it is a symbolic link"), "{error}");
+        assert!(error.contains("is a symbolic link"), "{error}");
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
         let error = OutputFile::create("--pprof", dir.path()).unwrap_err();
         assert!(error.contains("not a regular file"), "{error}");

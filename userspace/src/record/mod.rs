@@ -6,6 +6,7 @@
 //! between the JVMs, and each JVM's rows go to its results folder ([`results::Results`]).
 
 pub mod cycle;
+pub mod cycle_log;
 pub mod options;
 pub mod results;
 pub mod sink;
@@ -13,8 +14,6 @@ pub mod status;
 pub mod views;
 
 use std::collections::{HashMap, HashSet};
-use std::fs::File;
-use std::io::Write;
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
@@ -23,6 +22,7 @@ use std::time::{Duration, Instant};
 use joularcode_core::attribution::{Samples, ThreadKind};
 use joularcode_core::config::{Config, SourceKind};
 use joularcode_core::log::{Level, Log};
+use joularcode_core::output::losses::Lost;
 use joularcode_core::power::{self, PowerSource, SystemClock, SystemRoots};
 
 use crate::cli::RecordArgs;
@@ -33,6 +33,7 @@ use crate::sampler::{monotonic_ns, signals, CONSUME_INTERVAL};
 use crate::session::{Session, SessionOptions, Targets, ThreadCounts};
 use crate::threads;
 use cycle::{Engine, JvmInput, ThreadCpu, ThreadUse};
+use cycle_log::CycleLog;
 use results::Results;
 use sink::{CycleView, JvmView, Sink};
 use status::{StatusLine, Terminal};
@@ -53,7 +54,7 @@ pub struct Outputs {
 
 /// Runs `record` until its duration is over, a signal arrives, or the JVMs (or the command) end.
 /// Returns the exit code: the launched command's (ended with SIGTERM if it still runs then:
-/// [`launch::end`]), else 0.
+/// [`launch::end`]), else 0; 1 (unless the command's is not 0) when rows could not be written.
 /// Errors are one line each.
 pub fn run(args: &RecordArgs) -> Result<i32, String> {
     check_targets(args)?;
@@ -100,6 +101,9 @@ pub fn run_with(args: &RecordArgs, mut outputs: Outputs) -> Result<i32, String> 
     } else {
         None
     };
+    if let Some(path) = args.cycle_log.as_deref() {
+        CycleLog::check(path)?;
+    }
     let mut source = power::open(
         &config,
         &SystemRoots::default(),
@@ -143,7 +147,50 @@ pub fn run_with(args: &RecordArgs, mut outputs: Outputs) -> Result<i32, String> 
         Some(mut child) => launch::end(&mut child, launch::GRACE, &*log),
         None => Ok(0),
     };
-    recorded.and(finished).and(exit)
+    let summary = recorded?;
+    finished?;
+    Ok(conclude(&summary, exit?, args, &*log))
+}
+
+/// What a run did, for its last words.
+struct Summary {
+    /// JVMs profiled.
+    profiled: usize,
+    /// Rows (CSV rows and cycle log lines) that could not be written.
+    lost: Lost,
+}
+
+/// Says what the run missed, and returns its exit code: `code` (the command's), or 1 when rows
+/// were lost and `code` is 0.
+fn conclude(summary: &Summary, code: i32, args: &RecordArgs, log: &dyn Log) -> i32 {
+    if summary.profiled == 0 {
+        let why = if !args.command.is_empty() {
+            "the command started no JVM, or none that ran long enough to be seen (about 0.1 s)"
+        } else if args.all {
+            "no JVM ran on this host during the recording"
+        } else {
+            "the JVMs ended before they could be profiled"
+        };
+        log.log(
+            Level::Warning,
+            &format!("No JVM was profiled: {why}. Nothing was written."),
+        );
+    }
+    if summary.lost.rows == 0 {
+        return code;
+    }
+    log.log(
+        Level::Severe,
+        &format!(
+            "{} row(s) of {} cycle(s) could not be written (see above): the results are incomplete.",
+            summary.lost.rows, summary.lost.cycles
+        ),
+    );
+    if code == 0 {
+        1
+    } else {
+        code
+    }
 }
 
 /// Records the cycles of `session` into `results` and `sinks` until its duration is over, a
@@ -156,8 +203,12 @@ fn record(
     session: &mut Session,
     sinks: &mut [Box<dyn Sink>],
     log: &dyn Log,
-) -> Result<(), String> {
-    let cycle_log = args.cycle_log.as_deref().map(open_cycle_log).transpose()?;
+) -> Result<Summary, String> {
+    let cycle_log = args
+        .cycle_log
+        .as_deref()
+        .map(CycleLog::create)
+        .transpose()?;
     let cpus = u32::try_from(session.sampler().cpus()).unwrap_or(u32::MAX);
     let mut recorder = Recorder {
         threads: ThreadCpu::default(),
@@ -166,6 +217,7 @@ fn record(
         results,
         cycle_log,
         sinks,
+        profiled: 0,
     };
     let mut engine = Engine::start(source, config, Path::new("/proc"), cpus, monotonic_ns());
 
@@ -183,7 +235,18 @@ fn record(
             recorder.end_cycle(session, &mut engine, now_ns, log)?;
         }
         if stop {
-            return Ok(());
+            let mut lost = recorder
+                .results
+                .as_ref()
+                .map(Results::lost)
+                .unwrap_or_default();
+            if let Some(cycle_log) = &recorder.cycle_log {
+                lost += cycle_log.lost();
+            }
+            return Ok(Summary {
+                profiled: recorder.profiled,
+                lost,
+            });
         }
     }
 }
@@ -209,25 +272,16 @@ fn describe_source(config: &Config, source: &dyn PowerSource) -> String {
     }
 }
 
-/// Opens the `--cycle-log` file, emptied, refusing a symbolic link.
-fn open_cycle_log(path: &Path) -> Result<File, String> {
-    crate::files::create_no_follow(path).map_err(|error| {
-        format!(
-            "--cycle-log {}: {error}. Give a path to a file that can be written (not a \
-                 symbolic link).",
-            path.display()
-        )
-    })
-}
-
 /// The state of the loop between cycles, and where the cycles' results go.
 struct Recorder<'a> {
     threads: ThreadCpu,
     opened: HashSet<u32>,
     source: String,
     results: Option<Results>,
-    cycle_log: Option<File>,
+    cycle_log: Option<CycleLog>,
     sinks: &'a mut [Box<dyn Sink>],
+    /// JVMs profiled so far.
+    profiled: usize,
 }
 
 impl Recorder<'_> {
@@ -241,6 +295,7 @@ impl Recorder<'_> {
                 continue;
             }
             let name = format!("JVM {} ({})", jvm.pid(), jvm.main_class());
+            self.profiled += 1;
             let Some(results) = self.results.as_mut() else {
                 log.log(
                     Level::Info,
@@ -322,14 +377,8 @@ impl Recorder<'_> {
                 );
             }
         }
-        if let Some(file) = self.cycle_log.as_mut() {
-            if let Err(error) = file.write_all(cycle.json_lines().as_bytes()) {
-                log.log(
-                    Level::Severe,
-                    &format!("Could not write the cycle log: {error}"),
-                );
-                self.cycle_log = None;
-            }
+        if let Some(cycle_log) = self.cycle_log.as_mut() {
+            cycle_log.write(&cycle.json_lines(), log);
         }
         let view = CycleView {
             source: &self.source,

@@ -71,10 +71,16 @@ pub fn load(
 ) -> Result<Config, String> {
     if let Some(file) = config_file {
         let absolute = working_dir.join(file);
-        if !absolute.is_file() {
+        let what = match absolute.metadata() {
+            Ok(meta) if meta.is_file() => None,
+            Ok(meta) if meta.is_dir() => Some("it is a directory"),
+            Ok(_) => Some("it is not a regular file"),
+            Err(_) => Some("there is no such file"),
+        };
+        if let Some(what) = what {
             return Err(format!(
-                "--config {}: there is no such file. Give the path of a joularcodejava.properties \
-                 file, or leave --config out to read ./joularcodejava.properties.",
+                "--config {}: {what}. Give the path of a joularcodejava.properties file, or \
+                 leave --config out to read ./joularcodejava.properties.",
                 absolute.display()
             ));
         }

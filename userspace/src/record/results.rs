@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 use joularcode_core::attribution::CycleResult;
 use joularcode_core::branch::Branches;
 use joularcode_core::log::Log;
-use joularcode_core::output::csv::CsvWriter;
+use joularcode_core::output::csv::{CsvWriter, ALL_FILE, APP_FILE};
+use joularcode_core::output::losses::Lost;
+use joularcode_core::output::path;
 
 /// The longest main class kept in a folder name, in characters.
 const MAX_NAME: usize = 120;
@@ -25,6 +27,8 @@ pub struct Results {
     per_jvm: bool,
     open: BTreeMap<u32, Output>,
     root_taken: bool,
+    /// What the writers already closed could not write.
+    lost_closed: Lost,
 }
 
 /// One JVM's results folder and its writer.
@@ -36,23 +40,20 @@ struct Output {
 
 impl Results {
     /// The results under `root` (`results-path`), each JVM in its own folder when `per_jvm`,
-    /// else the first in `root` itself. Refuses a `root` that is a symbolic link or exists and is
-    /// not a directory, without creating anything.
+    /// else the first in `root` itself. Refuses, without creating anything, a `root` with a
+    /// symbolic link or something else than a directory on its path ([`path::check_dir`]), and
+    /// CSV files there that could not be appended to ([`path::check_file`]: a link, a FIFO...).
     pub fn new(root: &Path, per_jvm: bool) -> Result<Results, String> {
-        if let Ok(meta) = root.symlink_metadata() {
-            if meta.file_type().is_symlink() {
-                return Err(format!(
-                    "results-path {} is a symbolic link, and results are never written through \
-                     one. Remove it, or set --results-path to another directory.",
-                    root.display()
-                ));
-            }
-            if !meta.is_dir() {
-                return Err(format!(
-                    "results-path {} is not a directory. Remove it, or set --results-path to \
-                     another directory.",
-                    root.display()
-                ));
+        let refused = |error: std::io::Error| {
+            format!(
+                "results-path {}: {error} Set --results-path to another directory.",
+                root.display()
+            )
+        };
+        path::check_dir(root).map_err(refused)?;
+        if !per_jvm {
+            for file in [ALL_FILE, APP_FILE] {
+                path::check_file(&root.join(file)).map_err(refused)?;
             }
         }
         Ok(Results {
@@ -60,6 +61,7 @@ impl Results {
             per_jvm,
             open: BTreeMap::new(),
             root_taken: false,
+            lost_closed: Lost::default(),
         })
     }
 
@@ -98,7 +100,18 @@ impl Results {
     pub fn close(&mut self, pid: u32) {
         if let Some(mut output) = self.open.remove(&pid) {
             output.writer.close();
+            self.lost_closed += output.writer.lost();
         }
+    }
+
+    /// The rows that could not be written so far, all JVMs together.
+    pub fn lost(&self) -> Lost {
+        self.open
+            .values()
+            .fold(self.lost_closed, |mut sum, output| {
+                sum += output.writer.lost();
+                sum
+            })
     }
 }
 
@@ -116,7 +129,6 @@ pub fn folder_name(pid: u32, main_class: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use joularcode_core::output::csv::{ALL_FILE, APP_FILE};
 
     #[test]
     fn folder_names_are_cut() {
@@ -158,8 +170,14 @@ mod tests {
         let target = dir.path().join("target");
         std::fs::create_dir(&target).unwrap();
         std::os::unix::fs::symlink(&target, &link).unwrap();
-        let error = Results::new(&link, false).unwrap_err();
-        assert!(error.contains("is a symbolic link"), "{error}");
+        for path in [link.clone(), link.join("sub")] {
+            let error = Results::new(&path, false).unwrap_err();
+            assert!(error.contains("is a symbolic link"), "{error}");
+        }
         assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0);
+        std::fs::create_dir(dir.path().join(APP_FILE)).unwrap();
+        let error = Results::new(dir.path(), false).unwrap_err();
+        assert!(error.contains("is not a regular file"), "{error}");
+        Results::new(dir.path(), true).expect("per JVM, the root's files are not written");
     }
 }

@@ -170,8 +170,9 @@ impl Sampler {
             .map_err(bpf_error("attach the scheduler tracepoints"))?;
 
         let mut perf_links = Vec::with_capacity(cpus.len());
+        let mut dither = perf::Dither::new(rate_hz, CONSUME_INTERVAL);
         for &cpu in &cpus {
-            let fd = perf::open_cpu_clock(cpu, rate_hz).map_err(|e| {
+            let fd = perf::open_cpu_clock(cpu, dither.period_ns(fastrand::f64())).map_err(|e| {
                 let hint = match e.raw_os_error() {
                     Some(libc::EINVAL) => {
                         " (is the rate above /proc/sys/kernel/perf_event_max_sample_rate?)"
@@ -189,15 +190,20 @@ impl Sampler {
             let link = program
                 .attach_perf_event(fd.as_raw_fd())
                 .map_err(bpf_error("attach the sampler to a perf event"))?;
-            // The link owns the perf event from now on and closes it when dropped.
+            // The link owns the perf event from now on and closes it when dropped; the consumer
+            // keeps a duplicate to dither its period.
+            let duplicate = fd.try_clone().map_err(|e| {
+                SamplerError::Perf(format!("cannot duplicate the perf event of CPU {cpu}: {e}"))
+            })?;
             let _ = fd.into_raw_fd();
             perf_links.push(link);
+            dither.add(duplicate);
         }
 
         let (sender, samples) = mpsc::sync_channel(channel_capacity(rate_hz, cpus.len()));
         let channel_drops = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
-        let consumer = start_consumer(&skel, sender, channel_drops.clone(), stop.clone())?;
+        let consumer = start_consumer(&skel, sender, channel_drops.clone(), stop.clone(), dither)?;
         Ok(Sampler {
             stop,
             consumer: Some(consumer),
@@ -361,12 +367,14 @@ fn channel_capacity(rate_hz: u64, cpus: usize) -> usize {
     samples.clamp(1024, 1 << 22) as usize
 }
 
-/// Starts the thread that drains the ring buffer into the channel until `stop` is set.
+/// Starts the thread that drains the ring buffer into the channel until `stop` is set, and
+/// dithers the sampling period at each pass.
 fn start_consumer(
     skel: &SamplerSkel<'static>,
     sender: SyncSender<Sample>,
     channel_drops: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
+    mut dither: perf::Dither,
 ) -> Result<JoinHandle<()>, SamplerError> {
     let mut builder = RingBufferBuilder::new();
     builder
@@ -386,6 +394,7 @@ fn start_consumer(
         .spawn(move || {
             while !stop.load(Ordering::Relaxed) {
                 let _ = ring.consume();
+                dither.pass();
                 thread::sleep(CONSUME_INTERVAL);
             }
             let _ = ring.consume();

@@ -2,10 +2,11 @@
 
 use std::fs;
 use std::io;
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::time::Duration;
 
 use perf_event_open_sys::bindings::{
-    perf_event_attr, PERF_COUNT_SW_CPU_CLOCK, PERF_FLAG_FD_CLOEXEC, PERF_TYPE_SOFTWARE,
+    perf_event_attr, PERF_COUNT_SW_CPU_CLOCK, PERF_FLAG_FD_CLOEXEC, PERF_TYPE_SOFTWARE, PERIOD,
 };
 
 /// Where the kernel lists the online CPUs.
@@ -42,17 +43,81 @@ pub fn online_cpus() -> Result<Vec<u32>, String> {
     })
 }
 
-/// Opens a disabled cpu-clock event on one CPU for every task, sampling `rate_hz` times per
-/// second of CPU time. Attaching a BPF program enables it.
-pub fn open_cpu_clock(cpu: u32, rate_hz: u64) -> io::Result<OwnedFd> {
+/// How far the sampling rate is dithered around the rate asked for: ±25%.
+const DITHER: f64 = 0.25;
+/// Periods, at least, between two draws of a CPU's period. A draw restarts the timer, so the
+/// part of a period elapsed since the last sample is lost (half a period on average): drawing
+/// every period would halve the rate at worst, every 20 periods costs 2.5%, which
+/// [`Dither::centre_hz`] makes up for.
+const PERIODS_PER_DRAW: f64 = 20.0;
+
+/// The cpu-clock events of the sampler, whose period is drawn anew every few passes of the
+/// consumer thread, at a random rate within ±25% of the one asked for.
+///
+/// A fixed period keeps one phase against the scheduler's tick for a whole run, and a program
+/// paced by timers (a thread started every 20 ms) can then be sampled at the same moments of its
+/// threads' lives every time, over-sampling their start or end. Drawing the period anew moves
+/// the samples over every phase, and the mean rate stays the one asked for (docs/sampler.md).
+pub struct Dither {
+    clocks: Vec<OwnedFd>,
+    centre_hz: f64,
+    passes_per_draw: u64,
+    passes: u64,
+}
+
+impl Dither {
+    /// The dither of `rate_hz` for a consumer that passes every `pass`, with no event yet.
+    pub fn new(rate_hz: u64, pass: Duration) -> Dither {
+        let rate = rate_hz.max(1) as f64;
+        let passes_per_draw = (PERIODS_PER_DRAW / rate / pass.as_secs_f64())
+            .ceil()
+            .max(1.0);
+        // Half a period lost per draw, out of the time between draws.
+        let lost = 0.5 / (rate * passes_per_draw * pass.as_secs_f64());
+        Dither {
+            clocks: Vec::new(),
+            centre_hz: rate / (1.0 - lost),
+            passes_per_draw: passes_per_draw as u64,
+            passes: 0,
+        }
+    }
+
+    /// A period in ns drawn with `random` (uniform in [0, 1)): its rate is uniform within ±25% of
+    /// the centre. At least 10 µs, the kernel's floor for cpu-clock.
+    pub fn period_ns(&self, random: f64) -> u64 {
+        let rate = self.centre_hz * (1.0 - DITHER + 2.0 * DITHER * random.clamp(0.0, 1.0));
+        ((1e9 / rate) as u64).max(10_000)
+    }
+
+    /// Keeps `clock`, a duplicate of an event opened by [`open_cpu_clock`], to dither it.
+    pub fn add(&mut self, clock: OwnedFd) {
+        self.clocks.push(clock);
+    }
+
+    /// One pass of the consumer: every few passes, a new period for each event.
+    pub fn pass(&mut self) {
+        self.passes += 1;
+        if self.passes % self.passes_per_draw != 0 {
+            return;
+        }
+        for clock in &self.clocks {
+            // A failure leaves the event at its last period: still sampling, at a rate near the
+            // one asked for.
+            let _ = set_period(clock.as_fd(), self.period_ns(fastrand::f64()));
+        }
+    }
+}
+
+/// Opens a disabled cpu-clock event on one CPU for every task, firing every `period_ns` of that
+/// CPU's time. Attaching a BPF program enables it.
+pub fn open_cpu_clock(cpu: u32, period_ns: u64) -> io::Result<OwnedFd> {
     let mut attr = perf_event_attr {
         type_: PERF_TYPE_SOFTWARE,
         size: std::mem::size_of::<perf_event_attr>() as u32,
         config: PERF_COUNT_SW_CPU_CLOCK as u64,
         ..Default::default()
     };
-    attr.sample_freq = rate_hz;
-    attr.set_freq(1);
+    attr.__bindgen_anon_1.sample_period = period_ns;
     attr.set_disabled(1);
     // SAFETY: attr is a valid, fully initialised perf_event_attr that outlives the call.
     let fd = unsafe {
@@ -71,6 +136,17 @@ pub fn open_cpu_clock(cpu: u32, rate_hz: u64) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// Sets the period of a cpu-clock event opened by [`open_cpu_clock`]: the next sample comes
+/// `period_ns` from now, and the following ones every `period_ns`.
+fn set_period(event: BorrowedFd, period_ns: u64) -> io::Result<()> {
+    // SAFETY: PERF_EVENT_IOC_PERIOD reads one u64 through the pointer, which outlives the call.
+    let status = unsafe { libc::ioctl(event.as_raw_fd(), PERIOD as _, &period_ns as *const u64) };
+    if status < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -86,6 +162,52 @@ mod tests {
     fn rejects_malformed_cpu_lists() {
         for text in ["", "a", "3-1", "0-", "0-99999999"] {
             assert_eq!(parse_cpu_list(text), None, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn draws_are_spaced_by_twenty_periods_at_least() {
+        let pass = Duration::from_millis(100);
+        assert_eq!(Dither::new(100, pass).passes_per_draw, 2);
+        assert_eq!(Dither::new(500, pass).passes_per_draw, 1);
+        assert_eq!(Dither::new(1, pass).passes_per_draw, 200);
+        let dither = Dither::new(500, pass);
+        assert_eq!(dither.period_ns(0.5), (1e9 / dither.centre_hz) as u64);
+        assert_eq!(Dither::new(1_000_000, pass).period_ns(0.5), 10_000);
+    }
+
+    /// The samples per second a dithered event takes over `seconds`, each draw restarting the
+    /// timer (losing the part of the period elapsed), as the kernel does.
+    fn simulated_rate(rate_hz: u64, seconds: f64) -> f64 {
+        let pass = 0.1;
+        let mut dither = Dither::new(rate_hz, Duration::from_secs_f64(pass));
+        let mut rng = fastrand::Rng::with_seed(7);
+        let mut period = dither.period_ns(rng.f64()) as f64 / 1e9;
+        let (mut now, mut next, mut samples) = (0.0, period, 0u64);
+        while now < seconds {
+            // Passes are not in step with the timer: the consumer also spends time consuming.
+            now += pass * (1.0 + 0.01 * rng.f64());
+            while next <= now {
+                samples += 1;
+                next += period;
+            }
+            dither.passes += 1;
+            if dither.passes % dither.passes_per_draw == 0 {
+                period = dither.period_ns(rng.f64()) as f64 / 1e9;
+                next = now + period;
+            }
+        }
+        samples as f64 / now
+    }
+
+    #[test]
+    fn dithered_events_keep_the_mean_rate() {
+        for (rate, seconds) in [(1, 100_000.0), (10, 20_000.0), (100, 2_000.0), (500, 400.0)] {
+            let seen = simulated_rate(rate, seconds);
+            assert!(
+                (seen / rate as f64 - 1.0).abs() < 0.01,
+                "{seen} Hz for {rate} Hz"
+            );
         }
     }
 

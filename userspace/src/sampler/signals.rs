@@ -1,27 +1,29 @@
-//! Ctrl-C and SIGTERM end a run cleanly: the handler only sets a flag that the command's loop
-//! checks, so the sampler is dropped (and detached) on the normal path. A second signal kills
-//! the process as usual.
+//! Ctrl-C and SIGTERM end a run cleanly, whatever their number and timing: the handler only
+//! counts them, the command's loop stops at the first, writes what it has (the cycle in
+//! progress), and ends a launched command; a second one only makes that end quicker
+//! ([`crate::launch::end`] kills the command at once instead of waiting for it). The profiler
+//! itself is never ended by them midway, so nothing is left behind.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
 
-static STOP: AtomicBool = AtomicBool::new(false);
+static RECEIVED: AtomicU32 = AtomicU32::new(0);
 
-extern "C" fn request_stop(_: libc::c_int) {
-    STOP.store(true, Ordering::Relaxed);
+extern "C" fn count(_: libc::c_int) {
+    RECEIVED.fetch_add(1, Ordering::Relaxed);
 }
 
-/// Makes SIGINT and SIGTERM set the flag that [`stop_requested`] reads (once: the handler is
-/// reset after the first signal).
+/// Makes SIGINT and SIGTERM counted ([`received`]) instead of ending the process. Calling it
+/// again changes nothing.
 pub fn stop_on_signals() -> Result<(), String> {
     let action = SigAction::new(
-        SigHandler::Handler(request_stop),
-        SaFlags::SA_RESETHAND | SaFlags::SA_RESTART,
+        SigHandler::Handler(count),
+        SaFlags::SA_RESTART,
         SigSet::empty(),
     );
     for signal in [Signal::SIGINT, Signal::SIGTERM] {
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        // SAFETY: the handler only adds to an atomic, which is async-signal-safe.
         unsafe { sigaction(signal, &action) }
             .map_err(|e| format!("cannot handle {signal}: {e}"))?;
     }
@@ -30,11 +32,16 @@ pub fn stop_on_signals() -> Result<(), String> {
 
 /// True once SIGINT or SIGTERM has arrived.
 pub fn stop_requested() -> bool {
-    STOP.load(Ordering::Relaxed)
+    received() > 0
 }
 
-/// Sets the flag that [`stop_requested`] reads, as a signal would: `top` stops this way on its
-/// quit key (in a terminal's raw mode, Ctrl-C is a key, not a signal).
+/// How many SIGINT and SIGTERM have arrived.
+pub fn received() -> u32 {
+    RECEIVED.load(Ordering::Relaxed)
+}
+
+/// Counts as one signal: `top` stops this way on its quit key (in a terminal's raw mode, Ctrl-C
+/// is a key, not a signal).
 pub fn stop() {
-    STOP.store(true, Ordering::Relaxed);
+    RECEIVED.fetch_add(1, Ordering::Relaxed);
 }

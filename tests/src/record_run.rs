@@ -1,0 +1,88 @@
+//! One run of `joularcode-bpf record` in a folder of its own, with the `vm` power source reading
+//! that folder's watts file: the results, the cycle log and the command line of the end-to-end
+//! tests of `record`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::agent_library;
+
+/// A folder for one run: the watts file, the results, the cycle log.
+pub struct RecordRun {
+    /// The folder (the run's working directory).
+    pub dir: tempfile::TempDir,
+    binary: PathBuf,
+}
+
+impl RecordRun {
+    /// A folder whose watts file holds `watts`, for runs of the joularcode-bpf at `binary`
+    /// (`env!("CARGO_BIN_EXE_joularcode-bpf")`).
+    pub fn new(binary: &Path, watts: &str) -> RecordRun {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let run = RecordRun {
+            dir,
+            binary: binary.to_path_buf(),
+        };
+        run.set_watts(watts);
+        run
+    }
+
+    /// Replaces the watts file, at once (a rename).
+    pub fn set_watts(&self, text: &str) {
+        let temp = self.dir.path().join("watts.new");
+        std::fs::write(&temp, format!("{text}\n")).expect("the watts file");
+        std::fs::rename(&temp, self.watts()).expect("the watts file");
+    }
+
+    /// The watts file.
+    pub fn watts(&self) -> PathBuf {
+        self.dir.path().join("watts")
+    }
+
+    /// The results folder.
+    pub fn results(&self) -> PathBuf {
+        self.dir.path().join("results")
+    }
+
+    /// The cycle log.
+    pub fn cycle_log(&self) -> PathBuf {
+        self.dir.path().join("cycles.jsonl")
+    }
+
+    /// `joularcode-bpf record` with the vm source reading the watts file, and the agent library,
+    /// in this folder, then `args`.
+    pub fn bare(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(&self.binary);
+        command
+            .current_dir(self.dir.path())
+            .arg("record")
+            .args(["--power-source-type", "vm", "--vm-power-format", "watts"])
+            .arg("--vm-power-file")
+            .arg(self.watts())
+            .arg("--agent-path")
+            .arg(agent_library())
+            .args(args);
+        command
+    }
+
+    /// [`RecordRun::bare`] with the results and the cycle log in this folder, then `args`.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut command = self.bare(&[]);
+        command
+            .arg("--results-path")
+            .arg(self.results())
+            .arg("--cycle-log")
+            .arg(self.cycle_log())
+            .args(args);
+        command
+    }
+
+    /// The cycle log so far, one JSON object per cycle and JVM (none when there is no log yet).
+    pub fn cycles(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.cycle_log())
+            .unwrap_or_default()
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("a JSON line"))
+            .collect()
+    }
+}

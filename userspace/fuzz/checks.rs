@@ -1,0 +1,141 @@
+//! What each fuzz target checks, on any bytes: nothing panics, and what is read keeps its
+//! promises. userspace/tests/fuzz_seeds.rs runs the same checks on the seeds of seeds/<target>
+//! with `cargo test`.
+
+use joularcode_bpf::attach::parse_reply;
+use joularcode_bpf::discovery::parse_stat;
+use joularcode_bpf::hotspot::maps::parse_maps;
+use joularcode_bpf::jit::codemap::CodeMap;
+use joularcode_bpf::jit::perfmap::PerfMap;
+use joularcode_bpf::session::main_class as main_class_of;
+use joularcode_core::log::quote;
+use jvm_symbolizer_agent::format;
+use jvm_symbolizer_agent::options::Options;
+
+/// The agent's code map (docs/code-map.md), fed in two parts cut where the first byte says, as
+/// two refreshes would read it: every piece of code found is a non-empty range with a name, and
+/// its start names code that holds it.
+pub fn code_map(bytes: &[u8]) {
+    let Some((&cut, rest)) = bytes.split_first() else {
+        return;
+    };
+    let at = usize::from(cut) * rest.len() / 256;
+    let mut map = CodeMap::new("fuzz.map");
+    // A bad header is an error; what follows is still fed, as a refresh would.
+    let _ = map.feed(&rest[..at]);
+    let _ = map.feed(&rest[at..]);
+    for code in map.iter() {
+        assert!(code.start < code.end);
+        assert!(code.frames().len() >= 1);
+        if let Some(found) = map.lookup(code.start, code.load_ns) {
+            assert!(found.start <= code.start && code.start < found.end);
+            assert!(found.frames().len() >= 1);
+        }
+    }
+}
+
+/// What the agent writes (`format`), read back by the profiler (`CodeMap`): any method or stub
+/// name, with any bytes, comes back the same, and an escaped name is one field of its line.
+pub fn code_map_round_trip(bytes: &[u8]) {
+    let text = String::from_utf8_lossy(bytes);
+    let (method, stub) = text.split_once('\u{0}').unwrap_or((&text, "stub"));
+    if method.is_empty() || stub.is_empty() {
+        return;
+    }
+    let mut escaped = Vec::new();
+    format::escape(&mut escaped, method);
+    assert!(!escaped
+        .iter()
+        .any(|&b| b <= b' ' || b == b',' || b == b';' || b == 0x7f));
+    let mut map_text = Vec::new();
+    format::header(&mut map_text, 42);
+    format::method(&mut map_text, 7, method);
+    let inline = format::InlineRange {
+        from: 0x10,
+        to: 0x20,
+        chain: vec![7, 7],
+    };
+    format::compiled_load(&mut map_text, false, 100, 0x1000, 0x40, 7, &[inline]);
+    format::stub(&mut map_text, 0, 0x9000, 0x10, stub);
+    let mut map = CodeMap::new("round-trip.map");
+    map.feed(&map_text).expect("the agent's header");
+    let names = |pc: u64| -> Vec<String> {
+        let frames = map.lookup(pc, 200).expect("the code written");
+        frames.frames().map(str::to_string).collect()
+    };
+    assert_eq!(names(0x1000), [method]);
+    assert_eq!(names(0x1015), [method, method]);
+    assert_eq!(names(0x9000), [stub]);
+    assert_eq!(map.bad_lines(), 0);
+}
+
+/// A perf map, in both forms: an entry found for a pc holds it.
+pub fn perf_map(bytes: &[u8]) {
+    let map = PerfMap::parse(&String::from_utf8_lossy(bytes));
+    for entry in map.entries() {
+        let pc = entry.start.saturating_add(entry.size / 2);
+        if let Some(found) = map.lookup(pc) {
+            assert!(found.start <= pc && pc - found.start < found.size);
+        }
+    }
+}
+
+/// A reply on the attach socket: what is quoted of it in a message is one line of at most 300
+/// characters (and `...`) with no control character left.
+pub fn attach_reply(bytes: &[u8]) {
+    if let Some((_, output)) = parse_reply(bytes) {
+        let quoted = quote(&output, 300);
+        assert!(!quoted.chars().any(char::is_control), "{quoted:?}");
+        assert!(!quoted.contains('\u{1b}'));
+    }
+}
+
+/// `/proc/PID/maps` and `/proc/PID/stat` text; and a stat line whose process name (which its
+/// owner chooses: up to 15 bytes, anything but NUL, `) ` included) comes from the bytes reads
+/// back with the right name, state and start time.
+pub fn proc_files(bytes: &[u8]) {
+    let text = String::from_utf8_lossy(bytes);
+    for mapping in parse_maps(&text) {
+        assert!(!mapping.path.contains('\n'));
+    }
+    let _ = parse_stat(&text);
+    let mut name = String::new();
+    for c in text.chars().filter(|&c| c != '\u{0}') {
+        if name.len() + c.len_utf8() > 15 {
+            break;
+        }
+        name.push(c);
+    }
+    let line = format!(
+        "4242 ({name}) S 1 4242 4242 0 -1 4194304 0 0 0 0 0 0 0 0 20 0 1 0 987654 0 0 0 0\n"
+    );
+    let stat = parse_stat(&line).expect("a well-formed stat line");
+    assert_eq!(
+        (stat.name, stat.state, stat.start_time),
+        (name.as_str(), 'S', 987654)
+    );
+}
+
+/// A JVM's command line (NUL-separated, as /proc/PID/cmdline): its main class is a non-empty
+/// name fit for a folder (letters, digits, `.`, `_`, `-`, `$`).
+pub fn main_class(bytes: &[u8]) {
+    let args: Vec<String> = bytes
+        .split(|&b| b == 0)
+        .map(|arg| String::from_utf8_lossy(arg).into_owned())
+        .collect();
+    let name = main_class_of(&args);
+    assert!(!name.is_empty());
+    assert!(name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "._-$".contains(c)));
+}
+
+/// The agent's options (`-agentpath:...=dir=/tmp,perfmap=no`): accepted ones name an absolute
+/// folder.
+pub fn agent_options(bytes: &[u8]) {
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        if let Ok(options) = Options::parse(text) {
+            assert!(options.dir.is_absolute());
+        }
+    }
+}
