@@ -9,7 +9,7 @@ use clap::{ArgGroup, Args, Parser, Subcommand};
 
 use crate::discovery::Target;
 use crate::record::options::ConfigOptions;
-use crate::session::BranchLimit;
+use crate::session::{BranchLimit, SessionOptions};
 
 /// Energy per Java execution branch, for one JVM or every JVM of this host, sampled from
 /// outside the JVM with eBPF. Needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE).
@@ -48,6 +48,27 @@ pub enum Command {
     Daemon(DaemonArgs),
 }
 
+/// The options of the symbolizer agent, shared by the subcommands that name compiled frames
+/// (`stacks`, `record`, `top`, `daemon`).
+#[derive(Debug, Clone, Default, Args)]
+pub struct AgentArgs {
+    /// The symbolizer agent library (default: libjvm_symbolizer_agent.so beside this program).
+    #[arg(long, value_name = "FILE")]
+    pub agent_path: Option<PathBuf>,
+    /// Do not load the symbolizer agent into the JVMs: their compiled frames are then named from
+    /// their code caches, by their outer methods only.
+    #[arg(long)]
+    pub no_attach: bool,
+}
+
+impl AgentArgs {
+    /// Sets the agent's library and whether it is attached in a session's options.
+    pub fn apply_to(&self, options: &mut SessionOptions) {
+        options.agent_path = self.agent_path.clone();
+        options.attach_agent = !self.no_attach;
+    }
+}
+
 /// `joularcode-bpf daemon`.
 #[derive(Debug, Args)]
 pub struct DaemonArgs {
@@ -72,13 +93,9 @@ pub struct DaemonArgs {
     /// How long the series of a JVM that ended stay on the endpoint, frozen, before they go.
     #[arg(long, value_name = "SECONDS", default_value_t = 300.0, value_parser = parse_seconds)]
     pub keep_ended: f64,
-    /// The symbolizer agent library (default: libjvm_symbolizer_agent.so beside this program).
-    #[arg(long, value_name = "FILE")]
-    pub agent_path: Option<PathBuf>,
-    /// Do not load the symbolizer agent into the JVMs: their compiled frames are then named from
-    /// their code caches, by their outer methods only.
-    #[arg(long)]
-    pub no_attach: bool,
+    /// The symbolizer agent's options.
+    #[command(flatten)]
+    pub agent: AgentArgs,
     /// The keys of joularcodejava.properties. Joular's CSV files are written (one folder per JVM)
     /// only when --results-path is given.
     #[command(flatten)]
@@ -90,22 +107,17 @@ impl DaemonArgs {
     /// branches bounded.
     pub fn recording(&self) -> RecordArgs {
         RecordArgs {
-            pids: Vec::new(),
-            all: true,
-            duration: None,
-            config: self.config.clone(),
-            cycle_log: None,
-            agent_path: self.agent_path.clone(),
-            no_attach: self.no_attach,
-            flamegraph: None,
-            pprof: None,
-            app: false,
-            options: self.options.clone(),
-            command: Vec::new(),
             branch_limit: Some(BranchLimit {
                 max: self.max_branches as usize,
                 idle: Duration::from_secs_f64(self.branch_idle),
             }),
+            ..RecordArgs::of_jvms(
+                Vec::new(),
+                None,
+                self.config.clone(),
+                self.agent.clone(),
+                self.options.clone(),
+            )
         }
     }
 
@@ -141,13 +153,9 @@ pub struct TopArgs {
     /// The properties file to read instead of ./joularcodejava.properties (it must exist).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// The symbolizer agent library (default: libjvm_symbolizer_agent.so beside this program).
-    #[arg(long, value_name = "FILE")]
-    pub agent_path: Option<PathBuf>,
-    /// Do not load the symbolizer agent into the JVMs: their compiled frames are then named from
-    /// their code caches, by their outer methods only.
-    #[arg(long)]
-    pub no_attach: bool,
+    /// The symbolizer agent's options.
+    #[command(flatten)]
+    pub agent: AgentArgs,
     /// The keys of joularcodejava.properties (the power source's, the sample rate, the
     /// methods-filtering-prefix of the application's branches; results-path is not used).
     #[command(flatten)]
@@ -157,21 +165,13 @@ pub struct TopArgs {
 impl TopArgs {
     /// The recording `top` makes: the same as `record` would with these options.
     pub fn recording(&self) -> RecordArgs {
-        RecordArgs {
-            pids: self.pids.clone(),
-            all: self.pids.is_empty(),
-            duration: self.duration,
-            config: self.config.clone(),
-            cycle_log: None,
-            agent_path: self.agent_path.clone(),
-            no_attach: self.no_attach,
-            flamegraph: None,
-            pprof: None,
-            app: false,
-            options: self.options.clone(),
-            command: Vec::new(),
-            branch_limit: None,
-        }
+        RecordArgs::of_jvms(
+            self.pids.clone(),
+            self.duration,
+            self.config.clone(),
+            self.agent.clone(),
+            self.options.clone(),
+        )
     }
 }
 
@@ -269,6 +269,10 @@ impl RawArgs {
 /// `joularcode-bpf stacks`.
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("target").required(true).args(["pid", "all", "command"])))]
+#[command(mut_arg("no_attach", |arg| arg.help(
+    "Do not load the symbolizer agent into running JVMs (`--pid`, `--all`): their compiled \
+     frames are then named by their outer methods only"
+)))]
 pub struct StacksArgs {
     /// The JVM with this process id.
     #[arg(long, value_name = "PID", allow_negative_numbers = true)]
@@ -288,13 +292,9 @@ pub struct StacksArgs {
     /// Add the native frames (libjvm.so, libc, ...) newer than the Java frames of each stack.
     #[arg(long)]
     pub native: bool,
-    /// Do not load the symbolizer agent into running JVMs (`--pid`, `--all`): their compiled
-    /// frames are then named by their outer methods only.
-    #[arg(long)]
-    pub no_attach: bool,
-    /// The symbolizer agent library (default: libjvm_symbolizer_agent.so beside this program).
-    #[arg(long, value_name = "FILE")]
-    pub agent_path: Option<PathBuf>,
+    /// The symbolizer agent's options.
+    #[command(flatten)]
+    pub agent: AgentArgs,
     /// Run this command and sample the JVMs it starts, until it ends; exit with its exit code.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -303,6 +303,10 @@ pub struct StacksArgs {
 /// `joularcode-bpf record`.
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("what").required(true).args(["pids", "all", "command"])))]
+#[command(mut_arg("no_attach", |arg| arg.help(
+    "Do not load the symbolizer agent into running JVMs (--pid, --all): their compiled frames \
+     are then named from their code caches, by their outer methods only"
+)))]
 pub struct RecordArgs {
     /// The JVM with this process id (repeat it for several JVMs).
     #[arg(
@@ -325,13 +329,9 @@ pub struct RecordArgs {
     /// energy, branches' energy and unattributed energy (see docs/record.md).
     #[arg(long, value_name = "FILE")]
     pub cycle_log: Option<PathBuf>,
-    /// The symbolizer agent library (default: libjvm_symbolizer_agent.so beside this program).
-    #[arg(long, value_name = "FILE")]
-    pub agent_path: Option<PathBuf>,
-    /// Do not load the symbolizer agent into running JVMs (--pid, --all): their compiled frames
-    /// are then named from their code caches, by their outer methods only.
-    #[arg(long)]
-    pub no_attach: bool,
+    /// The symbolizer agent's options.
+    #[command(flatten)]
+    pub agent: AgentArgs,
     /// At the end, write the recording's energy flame graph (an SVG to open in a browser) to
     /// FILE: the branches are the stacks, their joules the widths.
     #[arg(long, value_name = "FILE")]
@@ -358,6 +358,31 @@ pub struct RecordArgs {
 }
 
 impl RecordArgs {
+    /// A recording of the JVMs `pids` (every JVM of the host when empty) that writes no file of
+    /// its own but Joular's CSV files: what `top` and the daemon run.
+    pub fn of_jvms(
+        pids: Vec<u32>,
+        duration: Option<f64>,
+        config: Option<PathBuf>,
+        agent: AgentArgs,
+        options: ConfigOptions,
+    ) -> RecordArgs {
+        RecordArgs {
+            all: pids.is_empty(),
+            pids,
+            duration,
+            config,
+            cycle_log: None,
+            agent,
+            flamegraph: None,
+            pprof: None,
+            app: false,
+            options,
+            command: Vec::new(),
+            branch_limit: None,
+        }
+    }
+
     /// `--duration` as a Duration.
     pub fn duration(&self) -> Option<Duration> {
         self.duration.map(Duration::from_secs_f64)

@@ -121,8 +121,7 @@ pub fn run_with(args: &RecordArgs, mut outputs: Outputs) -> Result<i32, String> 
     let mut session_options = SessionOptions::new(log.clone());
     session_options.rate_hz = 1000 / config.sample_rate_ms;
     session_options.prefixes = config.methods_filtering_prefix.clone();
-    session_options.agent_path = args.agent_path.clone();
-    session_options.attach_agent = !args.no_attach;
+    args.agent.apply_to(&mut session_options);
     session_options.branch_limit = args.branch_limit;
     signals::stop_on_signals()?;
     let mut session =
