@@ -2,7 +2,7 @@
 //! reading a constant 100 W from a file, scraped by a real Prometheus (Debian's package, from
 //! scripts/setup.sh). They need root (the BPF sampler, cgroups) and fail loudly without it.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
@@ -57,11 +57,11 @@ fn get(port: u16, path: &str, headers: &str) -> (u16, String) {
     (status, body.to_string())
 }
 
-/// The daemon, stopped with SIGTERM when dropped.
+/// The daemon, stopped with SIGTERM when dropped; what it said is printed if the test fails.
 struct Daemon {
     child: Child,
     port: u16,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Daemon {
@@ -69,6 +69,7 @@ impl Daemon {
         let dir = tempfile::tempdir().expect("a temporary folder");
         std::fs::write(dir.path().join("watts"), "100\n").expect("the watts file");
         let port = free_port();
+        let stderr = std::fs::File::create(dir.path().join("stderr")).expect("the daemon's stderr");
         let child = Command::new(env!("CARGO_BIN_EXE_joularcode-bpf"))
             .current_dir(dir.path())
             .arg("daemon")
@@ -82,14 +83,10 @@ impl Daemon {
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .expect("start joularcode-bpf daemon");
-        let daemon = Daemon {
-            child,
-            port,
-            _dir: dir,
-        };
+        let daemon = Daemon { child, port, dir };
         let start = Instant::now();
         while get_or_none(port).is_none() {
             assert!(
@@ -119,6 +116,11 @@ impl Daemon {
             .collect()
     }
 
+    /// What the daemon wrote on stderr so far.
+    fn said(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("stderr")).unwrap_or_default()
+    }
+
     fn rss_bytes(&self) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
             .expect("the daemon runs");
@@ -140,6 +142,18 @@ impl Drop for Daemon {
         // SAFETY: kill sends a signal to our own child.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
         let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!("--- the daemon's stderr (last 200 lines):");
+            print_tail(&self.said(), 200);
+        }
+    }
+}
+
+/// Prints the last `n` lines of `text` on stderr.
+fn print_tail(text: &str, n: usize) {
+    let lines: Vec<&str> = text.lines().collect();
+    for line in &lines[lines.len().saturating_sub(n)..] {
+        eprintln!("{line}");
     }
 }
 
@@ -168,11 +182,13 @@ fn promtool(text: &str) -> String {
     }
 }
 
-/// A Prometheus server scraping the daemon every second, stopped when dropped.
+/// A Prometheus server scraping the daemon every second, stopped when dropped; if the test
+/// fails, its log and the last answers to the test's queries are printed.
 struct Prometheus {
     child: Child,
     port: u16,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
+    answers: Mutex<Vec<String>>,
 }
 
 impl Prometheus {
@@ -187,6 +203,7 @@ impl Prometheus {
         )
         .expect("the scrape config");
         let port = free_port();
+        let log = std::fs::File::create(dir.path().join("log")).expect("Prometheus' log");
         let child = Command::new("prometheus")
             .arg(format!("--config.file={}", config.display()))
             .arg(format!(
@@ -195,13 +212,14 @@ impl Prometheus {
             ))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(log)
             .spawn()
             .expect("prometheus is missing: run scripts/setup.sh (Debian's prometheus package)");
         let prometheus = Prometheus {
             child,
             port,
-            _dir: dir,
+            dir,
+            answers: Mutex::new(Vec::new()),
         };
         let start = Instant::now();
         while get_or_none(port).is_none() || get(port, "/-/ready", "").0 != 200 {
@@ -226,6 +244,12 @@ impl Prometheus {
             encode(query)
         );
         let (status, body) = get(self.port, &path, "");
+        {
+            let mut answers = self.answers.lock().unwrap_or_else(|p| p.into_inner());
+            answers.push(format!("{query} -> {status} {body}"));
+            let excess = answers.len().saturating_sub(5);
+            answers.drain(..excess);
+        }
         assert_eq!(status, 200, "{query}: {body}");
         let answer: serde_json::Value = serde_json::from_str(&body).expect("JSON from Prometheus");
         answer["data"]["result"]
@@ -256,6 +280,20 @@ impl Drop for Prometheus {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!("--- Prometheus' log (last 60 lines):");
+            let log = std::fs::read_to_string(self.dir.path().join("log")).unwrap_or_default();
+            print_tail(&log, 60);
+            eprintln!("--- the last PromQL answers:");
+            for answer in self
+                .answers
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+            {
+                eprintln!("{}", joularcode_core::log::quote(answer, 4000));
+            }
+        }
     }
 }
 
@@ -463,10 +501,35 @@ fn churn_for_ten_minutes_keeps_memory_bounded_and_misses_no_jvm() {
         &["many", "660"],
     );
     let start = Instant::now();
-    let mut started = Vec::new();
+    // Each short JVM: its pid, when it was started and when it was seen to end (seconds from
+    // the start), and how it ended.
+    let mut started: Vec<(u32, f64)> = Vec::new();
+    let mut ended: BTreeMap<u32, (f64, String)> = BTreeMap::new();
     let mut running: Vec<Child> = Vec::new();
-    let mut seen = HashSet::new();
+    let mut seen: BTreeMap<u32, f64> = BTreeMap::new();
     let mut rss = Vec::new();
+    let look = |text: &str, at: f64, seen: &mut BTreeMap<u32, f64>| {
+        for labels in Daemon::series(text, "joularcode_jvm_energy_joules_total").keys() {
+            if let Some(pid) = labels
+                .split("pid=\"")
+                .nth(1)
+                .and_then(|p| p.split('"').next())
+                .and_then(|p| p.parse::<u32>().ok())
+            {
+                seen.entry(pid).or_insert(at);
+            }
+        }
+    };
+    let reap = |running: &mut Vec<Child>, ended: &mut BTreeMap<u32, (f64, String)>| {
+        let at = start.elapsed().as_secs_f64();
+        running.retain_mut(|child| match child.try_wait() {
+            Ok(Some(status)) => {
+                ended.insert(child.id(), (at, status.to_string()));
+                false
+            }
+            _ => true,
+        });
+    };
     for i in 0..200u32 {
         let child = Command::new(jdk.java())
             .args(["-XX:+PreserveFramePointer", "-Xshare:auto", "-cp"])
@@ -475,47 +538,51 @@ fn churn_for_ten_minutes_keeps_memory_bounded_and_misses_no_jvm() {
             .stdout(Stdio::null())
             .spawn()
             .expect("a short JVM");
-        started.push(child.id());
+        started.push((child.id(), start.elapsed().as_secs_f64()));
         running.push(child);
-        running.retain_mut(|child| child.try_wait().ok().flatten().is_none());
-        let text = daemon.scrape();
-        for labels in Daemon::series(&text, "joularcode_jvm_energy_joules_total").keys() {
-            if let Some(pid) = labels
-                .split("pid=\"")
-                .nth(1)
-                .and_then(|p| p.split('"').next())
-            {
-                seen.insert(pid.parse::<u32>().unwrap_or(0));
-            }
-        }
+        reap(&mut running, &mut ended);
+        look(&daemon.scrape(), start.elapsed().as_secs_f64(), &mut seen);
         if start.elapsed() >= Duration::from_secs(60) {
             rss.push(daemon.rss_bytes());
         }
         let next = Duration::from_secs(3) * (i + 1);
         sleep(next.saturating_sub(start.elapsed()));
     }
-    for mut child in running {
-        let _ = child.wait();
+    while !running.is_empty() {
+        sleep(Duration::from_millis(100));
+        reap(&mut running, &mut ended);
     }
     sleep(Duration::from_secs(4));
-    for labels in Daemon::series(&daemon.scrape(), "joularcode_jvm_energy_joules_total").keys() {
-        if let Some(pid) = labels
-            .split("pid=\"")
-            .nth(1)
-            .and_then(|p| p.split('"').next())
-        {
-            seen.insert(pid.parse::<u32>().unwrap_or(0));
-        }
-    }
-    let missed: Vec<u32> = started
+    look(&daemon.scrape(), start.elapsed().as_secs_f64(), &mut seen);
+    let missed: Vec<String> = started
         .iter()
-        .copied()
-        .filter(|pid| !seen.contains(pid))
+        .filter(|(pid, _)| !seen.contains_key(pid))
+        .map(|(pid, at)| {
+            let (end, status) = ended.get(pid).cloned().unwrap_or((f64::NAN, "?".into()));
+            let said: Vec<String> = daemon
+                .said()
+                .lines()
+                .filter(|line| {
+                    line.contains(&format!("JVM {pid} ")) || line.contains(&format!("JVM {pid}:"))
+                })
+                .map(str::to_owned)
+                .collect();
+            format!("pid {pid} started at {at:.1} s, ended by {end:.1} s ({status}); the daemon said of it: {said:?}")
+        })
         .collect();
+    let delays: Vec<f64> = started
+        .iter()
+        .filter_map(|(pid, at)| Some(seen.get(pid)? - at))
+        .collect();
+    eprintln!(
+        "short JVMs seen on the endpoint at most {:.1} s after their start",
+        delays.iter().copied().fold(0.0, f64::max)
+    );
     assert!(
         missed.is_empty(),
-        "{} of 200 JVMs missed: {missed:?}",
-        missed.len()
+        "{} of 200 JVMs missed:\n{}",
+        missed.len(),
+        missed.join("\n")
     );
     let first = rss[0] as f64;
     let (low, high) = (
