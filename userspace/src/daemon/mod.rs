@@ -30,6 +30,11 @@ use metrics::{ExportOptions, Metrics};
 /// BPF cannot be loaded.
 pub fn run(args: &DaemonArgs) -> Result<i32, String> {
     let server = server::bind(args.listen)?;
+    // The port the system chose for port 0, else the one asked for.
+    let listening = server
+        .server_addr()
+        .to_ip()
+        .map_or_else(|| args.listen.to_string(), |address| address.to_string());
     let metrics = Shared(Arc::new(Mutex::new(Metrics::new(
         ExportOptions {
             top: usize::from(args.top),
@@ -44,7 +49,7 @@ pub fn run(args: &DaemonArgs) -> Result<i32, String> {
     let log: Arc<dyn Log> = Arc::new(Stderr::default());
     log.log(
         joularcode_core::log::Level::Info,
-        &format!("Metrics at http://{}/metrics", args.listen),
+        &format!("Metrics at http://{listening}/metrics"),
     );
     record::run_with(
         &args.recording(),
