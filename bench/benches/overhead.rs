@@ -12,15 +12,21 @@
 //! - `sampler` (default): the sampler alone, in this process, at 100 Hz, doing what the
 //!   profiler's cycle does with it (drain the samples, read the thread times once a second);
 //! - `record`: the whole `joularcode-bpf record --pid` command (release build), at
-//!   `JOULAR_BENCH_RATE_MS` (stack-monitoring-sample-rate, default 10), with the vm power source.
+//!   `JOULAR_BENCH_RATE_MS` (stack-monitoring-sample-rate, default 10), with the vm power source;
+//! - `agent`: the agent's sampling mode in the JVM (the fallback mode, release build), attached
+//!   for the phase (`sample`) and stopped at its end (`stop`), at `JOULAR_BENCH_RATE_MS`, with
+//!   `JOULAR_BENCH_SAMPLER` (signals or jvmti, default signals) and the vm power source; the idle
+//!   threads park for good (`JOULAR_BENCH_IDLE=park`, the default in this mode).
 //!
-//! It measures the profiler's CPU time (getrusage, or /proc/PID/stat of the record process), the
-//! BPF programs' run time (kernel.bpf_stats_enabled), its memory, and the samples taken and lost.
+//! It measures the profiler's CPU time (getrusage, /proc/PID/stat of the record process, or the
+//! agent's threads in the JVM), the BPF programs' run time (kernel.bpf_stats_enabled), its
+//! memory, and the samples taken and lost.
 use std::fs;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use joularcode_bpf::attach;
 use joularcode_bpf::sampler::Sampler;
 use joularcode_tests::{jdk, target_dir, Jvm};
 
@@ -82,7 +88,8 @@ fn rusage() -> (Duration, u64) {
     )
 }
 
-/// Total run time of the sampler's BPF programs so far (with kernel.bpf_stats_enabled on).
+/// Total run time of the sampler's BPF programs so far (with kernel.bpf_stats_enabled on): those
+/// of every profiler on the machine, which drops when another one unloads its programs.
 fn bpf_run_time() -> Duration {
     let ns = libbpf_rs::query::ProgInfoIter::default()
         .filter(|prog| {
@@ -123,6 +130,23 @@ enum Profiler {
         child: Child,
         dir: tempfile::TempDir,
     },
+    /// The agent's sampling mode in the JVM `jvm`, whose RSS was `rss_before`, writing in `dir`.
+    Agent {
+        jvm: u32,
+        rss_before: u64,
+        dir: tempfile::TempDir,
+    },
+}
+
+/// The agent library (release build) the agent mode attaches.
+fn agent_library() -> PathBuf {
+    let library = record_binary().with_file_name("libjvm_symbolizer_agent.so");
+    assert!(
+        library.is_file(),
+        "no {}: build it with cargo build --release -p jvm-symbolizer-agent",
+        library.display()
+    );
+    library
 }
 
 /// The `joularcode-bpf` binary the record mode runs.
@@ -138,8 +162,8 @@ fn record_binary() -> PathBuf {
     binary
 }
 
-/// utime + stime of a process, from /proc/PID/stat.
-fn process_cpu(pid: u32) -> Duration {
+/// utime + stime of a process, or of a thread (`PID/task/TID`), from its stat.
+fn process_cpu(pid: &str) -> Duration {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).expect("the profiler's stat");
     let fields: Vec<u64> = stat
         .rsplit_once(')')
@@ -155,6 +179,19 @@ fn process_cpu(pid: u32) -> Duration {
     Duration::from_nanos((fields[0] + fields[1]) * 1_000_000_000 / ticks)
 }
 
+/// The CPU time of the agent's threads (`joularcode-*`) in JVM `pid`.
+fn agent_threads_cpu(pid: u32) -> Duration {
+    fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("the JVM's threads")
+        .filter_map(|entry| {
+            let tid = entry.ok()?.file_name().into_string().ok()?;
+            let comm = fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).ok()?;
+            comm.starts_with("joularcode-")
+                .then(|| process_cpu(&format!("{pid}/task/{tid}")))
+        })
+        .sum()
+}
+
 /// A `Vm...:` line of /proc/PID/status, in KiB.
 fn status_kib(pid: &str, key: &str) -> u64 {
     let status = fs::read_to_string(format!("/proc/{pid}/status")).expect("read a status");
@@ -166,8 +203,8 @@ fn status_kib(pid: &str, key: &str) -> u64 {
 }
 
 impl Profiler {
-    fn start(record: bool, pid: u32, rate_ms: u64) -> Profiler {
-        if !record {
+    fn start(mode: &str, pid: u32, rate_ms: u64) -> Profiler {
+        if mode == "sampler" {
             let rss_before = status_kib("self", "VmRSS:");
             let sampler =
                 Box::new(Sampler::new(1000 / rate_ms).expect("load the sampler (run as root)"));
@@ -180,6 +217,26 @@ impl Profiler {
         }
         let dir = tempfile::tempdir().expect("a temporary folder");
         fs::write(dir.path().join("watts"), "100\n").expect("the watts file");
+        if mode == "agent" {
+            let sampler =
+                std::env::var("JOULAR_BENCH_SAMPLER").unwrap_or_else(|_| "signals".into());
+            let path = |name: &str| dir.path().join(name).display().to_string();
+            let options = format!(
+                "sample,config=,sampler={sampler},stack-monitoring-sample-rate={rate_ms},\
+                 power-source-type=vm,vm-power-format=watts,vm-power-file={},results-path={},\
+                 cycle-log={}",
+                path("watts"),
+                path("results"),
+                path("cycles.jsonl")
+            );
+            let rss_before = status_kib(&pid.to_string(), "VmRSS:");
+            attach::load_agent(pid, &agent_library(), &options).expect("attach the agent");
+            return Profiler::Agent {
+                jvm: pid,
+                rss_before,
+                dir,
+            };
+        }
         let log = fs::File::create(dir.path().join("stderr")).expect("the stderr file");
         let child = Command::new(record_binary())
             .current_dir(dir.path())
@@ -221,31 +278,36 @@ impl Profiler {
         }
     }
 
-    /// The profiler's CPU time so far.
+    /// The profiler's CPU time so far: with the agent, that of its threads in the JVM
+    /// (`joularcode-*`; its signal handler runs on the sampled threads, in the throughput).
     fn cpu(&self) -> Duration {
         match self {
             Profiler::Sampler { .. } => rusage().0,
-            Profiler::Record { child, .. } => process_cpu(child.id()),
+            Profiler::Record { child, .. } => process_cpu(&child.id().to_string()),
+            Profiler::Agent { jvm, .. } => agent_threads_cpu(*jvm),
         }
     }
 
-    /// The memory the profiler adds: the RSS the sampler added to this process, or the record
-    /// process's RSS.
+    /// The memory the profiler adds: the RSS the sampler added to this process, the record
+    /// process's RSS, or with the agent the RSS the JVM grew by.
     fn rss_kib(&self) -> u64 {
         match self {
             Profiler::Sampler { rss_before, .. } => {
                 status_kib("self", "VmRSS:").saturating_sub(*rss_before)
             }
             Profiler::Record { child, .. } => status_kib(&child.id().to_string(), "VmRSS:"),
+            Profiler::Agent {
+                jvm, rss_before, ..
+            } => status_kib(&jvm.to_string(), "VmRSS:").saturating_sub(*rss_before),
         }
     }
 
     /// Stops it; returns the samples taken and lost.
     fn finish(self) -> (u64, u64) {
-        match self {
+        let dir = match self {
             Profiler::Sampler {
                 sampler, samples, ..
-            } => (samples, sampler.drops()),
+            } => return (samples, sampler.drops()),
             Profiler::Record { mut child, dir } => {
                 let pid = nix::unistd::Pid::from_raw(child.id() as i32);
                 nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("SIGINT");
@@ -253,18 +315,23 @@ impl Profiler {
                     child.wait().expect("record ends").success(),
                     "record failed"
                 );
-                let cycles = fs::read_to_string(dir.path().join("cycles.jsonl")).expect("the log");
-                cycles
-                    .lines()
-                    .map(|line| serde_json::from_str::<serde_json::Value>(line).expect("JSON"))
-                    .fold((0, 0), |(samples, lost), cycle| {
-                        (
-                            samples + cycle["samples"].as_u64().expect("samples"),
-                            lost + cycle["lost_samples"].as_u64().expect("lost"),
-                        )
-                    })
+                dir
             }
-        }
+            Profiler::Agent { jvm, dir, .. } => {
+                attach::load_agent(jvm, &agent_library(), "stop").expect("stop the agent");
+                dir
+            }
+        };
+        let cycles = fs::read_to_string(dir.path().join("cycles.jsonl")).expect("the log");
+        cycles
+            .lines()
+            .map(|line| serde_json::from_str::<serde_json::Value>(line).expect("JSON"))
+            .fold((0, 0), |(samples, lost), cycle| {
+                (
+                    samples + cycle["samples"].as_u64().expect("samples"),
+                    lost + cycle["lost_samples"].as_u64().expect("lost"),
+                )
+            })
     }
 }
 
@@ -287,13 +354,31 @@ fn main() {
     let rounds = env_or("JOULAR_BENCH_ROUNDS", 5);
     let seconds = env_or("JOULAR_BENCH_SECONDS", 10);
     let idle = env_or("JOULAR_BENCH_IDLE_THREADS", 300).to_string();
-    let record = std::env::var("JOULAR_BENCH_MODE").is_ok_and(|mode| mode == "record");
-    let rate_ms = if record {
-        env_or("JOULAR_BENCH_RATE_MS", 10)
-    } else {
+    let mode = std::env::var("JOULAR_BENCH_MODE").unwrap_or_else(|_| "sampler".into());
+    assert!(
+        ["sampler", "record", "agent"].contains(&mode.as_str()),
+        "JOULAR_BENCH_MODE is sampler, record or agent"
+    );
+    let rate_ms = if mode == "sampler" {
         10
+    } else {
+        env_or("JOULAR_BENCH_RATE_MS", 10)
     };
-    let what = if record { "record" } else { "the sampler" };
+    let what = match mode.as_str() {
+        "sampler" => "the sampler",
+        "record" => "record",
+        _ => "the agent's sampling mode",
+    };
+    let idle_kind = std::env::var("JOULAR_BENCH_IDLE")
+        .unwrap_or_else(|_| if mode == "agent" { "park" } else { "sleep" }.into());
+    // The agent loads no BPF program: the `jp_on_` programs then running are other profilers'
+    let bpf_time = || {
+        if mode == "agent" {
+            Duration::ZERO
+        } else {
+            bpf_run_time()
+        }
+    };
     let stats_before =
         fs::read_to_string(BPF_STATS).expect("read kernel.bpf_stats_enabled (run as root)");
     fs::write(BPF_STATS, "1").expect("enable kernel.bpf_stats_enabled (run as root)");
@@ -302,10 +387,10 @@ fn main() {
         &jdk(17),
         &["-XX:+PreserveFramePointer"],
         "SamplerOverhead",
-        &[&idle],
+        &[&idle, &idle_kind],
     );
     println!(
-        "warming up the JVM (pid {}, {idle} idle threads) for {seconds} s",
+        "warming up the JVM (pid {}, {idle} idle threads that {idle_kind}) for {seconds} s",
         jvm.pid()
     );
     phase(&mut jvm, seconds, || {});
@@ -314,12 +399,12 @@ fn main() {
     let mut rss_growth = 0;
     for round in 1..=rounds {
         let without = phase(&mut jvm, seconds, || {});
-        let mut profiler = Profiler::start(record, jvm.pid(), rate_ms);
-        let (cpu0, bpf0, start) = (profiler.cpu(), bpf_run_time(), Instant::now());
+        let mut profiler = Profiler::start(&mode, jvm.pid(), rate_ms);
+        let (cpu0, bpf0, start) = (profiler.cpu(), bpf_time(), Instant::now());
         let with = phase(&mut jvm, seconds, || profiler.each_second());
         let (profiler_cpu, bpf_cpu, wall) = (
-            profiler.cpu() - cpu0,
-            bpf_run_time() - bpf0,
+            profiler.cpu().saturating_sub(cpu0),
+            bpf_time().saturating_sub(bpf0),
             start.elapsed(),
         );
         rss_growth = rss_growth.max(profiler.rss_kib());
@@ -380,7 +465,9 @@ fn main() {
     let lost: u64 = results.iter().map(|r| r.lost).sum();
     let samples: u64 = results.iter().map(|r| r.samples).sum();
     println!("samples: {samples} counted, {lost} lost");
-    if record {
+    if mode == "agent" {
+        println!("RSS the JVM grew by during the profile: {rss_growth} KiB at most");
+    } else if mode == "record" {
         println!("RSS of the record process: {rss_growth} KiB at most");
     } else {
         println!(

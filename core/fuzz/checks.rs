@@ -4,6 +4,7 @@
 
 use joularcode_core::config::VmFormat;
 use joularcode_core::config::{parse_properties, Config};
+use joularcode_core::cpu_list;
 use joularcode_core::log::Recorded;
 use joularcode_core::names::{binary_class_name, class_name_from_signature};
 use joularcode_core::power::ringbuffer::read_bytes;
@@ -67,7 +68,7 @@ pub fn sysfs(bytes: &[u8]) {
         assert!(i64::try_from(uj).is_ok());
     }
     let _ = perf::parse_event_config(&text);
-    let _ = perf::parse_cpu_list(&text);
+    let _ = cpu_list::parse(&text);
     if let Some(words) = bytes.get(..24) {
         let word = |i: usize| u64::from_ne_bytes(words[i * 8..i * 8 + 8].try_into().unwrap());
         let (before, after, max) = (word(0), word(1), word(2));

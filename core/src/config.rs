@@ -9,7 +9,7 @@ mod properties;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::log::{Level, Log};
+use crate::log::{Level, Log, Recorded};
 
 pub use properties::{parse as parse_properties, MalformedEscape};
 
@@ -32,7 +32,7 @@ pub const DEFAULT_MAX_WATTS_PER_CPU: f64 = 3.5;
 pub const KEYS: &[(&str, &str)] = &[
     (
         "power-source-type",
-        "where the CPU power comes from: auto, rapl, ringbuffer, vm or estimate (default auto)",
+        "where the CPU power comes from: auto, rapl, ringbuffer, vm, estimate, energy-meter (Windows) or powermetrics (macOS) (default auto)",
     ),
     (
         "powerjoular-ringbuffer-path",
@@ -85,6 +85,10 @@ pub enum SourceKind {
     Vm,
     /// An estimate from the CPU utilisation.
     Estimate,
+    /// Windows' Energy Meter performance counters.
+    EnergyMeter,
+    /// macOS's powermetrics.
+    Powermetrics,
 }
 
 /// The format of `vm-power-file` (`vm-power-format`).
@@ -128,7 +132,7 @@ impl fmt::Display for ConfigError {
             }
             ConfigError::UnknownPowerSourceType(value) => write!(
                 f,
-                "Unknown power-source-type '{value}'. Use auto, rapl, ringbuffer, vm or estimate."
+                "Unknown power-source-type '{value}'. Use auto, rapl, ringbuffer, vm, estimate, energy-meter or powermetrics."
             ),
             ConfigError::UnknownVmPowerFormat(value) => write!(
                 f,
@@ -312,6 +316,71 @@ impl Config {
         }
     }
 
+    /// Every key with the value that gives this configuration again through [`Config::set`]
+    /// (a blank value for a path left at its default), in the order of [`KEYS`].
+    pub fn settings(&self) -> Vec<(&'static str, String)> {
+        let path = |path: &Option<PathBuf>| {
+            path.as_ref()
+                .map(|path| path.display().to_string())
+                .unwrap_or_default()
+        };
+        KEYS.iter()
+            .map(|&(key, _)| {
+                let value = match key {
+                    "power-source-type" => self.power_source_type.clone(),
+                    "powerjoular-ringbuffer-path" => path(&self.ringbuffer_path),
+                    "vm-power-file" => path(&self.vm_power_file),
+                    "vm-power-format" => self.vm_power_format.clone(),
+                    "stack-monitoring-sample-rate" => self.sample_rate_ms.to_string(),
+                    "results-path" => self.results_path.display().to_string(),
+                    "methods-filtering-prefix" => self.methods_filtering_prefix.join(","),
+                    "jvm-threads" => match self.jvm_threads {
+                        JvmThreads::Own => "own".to_owned(),
+                        JvmThreads::Spread => "spread".to_owned(),
+                    },
+                    "estimate-idle-watts-per-cpu" => self.estimate_idle_watts_per_cpu.to_string(),
+                    "estimate-max-watts-per-cpu" => self.estimate_max_watts_per_cpu.to_string(),
+                    _ => String::new(),
+                };
+                (key, value)
+            })
+            .collect()
+    }
+
+    /// Sets `key` to `value` as an option given by hand (`record`'s `--key value`, the agent's
+    /// `key=value`), where a value that cannot be used is an error rather than the default with a
+    /// warning, as from the file: the error names the key, for the caller to prefix (`--`). The
+    /// other warnings (a sample rate below 5 ms, kept) are passed on to `log`.
+    pub fn set_strictly(&mut self, key: &str, value: &str, log: &dyn Log) -> Result<(), String> {
+        let said = Recorded::default();
+        self.set(key, value, &said)
+            .map_err(|error| format!("{key} {value}: {error}"))?;
+        let mut defaulted = self.clone();
+        defaulted
+            .set(key, "", &Recorded::default())
+            .map_err(|error| format!("{key}: {error}"))?;
+        let warned = said
+            .messages()
+            .into_iter()
+            .find(|(level, _)| *level >= Level::Warning);
+        match warned {
+            Some((_, message)) if *self == defaulted && !value.trim().is_empty() => {
+                let refusal = message.split(" Using ").next().unwrap_or(&message);
+                Err(if refusal.starts_with(key) {
+                    refusal.to_owned()
+                } else {
+                    format!("{key}: {refusal}")
+                })
+            }
+            _ => {
+                for (level, message) in said.messages() {
+                    log.log(level, &message);
+                }
+                Ok(())
+            }
+        }
+    }
+
     /// Applies one known key.
     fn apply(&mut self, key: &str, value: &str, log: &dyn Log) {
         let value = java_trim(value);
@@ -374,6 +443,8 @@ impl Config {
             "ringbuffer" => Ok(SourceKind::RingBuffer),
             "vm" => Ok(SourceKind::Vm),
             "estimate" => Ok(SourceKind::Estimate),
+            "energy-meter" => Ok(SourceKind::EnergyMeter),
+            "powermetrics" => Ok(SourceKind::Powermetrics),
             other => Err(ConfigError::UnknownPowerSourceType(other.to_owned())),
         }
     }

@@ -5,10 +5,14 @@
 pub mod attribution;
 pub mod branch;
 pub mod config;
+pub mod cpu_list;
+pub mod cycle;
 mod input;
 pub mod log;
+pub mod machine;
 pub mod names;
 pub mod output;
 pub mod power;
 pub mod procstat;
+pub mod threads;
 pub mod warnings;

@@ -45,6 +45,20 @@ fn hidden(name: &str, suffix: &str) -> String {
     format!("{}/{suffix}", name.replace('/', "."))
 }
 
+/// `name` fit for a folder name: every character other than a letter, a digit, `.`, `_`, `-` or
+/// `$` becomes `_`.
+pub fn fit_for_file_name(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-$".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

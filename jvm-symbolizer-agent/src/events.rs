@@ -6,7 +6,7 @@
 use std::cell::Cell;
 use std::ffi::{c_char, c_void, CStr};
 
-use joularcode_core::names::class_name_from_signature;
+use joularcode_core::power::clock::monotonic_ns;
 
 use crate::format;
 use crate::jvmti::{CmlrHeader, CmlrInlineRecord, Env, Jint, JmethodId, CMLR_INLINE_INFO};
@@ -23,29 +23,12 @@ thread_local! {
     pub static REPLAYING: Cell<bool> = const { Cell::new(false) };
 }
 
-/// CLOCK_MONOTONIC in nanoseconds, the clock of `bpf_ktime_get_ns`.
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the timespec it is given.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(ts.tv_nsec as u64)
-}
-
 /// Joular's name of a method: `package.Class.method`.
 ///
 /// # Safety
 /// `method` is a method id given by the JVM in the current event.
 unsafe fn method_name(env: Env, method: JmethodId) -> String {
-    let class = env
-        .declaring_class(method)
-        .and_then(|class| env.class_signature(class))
-        .map(|sig| class_name_from_signature(&sig));
-    let name = env.method_name(method);
+    let (class, name) = env.method_names(method);
     format!(
         "{}.{}",
         class.as_deref().unwrap_or("[unknown class]"),

@@ -4,9 +4,12 @@
 //! The JVMTI function table is used as an array of pointers indexed by the function numbers that
 //! jvmti.h prints before each entry (`/*   64 : Get Method Name (and Signature) */`), so only the
 //! functions called here are declared. To check or extend them:
-//! `grep -n '/\*   NN :' $JAVA_HOME/include/jvmti.h`.
+//! `grep -n '/\*   NN :' $JAVA_HOME/include/jvmti.h`. The JNI function table is indexed the same
+//! way by the position of each entry in `struct JNINativeInterface_` (reserved0 is 0).
 
 use std::ffi::{c_char, c_uchar, c_void};
+
+use joularcode_core::names::class_name_from_signature;
 
 /// JNI `jint`.
 pub type Jint = i32;
@@ -16,23 +19,45 @@ pub type Jlocation = i64;
 pub type JmethodId = *mut c_void;
 /// JNI `jclass` / `jthread` (opaque references).
 pub type Jobject = *mut c_void;
+/// JNI `jlong`.
+pub type Jlong = i64;
 /// JVMTI error code.
 pub type JvmtiError = u32;
+/// `JNIEnv`: a pointer to the JNI function table.
+pub type JniEnv = *const *const *const c_void;
 
 /// `JNI_OK`.
 pub const JNI_OK: Jint = 0;
 /// `JNI_ERR`.
 pub const JNI_ERR: Jint = -1;
+/// `JNI_EDETACHED`: the calling thread is not attached to the JVM.
+pub const JNI_EDETACHED: Jint = -2;
+/// `JNI_VERSION_1_6`.
+pub const JNI_VERSION_1_6: Jint = 0x0001_0006;
 /// `JVMTI_VERSION_1_2`.
 pub const JVMTI_VERSION_1_2: Jint = 0x3001_0200;
 /// `JVMTI_ERROR_NONE`.
 pub const JVMTI_ERROR_NONE: JvmtiError = 0;
 /// `JVMTI_ENABLE`.
 pub const JVMTI_ENABLE: Jint = 1;
+/// `JVMTI_THREAD_STATE_ALIVE`.
+pub const THREAD_STATE_ALIVE: Jint = 0x0001;
+/// `JVMTI_THREAD_STATE_RUNNABLE`.
+pub const THREAD_STATE_RUNNABLE: Jint = 0x0004;
+/// `JVMTI_THREAD_STATE_SUSPENDED`.
+pub const THREAD_STATE_SUSPENDED: Jint = 0x10_0000;
 /// `JVMTI_EVENT_VM_INIT`: the first event number, index 0 of [`EventCallbacks`].
 pub const EVENT_VM_INIT: Jint = 50;
 /// `JVMTI_EVENT_VM_DEATH`.
 pub const EVENT_VM_DEATH: Jint = 51;
+/// `JVMTI_EVENT_THREAD_START`.
+pub const EVENT_THREAD_START: Jint = 52;
+/// `JVMTI_EVENT_THREAD_END`.
+pub const EVENT_THREAD_END: Jint = 53;
+/// `JVMTI_EVENT_CLASS_LOAD`.
+pub const EVENT_CLASS_LOAD: Jint = 55;
+/// `JVMTI_EVENT_CLASS_PREPARE`.
+pub const EVENT_CLASS_PREPARE: Jint = 56;
 /// `JVMTI_EVENT_COMPILED_METHOD_LOAD`.
 pub const EVENT_COMPILED_METHOD_LOAD: Jint = 68;
 /// `JVMTI_EVENT_COMPILED_METHOD_UNLOAD`.
@@ -45,15 +70,30 @@ pub const CMLR_INLINE_INFO: u32 = 2;
 /// `JavaVM`: a pointer to the invocation interface table.
 pub type JavaVm = *const JniInvokeInterface;
 
-/// `struct JNIInvokeInterface_` up to `GetEnv`.
+/// `struct JNIInvokeInterface_`.
 #[repr(C)]
 pub struct JniInvokeInterface {
     reserved: [*const c_void; 3],
     destroy_java_vm: *const c_void,
     attach_current_thread: *const c_void,
-    detach_current_thread: *const c_void,
+    /// `DetachCurrentThread(vm)`.
+    pub detach_current_thread: unsafe extern "system" fn(*mut JavaVm) -> Jint,
     /// `GetEnv(vm, penv, version)`.
     pub get_env: unsafe extern "system" fn(*mut JavaVm, *mut *mut c_void, Jint) -> Jint,
+    /// `AttachCurrentThreadAsDaemon(vm, penv, args)`.
+    pub attach_current_thread_as_daemon:
+        unsafe extern "system" fn(*mut JavaVm, *mut *mut c_void, *mut JavaVmAttachArgs) -> Jint,
+}
+
+/// `JavaVMAttachArgs`.
+#[repr(C)]
+pub struct JavaVmAttachArgs {
+    /// The JNI version wanted.
+    pub version: Jint,
+    /// The thread's name (modified UTF-8), or null.
+    pub name: *const c_char,
+    /// Its thread group, or null for the main group.
+    pub group: Jobject,
 }
 
 /// `jvmtiEnv`: a pointer to the JVMTI function table.
@@ -68,6 +108,10 @@ pub struct Capabilities {
 }
 
 impl Capabilities {
+    /// Bit of `can_get_current_thread_cpu_time` (the 23rd field) in word 0.
+    pub const CURRENT_THREAD_CPU_TIME: u32 = 1 << 22;
+    /// Bit of `can_get_thread_cpu_time` (the 24th field) in word 0.
+    pub const THREAD_CPU_TIME: u32 = 1 << 23;
     /// Bit of `can_generate_compiled_method_load_events` (the 28th field) in word 0.
     pub const COMPILED_METHOD_LOAD_EVENTS: u32 = 1 << 27;
 }
@@ -117,6 +161,29 @@ pub struct CmlrInlineRecord {
     pub pcinfo: *const PcStackInfo,
 }
 
+/// `jvmtiFrameInfo`: one frame of a stack trace.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct FrameInfo {
+    /// The frame's method.
+    pub method: JmethodId,
+    /// Its bytecode index, or -1 for a native method.
+    pub location: Jlocation,
+}
+
+/// `jvmtiStackInfo`: the stack trace of one thread, newest frame first.
+#[repr(C)]
+pub struct StackInfo {
+    /// The thread.
+    pub thread: Jobject,
+    /// Its state, as GetThreadState gives it.
+    pub state: Jint,
+    /// Its frames.
+    pub frame_buffer: *const FrameInfo,
+    /// How many.
+    pub frame_count: Jint,
+}
+
 /// Calls JVMTI function number `$index` (as numbered in jvmti.h) of `$env` with type `$ty`.
 macro_rules! jvmti_call {
     ($env:expr, $index:expr, $ty:ty $(, $arg:expr)*) => {{
@@ -125,6 +192,66 @@ macro_rules! jvmti_call {
         let f: $ty = std::mem::transmute::<*const std::ffi::c_void, $ty>(*table.add($index - 1));
         f(env $(, $arg)*)
     }};
+}
+
+/// Calls JNI function `$index` (its position in `struct JNINativeInterface_`) of `$env`.
+macro_rules! jni_call {
+    ($env:expr, $index:expr, $ty:ty $(, $arg:expr)*) => {{
+        let env: $crate::jvmti::JniEnv = $env;
+        let table = *env;
+        let f: $ty = std::mem::transmute::<*const std::ffi::c_void, $ty>(*table.add($index));
+        f(env $(, $arg)*)
+    }};
+}
+
+/// The JNI environment of the calling thread (valid on that thread only).
+#[derive(Clone, Copy)]
+pub struct Jni(pub JniEnv);
+
+impl Jni {
+    /// PushLocalFrame (19): local references made until [`Jni::pop_local_frame`] are freed then.
+    pub fn push_local_frame(self, capacity: Jint) -> bool {
+        type F = unsafe extern "system" fn(JniEnv, Jint) -> Jint;
+        // SAFETY: function 19 of this thread's environment.
+        unsafe { jni_call!(self.0, 19, F, capacity) == JNI_OK }
+    }
+
+    /// PopLocalFrame (20).
+    pub fn pop_local_frame(self) {
+        type F = unsafe extern "system" fn(JniEnv, Jobject) -> Jobject;
+        // SAFETY: function 20, after a successful push.
+        unsafe { jni_call!(self.0, 20, F, std::ptr::null_mut()) };
+    }
+
+    /// NewGlobalRef (21).
+    ///
+    /// # Safety
+    /// `object` is a live reference.
+    pub unsafe fn new_global_ref(self, object: Jobject) -> Jobject {
+        type F = unsafe extern "system" fn(JniEnv, Jobject) -> Jobject;
+        // SAFETY: function 21 with a live reference.
+        unsafe { jni_call!(self.0, 21, F, object) }
+    }
+
+    /// DeleteGlobalRef (22).
+    ///
+    /// # Safety
+    /// `object` is a global reference made by NewGlobalRef, deleted once.
+    pub unsafe fn delete_global_ref(self, object: Jobject) {
+        type F = unsafe extern "system" fn(JniEnv, Jobject);
+        // SAFETY: function 22 with a global reference made by NewGlobalRef.
+        unsafe { jni_call!(self.0, 22, F, object) }
+    }
+
+    /// IsSameObject (24).
+    ///
+    /// # Safety
+    /// `a` and `b` are live references.
+    pub unsafe fn is_same_object(self, a: Jobject, b: Jobject) -> bool {
+        type F = unsafe extern "system" fn(JniEnv, Jobject, Jobject) -> u8;
+        // SAFETY: function 24 with two references.
+        unsafe { jni_call!(self.0, 24, F, a, b) != 0 }
+    }
 }
 
 /// A JVMTI environment, shared by every thread (JVMTI functions are thread-safe).
@@ -136,6 +263,196 @@ unsafe impl Send for Env {}
 unsafe impl Sync for Env {}
 
 impl Env {
+    /// GetAllThreads (4): the live threads, as local references.
+    pub fn all_threads(self) -> Vec<Jobject> {
+        type F = unsafe extern "system" fn(JvmtiEnv, *mut Jint, *mut *mut Jobject) -> JvmtiError;
+        let (mut count, mut threads): (Jint, *mut Jobject) = (0, std::ptr::null_mut());
+        // SAFETY: function 4 with out-pointers; the array is JVMTI's, copied then deallocated.
+        unsafe {
+            let err = jvmti_call!(self.0, 4, F, &mut count, &mut threads);
+            self.take_array(err, threads, count)
+        }
+    }
+
+    /// GetThreadState (17); 0 when it cannot be had.
+    ///
+    /// # Safety
+    /// `thread` is a live thread reference.
+    pub unsafe fn thread_state(self, thread: Jobject) -> Jint {
+        type F = unsafe extern "system" fn(JvmtiEnv, Jobject, *mut Jint) -> JvmtiError;
+        let mut state = 0;
+        // SAFETY: function 17 with a thread reference and an out-pointer.
+        let err = unsafe { jvmti_call!(self.0, 17, F, thread, &mut state) };
+        if err == JVMTI_ERROR_NONE {
+            state
+        } else {
+            0
+        }
+    }
+
+    /// GetCurrentThread (18): the calling thread, as a local reference.
+    pub fn current_thread(self) -> Jobject {
+        type F = unsafe extern "system" fn(JvmtiEnv, *mut Jobject) -> JvmtiError;
+        let mut thread: Jobject = std::ptr::null_mut();
+        // SAFETY: function 18 with an out-pointer.
+        unsafe { jvmti_call!(self.0, 18, F, &mut thread) };
+        thread
+    }
+
+    /// GetClassMethods (52), which makes the jmethodIDs of the class's methods: the ids
+    /// AsyncGetCallTrace can only give once they exist. Returns how many there are.
+    ///
+    /// # Safety
+    /// `class` is a live class reference.
+    pub unsafe fn make_method_ids(self, class: Jobject) -> usize {
+        type F = unsafe extern "system" fn(
+            JvmtiEnv,
+            Jobject,
+            *mut Jint,
+            *mut *mut JmethodId,
+        ) -> JvmtiError;
+        let (mut count, mut methods): (Jint, *mut JmethodId) = (0, std::ptr::null_mut());
+        // SAFETY: function 52 with out-pointers; the array is deallocated.
+        let err = unsafe { jvmti_call!(self.0, 52, F, class, &mut count, &mut methods) };
+        unsafe { self.take_array(err, methods, count) }.len()
+    }
+
+    /// GetLoadedClasses (78): every loaded class, as local references.
+    pub fn loaded_classes(self) -> Vec<Jobject> {
+        type F = unsafe extern "system" fn(JvmtiEnv, *mut Jint, *mut *mut Jobject) -> JvmtiError;
+        let (mut count, mut classes): (Jint, *mut Jobject) = (0, std::ptr::null_mut());
+        // SAFETY: function 78 with out-pointers; the array is deallocated.
+        unsafe {
+            let err = jvmti_call!(self.0, 78, F, &mut count, &mut classes);
+            self.take_array(err, classes, count)
+        }
+    }
+
+    /// GetThreadListStackTraces (101): the stacks of `threads`, at most `max_frames` frames each,
+    /// newest first, handed to `each` (thread index, frames) before JVMTI's memory is freed.
+    pub fn stack_traces(
+        self,
+        threads: &[Jobject],
+        max_frames: usize,
+        mut each: impl FnMut(usize, &[FrameInfo]),
+    ) -> JvmtiError {
+        type F = unsafe extern "system" fn(
+            JvmtiEnv,
+            Jint,
+            *const Jobject,
+            Jint,
+            *mut *mut StackInfo,
+        ) -> JvmtiError;
+        let mut infos: *mut StackInfo = std::ptr::null_mut();
+        let count = Jint::try_from(threads.len()).unwrap_or(Jint::MAX);
+        let max = Jint::try_from(max_frames).unwrap_or(Jint::MAX);
+        // SAFETY: function 101; JVMTI allocates one block holding the infos and their frames.
+        let err = unsafe { jvmti_call!(self.0, 101, F, count, threads.as_ptr(), max, &mut infos) };
+        if err == JVMTI_ERROR_NONE && !infos.is_null() {
+            for index in 0..threads.len() {
+                // SAFETY: `count` infos, each with `frame_count` frames in the block.
+                let info = unsafe { &*infos.add(index) };
+                let frames = match usize::try_from(info.frame_count) {
+                    Ok(n) if n > 0 && !info.frame_buffer.is_null() => unsafe {
+                        std::slice::from_raw_parts(info.frame_buffer, n)
+                    },
+                    _ => &[],
+                };
+                each(index, frames);
+            }
+        }
+        // SAFETY: allocated by this environment.
+        unsafe { self.deallocate(infos.cast()) };
+        err
+    }
+
+    /// GetThreadLocalStorage (102) of `thread` (null: the current thread).
+    ///
+    /// # Safety
+    /// `thread` is null or a live thread reference.
+    pub unsafe fn thread_local_storage(self, thread: Jobject) -> *mut c_void {
+        type F = unsafe extern "system" fn(JvmtiEnv, Jobject, *mut *mut c_void) -> JvmtiError;
+        let mut data = std::ptr::null_mut();
+        // SAFETY: function 102 with an out-pointer.
+        unsafe { jvmti_call!(self.0, 102, F, thread, &mut data) };
+        data
+    }
+
+    /// SetThreadLocalStorage (103) of `thread` (null: the current thread).
+    ///
+    /// # Safety
+    /// `thread` is null or a live thread reference.
+    pub unsafe fn set_thread_local_storage(
+        self,
+        thread: Jobject,
+        data: *const c_void,
+    ) -> JvmtiError {
+        type F = unsafe extern "system" fn(JvmtiEnv, Jobject, *const c_void) -> JvmtiError;
+        // SAFETY: function 103; JVMTI keeps the pointer, never dereferences it.
+        unsafe { jvmti_call!(self.0, 103, F, thread, data) }
+    }
+
+    /// GetSystemProperty (131).
+    pub fn system_property(self, name: &std::ffi::CStr) -> Option<String> {
+        type F = unsafe extern "system" fn(JvmtiEnv, *const c_char, *mut *mut c_char) -> JvmtiError;
+        let mut value: *mut c_char = std::ptr::null_mut();
+        // SAFETY: function 131 with a NUL-terminated name and an out-pointer.
+        let err = unsafe { jvmti_call!(self.0, 131, F, name.as_ptr(), &mut value) };
+        self.take_string(err, value)
+    }
+
+    /// GetCurrentThreadCpuTime (135), in ns.
+    pub fn current_thread_cpu_time(self) -> Option<u64> {
+        type F = unsafe extern "system" fn(JvmtiEnv, *mut Jlong) -> JvmtiError;
+        let mut nanos = 0;
+        // SAFETY: function 135 with an out-pointer.
+        let err = unsafe { jvmti_call!(self.0, 135, F, &mut nanos) };
+        (err == JVMTI_ERROR_NONE).then(|| u64::try_from(nanos).unwrap_or(0))
+    }
+
+    /// GetThreadCpuTime (137) of `thread`, in ns.
+    ///
+    /// # Safety
+    /// `thread` is a live thread reference.
+    pub unsafe fn thread_cpu_time(self, thread: Jobject) -> Option<u64> {
+        type F = unsafe extern "system" fn(JvmtiEnv, Jobject, *mut Jlong) -> JvmtiError;
+        let mut nanos = 0;
+        // SAFETY: function 137 with a thread reference and an out-pointer.
+        let err = unsafe { jvmti_call!(self.0, 137, F, thread, &mut nanos) };
+        (err == JVMTI_ERROR_NONE).then(|| u64::try_from(nanos).unwrap_or(0))
+    }
+
+    /// Copies a JVMTI-allocated array of `count` elements and deallocates it.
+    ///
+    /// # Safety
+    /// `array` is null or holds `count` elements allocated by this environment.
+    unsafe fn take_array<T: Copy>(self, err: JvmtiError, array: *mut T, count: Jint) -> Vec<T> {
+        let items = match usize::try_from(count) {
+            Ok(n) if err == JVMTI_ERROR_NONE && !array.is_null() => {
+                // SAFETY: `count` elements, as JVMTI returned them.
+                unsafe { std::slice::from_raw_parts(array, n) }.to_vec()
+            }
+            _ => Vec::new(),
+        };
+        // SAFETY: allocated by this environment.
+        unsafe { self.deallocate(array.cast()) };
+        items
+    }
+
+    /// The binary name of the class declaring `method` (`java.lang.Thread`) and the method's
+    /// name, each `None` when the JVM does not give it (an unloaded class). The class reference
+    /// made is a local one: in a thread of the agent, free it with a local frame.
+    ///
+    /// # Safety
+    /// `method` is a method id the JVM gave.
+    pub unsafe fn method_names(self, method: JmethodId) -> (Option<String>, Option<String>) {
+        let class = self
+            .declaring_class(method)
+            .and_then(|class| self.class_signature(class))
+            .map(|signature| class_name_from_signature(&signature));
+        (class, self.method_name(method))
+    }
+
     /// SetEventNotificationMode (2) for all threads.
     pub fn enable_event(self, event: Jint) -> JvmtiError {
         type F = unsafe extern "C" fn(JvmtiEnv, Jint, Jint, Jobject, ...) -> JvmtiError;
@@ -249,6 +566,16 @@ impl Env {
         unsafe { self.deallocate(raw.cast()) };
         (err == JVMTI_ERROR_NONE).then_some(text)
     }
+}
+
+/// The JNI environment of the calling thread, if it is attached to the JVM.
+///
+/// # Safety
+/// `vm` is the JavaVM of this process.
+pub unsafe fn jni_env(vm: *mut JavaVm) -> Option<Jni> {
+    let mut env: *mut c_void = std::ptr::null_mut();
+    let rc = ((**vm).get_env)(vm, &mut env, JNI_VERSION_1_6);
+    (rc == JNI_OK && !env.is_null()).then_some(Jni(env as JniEnv))
 }
 
 /// Gets a JVMTI 1.2 environment from the JVM.

@@ -1,11 +1,13 @@
 import java.lang.management.ManagementFactory;
 import java.lang.management.ThreadMXBean;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.LockSupport;
 
 /**
  * Overhead benchmark workload: two busy threads (Work-1, Work-2) doing fixed work units, beside
- * N idle threads (default 300, Idle-n) that wake every 100 ms and sleep again. Prints READY,
- * then every second "UNITS <units done so far> <System.nanoTime()> <CPU ns of both workers>".
+ * N idle threads (default 300, Idle-n) that wake every 100 ms and sleep again, or, with "park" as
+ * the second argument, that park for good. Prints READY, then every second
+ * "UNITS <units done so far> <System.nanoTime()> <CPU ns of both workers>".
  */
 public class SamplerOverhead {
     static final AtomicLong units = new AtomicLong();
@@ -21,11 +23,16 @@ public class SamplerOverhead {
 
     public static void main(String[] args) throws Exception {
         int idle = args.length > 0 ? Integer.parseInt(args[0]) : 300;
+        boolean park = args.length > 1 && args[1].equals("park");
         for (int i = 1; i <= idle; i++) {
             Thread t = new Thread(() -> {
                 try {
                     while (true) {
-                        Thread.sleep(100);
+                        if (park) {
+                            LockSupport.park();
+                        } else {
+                            Thread.sleep(100);
+                        }
                     }
                 } catch (InterruptedException e) {
                     return;

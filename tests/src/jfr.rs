@@ -194,6 +194,28 @@ pub fn shares(counts: impl IntoIterator<Item = (String, u64)>) -> HashMap<String
         })
 }
 
+/// Each method's inclusive share of `weights` (branch, weight: samples, or joules): the weight of
+/// the branches that have the method among their frames, over all the weight, from 0 to 1. A
+/// method that recurses counts once per branch. Empty without weight.
+pub fn inclusive_shares(weights: impl IntoIterator<Item = (String, f64)>) -> HashMap<String, f64> {
+    let mut methods: HashMap<String, f64> = HashMap::new();
+    let mut total = 0.0;
+    for (branch, weight) in weights {
+        total += weight;
+        let mut frames: Vec<&str> = branch.split(';').collect();
+        frames.sort_unstable();
+        frames.dedup();
+        for frame in frames {
+            *methods.entry(frame.to_string()).or_insert(0.0) += weight;
+        }
+    }
+    if total <= 0.0 {
+        return HashMap::new();
+    }
+    methods.values_mut().for_each(|weight| *weight /= total);
+    methods
+}
+
 /// The branch whose shares differ most between `a` and `b` (a branch missing from one has share
 /// 0 there), and by how much (from 0 to 1). `None` when both are empty.
 pub fn largest_difference(
@@ -321,5 +343,16 @@ mod tests {
         let (branch, by) = largest_difference(&a, &b).expect("branches");
         assert_eq!((branch.as_str(), by), ("z", 0.5));
         assert!(shares(Vec::new()).is_empty());
+    }
+
+    #[test]
+    fn inclusive_shares_count_a_method_once_per_branch() {
+        let shares =
+            inclusive_shares([("main;a;b;a".to_string(), 3.0), ("main;c".to_string(), 1.0)]);
+        assert_eq!(shares["main"], 1.0);
+        assert_eq!(shares["a"], 0.75);
+        assert_eq!(shares["b"], 0.75);
+        assert_eq!(shares["c"], 0.25);
+        assert!(inclusive_shares(Vec::new()).is_empty());
     }
 }

@@ -7,7 +7,10 @@
 //! test with a message that says how to get it: a test never skips silently.
 
 pub mod jfr;
+pub mod procfs;
 pub mod profiler;
+pub mod results;
+pub mod wine;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

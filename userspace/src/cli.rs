@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{ArgGroup, Args, Parser, Subcommand};
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 
 use crate::discovery::Target;
 use crate::record::options::ConfigOptions;
@@ -345,6 +345,11 @@ pub struct RecordArgs {
     /// methods-power-app.csv) instead of all of them.
     #[arg(long)]
     pub app: bool,
+    /// How the JVMs are profiled: bpf (the eBPF sampler, from outside), agent (the agent's
+    /// sampling mode, inside each JVM: launched with it, or attached for --pid), or auto (bpf,
+    /// and agent when the BPF programs cannot be loaded, which it says).
+    #[arg(long, value_enum, default_value_t = Mode::Auto)]
+    pub mode: Mode,
     /// The keys of joularcodejava.properties.
     #[command(flatten)]
     pub options: ConfigOptions,
@@ -355,6 +360,17 @@ pub struct RecordArgs {
     /// Set by the daemon, not an option: a bound on each JVM's branches.
     #[arg(skip)]
     pub branch_limit: Option<BranchLimit>,
+}
+
+/// How `record` profiles the JVMs (`--mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Mode {
+    /// The eBPF sampler, and the agent's sampling mode when the BPF programs cannot be loaded.
+    Auto,
+    /// The eBPF sampler only.
+    Bpf,
+    /// The agent's sampling mode only.
+    Agent,
 }
 
 impl RecordArgs {
@@ -377,6 +393,7 @@ impl RecordArgs {
             flamegraph: None,
             pprof: None,
             app: false,
+            mode: Mode::Bpf,
             options,
             command: Vec::new(),
             branch_limit: None,

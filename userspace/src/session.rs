@@ -139,16 +139,9 @@ pub enum SessionError {
     Launch(String),
 }
 
-/// The samples of one thread taken out of the session ([`Session::take_counts_until`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ThreadCounts {
-    /// The thread's name when first sampled.
-    pub name: String,
-    /// An application thread, or one of the JVM's own.
-    pub kind: ThreadKind,
-    /// Samples per branch (in the branches of [`ProfiledJvm::branches`]).
-    pub counts: HashMap<BranchId, u64>,
-}
+/// The samples of one thread taken out of the session ([`Session::take_counts_until`]), in the
+/// branches of [`ProfiledJvm::branches`].
+pub use joularcode_core::threads::ThreadCounts;
 
 /// One sample counted, until it is taken out of the session.
 struct Counted {
@@ -280,6 +273,24 @@ impl Session {
     /// privileges or the kernel do not allow sampling, or the command cannot be launched (the
     /// agent library is required then).
     pub fn start(targets: Targets, options: &SessionOptions) -> Result<Session, SessionError> {
+        Session::start_sampling(targets, options, None)
+    }
+
+    /// [`Session::start`] with a sampler already loaded (`record` loads it first, to know
+    /// whether the eBPF mode can run before it opens anything else).
+    pub fn with_sampler(
+        sampler: Sampler,
+        targets: Targets,
+        options: &SessionOptions,
+    ) -> Result<Session, SessionError> {
+        Session::start_sampling(targets, options, Some(sampler))
+    }
+
+    fn start_sampling(
+        targets: Targets,
+        options: &SessionOptions,
+        sampler: Option<Sampler>,
+    ) -> Result<Session, SessionError> {
         let agent = launch::find_agent(options.agent_path.as_deref());
         if options.agent_path.is_some() {
             agent
@@ -304,7 +315,10 @@ impl Session {
                 (Vec::new(), Some(command))
             }
         };
-        let sampler = Sampler::new(options.rate_hz)?;
+        let sampler = match sampler {
+            Some(sampler) => sampler,
+            None => Sampler::new(options.rate_hz)?,
+        };
         let source = match command {
             Some(command) => {
                 let agent = agent
@@ -1052,15 +1066,7 @@ pub fn main_class(args: &[String]) -> String {
         })
         .filter(|name| !name.is_empty())
         .unwrap_or_else(|| "jvm".to_string());
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "._-$".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
+    joularcode_core::names::fit_for_file_name(&name)
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use joularcode_bpf::attach::{self, AttachError};
 use joularcode_bpf::jit::codemap::{CodeKind, CodeMap};
 use joularcode_bpf::jit::perfmap::PerfMap;
+use joularcode_bpf::sampler::monotonic_ns;
 use joularcode_tests::{agent_library, all_jdks, jdk, workload_classes, Jdk, Jvm};
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -21,16 +22,6 @@ fn serial() -> MutexGuard<'static, ()> {
     SERIAL
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the timespec it is given.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Refreshes `map` until `done` holds, failing after a minute with `what`.

@@ -3,13 +3,14 @@
 //! scripts/setup.sh, and fail loudly without them. They run the binary as a user would, one at a
 //! time (they measure CPU shares).
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
+use joularcode_tests::procfs::{cpu_ticks, short_lived_share};
 use joularcode_tests::profiler::{java_command, with_command};
 use joularcode_tests::record_run::RecordRun;
+use joularcode_tests::results::assert_conservation;
 use joularcode_tests::{all_jdks, jdk, one_at_a_time, one_error_line, processes_with, Jvm};
 use regex::Regex;
 
@@ -52,7 +53,7 @@ impl Run {
     /// up ([`assert_conservation`]).
     fn jvm_energy(&self) -> f64 {
         let cycles = self.cycles();
-        assert_conservation(&cycles);
+        assert_conservation(&cycles, Some(WATTS));
         cycles
             .iter()
             .map(|c| c["jvm_energy_j"].as_f64().expect("energy"))
@@ -127,34 +128,6 @@ fn energy_of(rows: &[Row], part: &str) -> f64 {
         .sum()
 }
 
-/// Per cycle, the branches' energy plus the unattributed energy is the JVM's energy, and the
-/// JVMs' energy together is at most the source's (power × interval).
-fn assert_conservation(cycles: &[serde_json::Value]) {
-    assert!(!cycles.is_empty(), "no cycle was logged");
-    let mut per_cycle: HashMap<i64, (f64, f64)> = HashMap::new();
-    for cycle in cycles {
-        let value = |key: &str| cycle[key].as_f64().expect(key);
-        let jvm = value("jvm_energy_j");
-        let parts = value("branches_energy_j") + value("unattributed_energy_j");
-        assert!((parts - jvm).abs() <= 1e-9 * jvm.max(1.0), "{cycle}");
-        assert!(
-            (value("source_energy_j") - WATTS * value("interval_s")).abs() < 1e-6,
-            "{cycle}"
-        );
-        let entry = per_cycle
-            .entry(cycle["timestamp_ms"].as_i64().expect("timestamp"))
-            .or_default();
-        entry.0 += jvm;
-        entry.1 = value("source_energy_j");
-    }
-    for (timestamp, (jvms, source)) in per_cycle {
-        assert!(
-            jvms <= source * (1.0 + 1e-12),
-            "{timestamp}: {jvms} J > {source} J"
-        );
-    }
-}
-
 /// Lets record run for `seconds`, then sends it `signal` (SIGINT is what Ctrl-C sends) and
 /// checks that it ends cleanly.
 fn stop_after(mut command: Command, seconds: u64, signal: nix::sys::signal::Signal) {
@@ -202,28 +175,7 @@ fn a_known_split_between_two_methods() {
             && row.branch.contains("RecordSplit.work;RecordSplit.heavy")
     });
     assert!(whole.is_some(), "no whole stack in {all:?}");
-    assert_conservation(&run.cycles());
-}
-
-/// The CPU time a process used, and that of its threads by tid, in clock ticks, from
-/// /proc/PID/stat and /proc/PID/task/TID/stat.
-fn cpu_ticks(pid: u32) -> (u64, HashMap<u32, u64>) {
-    fn ticks(stat: &Path) -> Option<u64> {
-        let text = std::fs::read_to_string(stat).ok()?;
-        let fields: Vec<&str> = text.rsplit_once(')')?.1.split_whitespace().collect();
-        Some(fields[11].parse::<u64>().ok()? + fields[12].parse::<u64>().ok()?)
-    }
-    let proc = PathBuf::from(format!("/proc/{pid}"));
-    let process = ticks(&proc.join("stat")).expect("the JVM's stat");
-    let threads = std::fs::read_dir(proc.join("task"))
-        .expect("the JVM's threads")
-        .filter_map(|entry| {
-            let entry = entry.ok()?;
-            let tid = entry.file_name().to_str()?.parse().ok()?;
-            Some((tid, ticks(&entry.path().join("stat"))?))
-        })
-        .collect();
-    (process, threads)
+    assert_conservation(&run.cycles(), Some(WATTS));
 }
 
 #[test]
@@ -240,15 +192,7 @@ fn short_lived_threads_get_their_share() {
     let output = run.record(&["--pid", &jvm.pid().to_string(), "--duration", "8"]);
     let after = cpu_ticks(jvm.pid());
     assert!(output.status.success());
-    // The threads alive at both ends are the long-lived ones; the rest of the process's CPU time
-    // is the short-lived threads'.
-    let long_lived: u64 = after
-        .1
-        .iter()
-        .filter_map(|(tid, &end)| Some(end - before.1.get(tid)?))
-        .sum();
-    let process = after.0 - before.0;
-    let truth = (process - long_lived) as f64 / process as f64;
+    let truth = short_lived_share(&before, &after);
     let all = rows(&run.results().join("methods-power-all.csv"));
     let measured = energy_of(&all, "RecordShortLived.brief") / run.jvm_energy();
     eprintln!(
@@ -361,7 +305,7 @@ fn two_jvms_at_once_by_their_cpu() {
         nix::sys::signal::Signal::SIGTERM,
     );
     let cycles = run.cycles();
-    assert_conservation(&cycles);
+    assert_conservation(&cycles, Some(WATTS));
     let energy = |pid: u32| -> f64 {
         cycles
             .iter()
@@ -397,7 +341,7 @@ fn a_half_second_program_gets_its_rows_and_its_exit_code() {
     assert!(energy_of(&all, "RecordBrief.burn") > 0.0, "{all:?}");
     let app = rows(&run.results().join("methods-power-app.csv"));
     assert!(energy_of(&app, "RecordBrief.burn") > 0.0, "{app:?}");
-    assert_conservation(&run.cycles());
+    assert_conservation(&run.cycles(), Some(WATTS));
 }
 
 /// Runs record with `args` and checks that it fails with one line that contains `expected`,
@@ -516,7 +460,7 @@ fn a_command_still_running_at_the_end_is_terminated() {
     let all = rows(&run.results().join("methods-power-all.csv"));
     assert!(energy_of(&all, "RecordBusy.burn") > 0.0, "{all:?}");
     rows(&run.results().join("methods-power-app.csv"));
-    assert_conservation(&run.cycles());
+    assert_conservation(&run.cycles(), Some(WATTS));
 
     // A SIGTERM sent to record alone ends the command the same way.
     let run = Run::new();
@@ -534,7 +478,7 @@ fn a_command_still_running_at_the_end_is_terminated() {
     assert_eq!(status.code(), Some(143), "{status:?}");
     let all = rows(&run.results().join("methods-power-all.csv"));
     assert!(energy_of(&all, "RecordBusy.burn") > 0.0, "{all:?}");
-    assert_conservation(&run.cycles());
+    assert_conservation(&run.cycles(), Some(WATTS));
 }
 
 #[test]
@@ -560,7 +504,7 @@ fn several_pids_each_in_their_folder() {
     ]);
     assert!(output.status.success());
     let cycles = run.cycles();
-    assert_conservation(&cycles);
+    assert_conservation(&cycles, Some(WATTS));
     for jvm in [&a, &b] {
         assert!(
             cycles.iter().any(|c| c["pid"] == jvm.pid()),

@@ -174,6 +174,7 @@ fn kind_error(path: &Path, what: &str) -> io::Error {
 }
 
 /// The refusal of a regular file with other hard links.
+#[cfg(unix)]
 fn links_error(path: &Path) -> io::Error {
     io::Error::other(format!(
         "{} has other hard links, so writing it would change another file: remove it, or give \

@@ -1,8 +1,37 @@
 //! The two clocks the sources need: a monotonic one for the length of windows, and the wall clock
-//! for the age of a measurement another process published. Tests inject [`ManualClock`].
+//! for the age of a measurement another process published. Tests inject [`ManualClock`]. Also
+//! the POSIX clocks read directly ([`posix_clock_ns`], [`monotonic_ns`]), where a time must be
+//! compared with another process's or the kernel's.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// The time of a POSIX clock (CLOCK_MONOTONIC, a CPU-time clock...) in ns, `None` if the system
+/// refuses the clock.
+#[cfg(unix)]
+pub fn posix_clock_ns(clock: libc::clockid_t) -> Option<u64> {
+    let mut time = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    if unsafe { libc::clock_gettime(clock, &mut time) } != 0 {
+        return None;
+    }
+    Some(
+        u64::try_from(time.tv_sec)
+            .unwrap_or(0)
+            .saturating_mul(1_000_000_000)
+            .saturating_add(u64::try_from(time.tv_nsec).unwrap_or(0)),
+    )
+}
+
+/// Now on CLOCK_MONOTONIC in ns: the clock of the kernel's `bpf_ktime_get_ns`, shared by every
+/// process of the machine (0 where the system refuses it, which POSIX does not allow).
+#[cfg(unix)]
+pub fn monotonic_ns() -> u64 {
+    posix_clock_ns(libc::CLOCK_MONOTONIC).unwrap_or(0)
+}
 
 /// Time, as the power sources read it.
 pub trait Clock: Send + Sync {

@@ -1,6 +1,6 @@
 //! The daemon's own CPU time and resident memory, from `/proc/self`.
 
-use crate::record::cycle::clock_ticks_per_second;
+use joularcode_core::machine::clock_ticks_per_second;
 
 /// The daemon's own use of the machine.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]

@@ -2,10 +2,10 @@
 //! of the host, written in Joular Code for Java's CSV files (see docs/record.md).
 //!
 //! A thin loop over a [`Session`] (which samples, follows the JVMs and counts samples per thread
-//! and branch): at the end of each power window, the [`cycle::Engine`] shares the power read out
+//! and branch): at the end of each power window, core's cycle [`Engine`] shares the power read out
 //! between the JVMs, and each JVM's rows go to its results folder ([`results::Results`]).
 
-pub mod cycle;
+pub mod agent;
 pub mod cycle_log;
 pub mod options;
 pub mod results;
@@ -13,26 +13,26 @@ pub mod sink;
 pub mod status;
 pub mod views;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use joularcode_core::attribution::{Samples, ThreadKind};
 use joularcode_core::config::{Config, SourceKind};
-use joularcode_core::log::{Level, Log};
+use joularcode_core::cycle::{threads_cpu_ns, Engine, JvmInput};
+use joularcode_core::log::{Level, Log, Recorded};
+use joularcode_core::machine::{BusyCpu, CpuSource};
 use joularcode_core::output::losses::Lost;
 use joularcode_core::power::{self, PowerSource, SystemClock, SystemRoots};
+use joularcode_core::threads::{cycle_samples, ThreadCpu};
 
-use crate::cli::RecordArgs;
+use crate::cli::{Mode, RecordArgs};
 use crate::discovery;
 use crate::launch;
 use crate::profile::BranchSet;
-use crate::sampler::{monotonic_ns, signals, CONSUME_INTERVAL};
-use crate::session::{Session, SessionOptions, Targets, ThreadCounts};
-use crate::threads;
-use cycle::{Engine, JvmInput, ThreadCpu, ThreadUse};
+use crate::sampler::{monotonic_ns, signals, Sampler, CONSUME_INTERVAL};
+use crate::session::{Session, SessionOptions, Targets};
 use cycle_log::CycleLog;
 use results::Results;
 use sink::{CycleView, JvmView, Sink};
@@ -93,6 +93,24 @@ pub fn run_with(args: &RecordArgs, mut outputs: Outputs) -> Result<i32, String> 
     let working_dir = std::env::current_dir()
         .map_err(|error| format!("cannot read the working directory: {error}"))?;
     let config = options::load(args.config.as_deref(), &args.options, &working_dir, &*log)?;
+    let rate_hz = 1000 / config.sample_rate_ms;
+    let sampler = match args.mode {
+        Mode::Agent => return agent_mode(args, &config, &*log),
+        Mode::Bpf => Sampler::new(rate_hz).map_err(|error| error.to_string())?,
+        Mode::Auto => match Sampler::new(rate_hz) {
+            Ok(sampler) => sampler,
+            Err(error) if error.is_unavailable() && !args.all => {
+                log.log(
+                    Level::Warning,
+                    &format!(
+                        "The BPF programs cannot be loaded ({error}): the JVMs profile themselves with the agent's sampling mode instead (--mode agent)."
+                    ),
+                );
+                return agent_mode(args, &config, &*log);
+            }
+            Err(error) => return Err(error.to_string()),
+        },
+    };
     let results = if outputs.csv {
         Some(Results::new(
             &config.results_path,
@@ -119,13 +137,13 @@ pub fn run_with(args: &RecordArgs, mut outputs: Outputs) -> Result<i32, String> 
     }
 
     let mut session_options = SessionOptions::new(log.clone());
-    session_options.rate_hz = 1000 / config.sample_rate_ms;
+    session_options.rate_hz = rate_hz;
     session_options.prefixes = config.methods_filtering_prefix.clone();
     args.agent.apply_to(&mut session_options);
     session_options.branch_limit = args.branch_limit;
     signals::stop_on_signals()?;
-    let mut session =
-        Session::start(targets(args), &session_options).map_err(|error| error.to_string())?;
+    let mut session = Session::with_sampler(sampler, targets(args), &session_options)
+        .map_err(|error| error.to_string())?;
     let recorded = record(
         args,
         &config,
@@ -212,13 +230,14 @@ fn record(
     let mut recorder = Recorder {
         threads: ThreadCpu::default(),
         opened: HashSet::new(),
-        source: describe_source(config, &*source),
+        source: power::describe_choice(config, &*source),
         results,
         cycle_log,
         sinks,
         profiled: 0,
     };
-    let mut engine = Engine::start(source, config, Path::new("/proc"), cpus, monotonic_ns());
+    let machine = Box::new(BusyCpu::start(CpuSource::proc_stat(Path::new("/proc"))));
+    let mut engine = Engine::start(source, config, machine, cpus, monotonic_ns());
 
     let deadline = args.duration().map(|duration| Instant::now() + duration);
     loop {
@@ -250,6 +269,28 @@ fn record(
     }
 }
 
+/// `record --mode agent` ([`agent`]), after the checks `record` makes before anything starts:
+/// the results path, and the power source (opened here and closed, what it says kept quiet: the
+/// agent says it).
+fn agent_mode(args: &RecordArgs, config: &Config, log: &dyn Log) -> Result<i32, String> {
+    Results::new(&config.results_path, args.pids.len() > 1)?;
+    let quiet = Recorded::default();
+    let mut source = power::open(
+        config,
+        &SystemRoots::default(),
+        Arc::new(SystemClock::default()),
+        &quiet,
+    )
+    .map_err(|error| format!("Cannot measure the CPU power: {error}"))?;
+    if config.source_kind() == Ok(SourceKind::Vm) {
+        source
+            .watts()
+            .map_err(|error| format!("Cannot measure the CPU power: {error}"))?;
+    }
+    drop(source);
+    agent::run(args, config, log)
+}
+
 /// What the command line asks to profile.
 fn targets(args: &RecordArgs) -> Targets {
     match args.command.split_first() {
@@ -260,14 +301,6 @@ fn targets(args: &RecordArgs) -> Targets {
         }
         None if args.all => Targets::All,
         None => Targets::Pids(args.pids.clone()),
-    }
-}
-
-/// The power source, as the start lines name it: what `auto` chose, when it chose.
-fn describe_source(config: &Config, source: &dyn PowerSource) -> String {
-    match config.source_kind() {
-        Ok(SourceKind::Auto) => format!("{} (chosen by power-source-type=auto)", source.describe()),
-        _ => source.describe(),
     }
 }
 
@@ -353,15 +386,19 @@ impl Recorder<'_> {
         let mut counts = session.take_counts_until(now_ns);
         let jvms: Vec<JvmInput> = session
             .jvms()
-            .map(|jvm| JvmInput {
-                pid: jvm.pid(),
-                branches: jvm.branches(),
-                samples: jvm_samples(
+            .map(|jvm| {
+                let samples = cycle_samples(
                     jvm.pid(),
                     counts.remove(&jvm.pid()).unwrap_or_default(),
                     &uses,
-                ),
-                waiting_samples: jvm.waiting_samples(),
+                );
+                JvmInput {
+                    pid: jvm.pid(),
+                    branches: jvm.branches(),
+                    cpu_ns: threads_cpu_ns(&samples),
+                    samples,
+                    waiting_samples: jvm.waiting_samples(),
+                }
             })
             .collect();
         let cycle = engine.share(&measures, session.sampler().drops(), &jvms, log);
@@ -412,126 +449,5 @@ impl Recorder<'_> {
         }
         session.forget_ended();
         Ok(())
-    }
-}
-
-/// The key under which the threads of one kind that ended during a cycle are pooled, above every
-/// tid (tids are u32).
-fn ended_pool(kind: ThreadKind) -> u64 {
-    match kind {
-        ThreadKind::Java => 1 << 32,
-        ThreadKind::Jvm => (1 << 32) + 1,
-    }
-}
-
-/// One JVM's samples for core: the CPU time of all its threads that ran in the cycle, each
-/// classified as a Java thread or one of the JVM's own, and the `counts` of the samples taken in
-/// the cycle.
-///
-/// The threads that ended during the cycle are pooled by kind, as if they were one thread: their
-/// CPU time together is shared by all their samples together. A thread that lives a few
-/// milliseconds may run less than one sample period and get no sample, although the samples of
-/// many such threads are in proportion to their CPU time; alone, its share would stay
-/// unattributed (Joular's coverage).
-///
-/// The samples of a thread with no CPU time in the cycle are left out: the sched accounting of a
-/// thread is refreshed when it is sampled, so this only happens to a sample taken within a
-/// scheduler tick of the thread's start, whose time lands in the next cycle (none in 745 samples
-/// of the short-lived threads' test).
-fn jvm_samples(pid: u32, counts: HashMap<u32, ThreadCounts>, uses: &[ThreadUse]) -> Samples {
-    let mut samples = Samples::default();
-    let mut ran = HashMap::new();
-    for thread in uses.iter().filter(|thread| thread.pid == pid) {
-        let kind = if threads::classify(&thread.name).is_some() {
-            ThreadKind::Jvm
-        } else {
-            ThreadKind::Java
-        };
-        let key = if thread.exited {
-            ended_pool(kind)
-        } else {
-            u64::from(thread.tid)
-        };
-        ran.insert(thread.tid, key);
-        samples.add_cpu(key, thread.cpu_ns);
-        samples.set_kind(key, kind);
-    }
-    for (tid, thread) in counts {
-        let Some(&key) = ran.get(&tid) else {
-            continue;
-        };
-        if key == u64::from(tid) {
-            samples.set_kind(key, thread.kind);
-        }
-        for (branch, n) in thread.counts {
-            samples.count(key, branch, n);
-        }
-    }
-    samples
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use joularcode_core::branch::Branches;
-
-    fn counts(branch: joularcode_core::branch::BranchId, n: u64) -> ThreadCounts {
-        ThreadCounts {
-            name: "t".into(),
-            kind: ThreadKind::Java,
-            counts: HashMap::from([(branch, n)]),
-        }
-    }
-
-    fn used(pid: u32, tid: u32, cpu_ns: u64, name: &str) -> ThreadUse {
-        ThreadUse {
-            pid,
-            tid,
-            cpu_ns,
-            name: name.into(),
-            exited: name.starts_with("brief"),
-        }
-    }
-
-    #[test]
-    fn samples_go_to_the_threads_that_ran() {
-        let mut branches = Branches::new::<&str>(&[]);
-        let frame = branches.frame("a.B", "run");
-        let branch = branches.branch(&[frame]);
-        let uses = [
-            used(1, 10, 500, "main"),
-            used(1, 11, 300, "G1 Conc#0"),
-            used(2, 20, 999, "other JVM"),
-        ];
-        let samples = jvm_samples(
-            1,
-            HashMap::from([(10, counts(branch, 3)), (12, counts(branch, 2))]),
-            &uses,
-        );
-        let threads: HashMap<u64, _> = samples.threads().collect();
-        assert_eq!(threads.len(), 2, "12 did not run, 20 is another JVM's");
-        assert_eq!(threads[&10].cpu_ns, 500);
-        assert_eq!(threads[&10].samples[&branch], 3);
-        assert_eq!(threads[&11].kind, ThreadKind::Jvm, "classified by name");
-        assert!(threads[&11].samples.is_empty());
-    }
-
-    #[test]
-    fn threads_that_ended_are_pooled_by_kind() {
-        let mut branches = Branches::new::<&str>(&[]);
-        let frame = branches.frame("a.B", "brief");
-        let branch = branches.branch(&[frame]);
-        let uses = [
-            used(1, 10, 4_000_000, "brief-1"),
-            used(1, 11, 6_000_000, "brief-2"),
-            used(1, 12, 1_000_000, "main"),
-        ];
-        let samples = jvm_samples(1, HashMap::from([(11, counts(branch, 1))]), &uses);
-        let threads: HashMap<u64, _> = samples.threads().collect();
-        let pool = &threads[&ended_pool(ThreadKind::Java)];
-        assert_eq!((pool.cpu_ns, pool.samples[&branch]), (10_000_000, 1));
-        assert_eq!(pool.kind, ThreadKind::Java);
-        assert_eq!(threads[&12].cpu_ns, 1_000_000);
-        assert_eq!(threads.len(), 2);
     }
 }

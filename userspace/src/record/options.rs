@@ -9,7 +9,7 @@ use std::path::Path;
 
 use clap::{Arg, ArgMatches, Args, Command, FromArgMatches};
 use joularcode_core::config::{Config, KEYS};
-use joularcode_core::log::{Level, Log, Recorded};
+use joularcode_core::log::Log;
 
 /// The values given on the command line for the keys of [`KEYS`], in the order of [`KEYS`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -95,37 +95,12 @@ pub fn load(
     Ok(config)
 }
 
-/// Sets one key from the command line. [`Config::set`] warns and keeps the default when a value
-/// is invalid: that is an error here. Its other warnings (a sample rate below 5 ms, kept) are
-/// passed on to `log`.
+/// Sets one key from the command line, refusing a value that cannot be used
+/// ([`Config::set_strictly`]).
 fn set(config: &mut Config, key: &str, value: &str, log: &dyn Log) -> Result<(), String> {
-    let said = Recorded::default();
     config
-        .set(key, value, &said)
-        .map_err(|error| format!("--{key} {value}: {error}"))?;
-    let mut defaulted = config.clone();
-    defaulted
-        .set(key, "", &Recorded::default())
-        .map_err(|error| format!("--{key}: {error}"))?;
-    let warned = said
-        .messages()
-        .into_iter()
-        .find(|(level, _)| *level >= Level::Warning);
-    match warned {
-        Some((_, message)) if *config == defaulted && !value.trim().is_empty() => {
-            let refusal = message.split(" Using ").next().unwrap_or(&message);
-            Err(match refusal.strip_prefix(key) {
-                Some(rest) => format!("--{key}{rest}"),
-                None => format!("--{key}: {refusal}"),
-            })
-        }
-        _ => {
-            for (level, message) in said.messages() {
-                log.log(level, &message);
-            }
-            Ok(())
-        }
-    }
+        .set_strictly(key, value, log)
+        .map_err(|error| format!("--{error}"))
 }
 
 #[cfg(test)]
@@ -133,6 +108,7 @@ mod tests {
     use super::*;
     use clap::Parser;
     use joularcode_core::config::{JvmThreads, SourceKind};
+    use joularcode_core::log::{Level, Recorded};
     use std::path::PathBuf;
 
     #[derive(Debug, Parser)]
@@ -255,7 +231,7 @@ mod tests {
             ),
             (
                 &["--power-source-type", "solar"],
-                "--power-source-type solar: Unknown power-source-type 'solar'. Use auto, rapl, ringbuffer, vm or estimate.",
+                "--power-source-type solar: Unknown power-source-type 'solar'. Use auto, rapl, ringbuffer, vm, estimate, energy-meter or powermetrics.",
             ),
             (
                 &["--vm-power-format", "json"],

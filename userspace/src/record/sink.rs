@@ -6,9 +6,9 @@ use std::collections::HashMap;
 
 use joularcode_core::attribution::{Samples, ThreadKind};
 use joularcode_core::branch::{BranchId, Branches};
+use joularcode_core::cycle::{Cycle, JvmCycle};
 use joularcode_core::log::Log;
 
-use super::cycle::{Cycle, JvmCycle};
 use crate::profile::BranchSet;
 
 /// An output fed with each cycle of a recording.

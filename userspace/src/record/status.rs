@@ -152,8 +152,9 @@ impl Sink for StatusLine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::cycle::{Cycle, JvmCycle};
     use joularcode_core::attribution::CycleResult;
+    use joularcode_core::attribution::MachineLoad;
+    use joularcode_core::cycle::{Cycle, JvmCycle};
 
     #[test]
     fn cycles_add_up_on_the_line() {
@@ -171,7 +172,7 @@ mod tests {
             timestamp_ms: 0,
             interval_s: 2.0,
             power_w: 10.0,
-            busy_cpu_ns: 0,
+            machine: MachineLoad::BusyCpuNs(Some(0)),
             lost_samples: 1,
             jvms: vec![jvm],
         };

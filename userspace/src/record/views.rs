@@ -123,10 +123,11 @@ impl Sink for ViewFiles {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::cycle::{Cycle, JvmCycle};
     use crate::record::sink::JvmView;
+    use joularcode_core::attribution::MachineLoad;
     use joularcode_core::attribution::{CycleResult, Samples};
     use joularcode_core::branch::Branches;
+    use joularcode_core::cycle::{Cycle, JvmCycle};
     use joularcode_core::log::Recorded;
 
     #[test]
@@ -155,7 +156,7 @@ mod tests {
                 timestamp_ms,
                 interval_s: 0.5,
                 power_w: 10.0,
-                busy_cpu_ns: 0,
+                machine: MachineLoad::BusyCpuNs(Some(0)),
                 lost_samples: 0,
                 jvms: vec![jvm.clone()],
             };

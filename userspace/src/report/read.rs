@@ -58,21 +58,33 @@ pub fn file_energy(text: &str) -> Result<FileEnergy, String> {
         .from_reader(text.as_bytes());
     let header = reader
         .headers()
-        .map_err(|e| format!("the header cannot be read: {e}"))?;
-    if header.iter().collect::<Vec<_>>().join(",") != HEADER {
-        return Err(format!("the header is not Joular's ({HEADER})"));
-    }
+        .map_err(|e| format!("the header cannot be read: {e}"))?
+        .clone();
+    let column = |name: &str| {
+        header
+            .iter()
+            .position(|field| field == name)
+            .ok_or_else(|| {
+                format!("the header has no {name} column: not a Joular results file ({HEADER})")
+            })
+    };
+    let (timestamp, branch, energy, interval) = (
+        column("timestamp")?,
+        column("branch")?,
+        column("energy_joules")?,
+        column("interval_seconds")?,
+    );
     let mut file = FileEnergy::default();
     for record in reader.records() {
         let row = record
             .ok()
-            .filter(|record| record.len() == 6)
+            .filter(|record| record.len() == header.len())
             .and_then(|record| {
-                let joules = record[3].parse::<f64>().ok()?;
-                let end_ms = record[0].parse::<i64>().ok()?;
-                let interval_s = record[4].parse::<f64>().ok()?;
+                let joules = record[energy].parse::<f64>().ok()?;
+                let end_ms = record[timestamp].parse::<i64>().ok()?;
+                let interval_s = record[interval].parse::<f64>().ok()?;
                 (joules.is_finite() && interval_s.is_finite() && interval_s >= 0.0)
-                    .then(|| (record[1].to_string(), joules, end_ms, interval_s))
+                    .then(|| (record[branch].to_string(), joules, end_ms, interval_s))
             });
         match row {
             Some((branch, joules, end_ms, interval_s)) => {
@@ -205,6 +217,15 @@ pub(crate) mod tests {
     #[test]
     fn a_file_that_is_not_joulars_is_refused() {
         assert!(file_energy("a,b\n1,2\n").unwrap_err().contains("header"));
+    }
+
+    #[test]
+    fn columns_are_found_by_their_names() {
+        let reordered = "branch,coverage,energy_joules,interval_seconds,power_watts,timestamp\n\
+                         a.B.c,1.0,2.5,1.0,2.5,1700000001000\n";
+        let file = file_energy(reordered).unwrap();
+        assert_eq!(file.energy["a.B.c"], 2.5);
+        assert_eq!(file.span_ms, Some((1_700_000_000_000, 1_700_000_001_000)));
     }
 
     #[test]

@@ -27,6 +27,8 @@ use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, RingBufferBuilder};
 use record::RECORD_LEN;
 
+/// Now on CLOCK_MONOTONIC, the clock of [`Sample::time_ns`].
+pub use joularcode_core::power::clock::monotonic_ns;
 pub use record::{RawFrame, Sample, MAX_FRAMES};
 
 mod skel {
@@ -39,13 +41,6 @@ pub const CONSUME_INTERVAL: Duration = Duration::from_millis(100);
 /// Seconds of samples the channel holds before the consumer thread drops new ones (counted in
 /// [`Sampler::drops`]): read [`Sampler::samples`] at least this often.
 pub const CHANNEL_SECONDS: u64 = 4;
-
-/// Now on CLOCK_MONOTONIC, the clock of [`Sample::time_ns`].
-pub fn monotonic_ns() -> u64 {
-    let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
-        .expect("CLOCK_MONOTONIC is always available on Linux");
-    now.tv_sec() as u64 * 1_000_000_000 + now.tv_nsec() as u64
-}
 
 /// How the sampler's BPF program walks the frame-pointer chain. Both record the same frames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,21 +67,9 @@ impl Walk {
     }
 }
 
-/// On-CPU time of one thread of a tracked process.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ThreadTime {
-    /// The process (tgid).
-    pub pid: u32,
-    /// The thread.
-    pub tid: u32,
-    /// Nanoseconds on CPU since the process was tracked (or since the thread started, if later):
-    /// cumulative, so a caller takes differences between two reads.
-    pub on_cpu_ns: u64,
-    /// The thread's name (comm), as of its last update.
-    pub name: String,
-    /// The thread has exited: this is its final time, and it is not reported again.
-    pub exited: bool,
-}
+/// On-CPU time of one thread of a tracked process, from the sched accounting: since the process
+/// was tracked (or since the thread started, if later), its name the comm of its last update.
+pub use joularcode_core::threads::ThreadTime;
 
 /// Why the sampler could not start or could not change what it tracks.
 #[derive(Debug)]
@@ -116,6 +99,14 @@ impl fmt::Display for SamplerError {
 }
 
 impl std::error::Error for SamplerError {}
+
+impl SamplerError {
+    /// Whether eBPF sampling cannot run on this machine at all (no privileges, an old kernel, BPF
+    /// or perf events refused), as opposed to a process that cannot be tracked.
+    pub fn is_unavailable(&self) -> bool {
+        !matches!(self, SamplerError::Process(_))
+    }
+}
 
 fn bpf_error(what: &str) -> impl FnOnce(libbpf_rs::Error) -> SamplerError + '_ {
     move |e| SamplerError::Bpf(format!("cannot {what} (bpf/sampler.bpf.c): {e}"))

@@ -5,6 +5,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::time::Duration;
 
+use joularcode_core::cpu_list;
 use perf_event_open_sys::bindings::{
     perf_event_attr, PERF_COUNT_SW_CPU_CLOCK, PERF_FLAG_FD_CLOEXEC, PERF_TYPE_SOFTWARE, PERIOD,
 };
@@ -12,30 +13,11 @@ use perf_event_open_sys::bindings::{
 /// Where the kernel lists the online CPUs.
 pub const ONLINE_CPUS: &str = "/sys/devices/system/cpu/online";
 
-/// Reads a CPU list in the kernel's format (`0-3,8,10-11`). `None` if it is malformed.
-pub fn parse_cpu_list(text: &str) -> Option<Vec<u32>> {
-    let mut cpus = Vec::new();
-    for part in text.trim().split(',').filter(|part| !part.is_empty()) {
-        let (first, last): (u32, u32) = match part.split_once('-') {
-            Some((first, last)) => (first.parse().ok()?, last.parse().ok()?),
-            None => {
-                let cpu = part.parse().ok()?;
-                (cpu, cpu)
-            }
-        };
-        if first > last || last >= 1 << 16 {
-            return None;
-        }
-        cpus.extend(first..=last);
-    }
-    (!cpus.is_empty()).then_some(cpus)
-}
-
 /// The online CPUs, from [`ONLINE_CPUS`].
 pub fn online_cpus() -> Result<Vec<u32>, String> {
     let text =
         fs::read_to_string(ONLINE_CPUS).map_err(|e| format!("cannot read {ONLINE_CPUS}: {e}"))?;
-    parse_cpu_list(&text).ok_or_else(|| {
+    cpu_list::parse(&text).ok_or_else(|| {
         format!(
             "{ONLINE_CPUS} holds {:?}, not a CPU list like 0-3,8",
             text.trim()
@@ -150,20 +132,6 @@ fn set_period(event: BorrowedFd, period_ns: u64) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn reads_cpu_lists() {
-        assert_eq!(parse_cpu_list("0-1\n"), Some(vec![0, 1]));
-        assert_eq!(parse_cpu_list("0"), Some(vec![0]));
-        assert_eq!(parse_cpu_list("0-2,5,7-8"), Some(vec![0, 1, 2, 5, 7, 8]));
-    }
-
-    #[test]
-    fn rejects_malformed_cpu_lists() {
-        for text in ["", "a", "3-1", "0-", "0-99999999"] {
-            assert_eq!(parse_cpu_list(text), None, "{text:?}");
-        }
-    }
 
     #[test]
     fn draws_are_spaced_by_twenty_periods_at_least() {

@@ -291,7 +291,7 @@ fn config_set_refuses_unknown_keys_types_and_formats() {
     let error = config.set("power-source-type", "Magic", &log).unwrap_err();
     assert_eq!(
         error.to_string(),
-        "Unknown power-source-type 'magic'. Use auto, rapl, ringbuffer, vm or estimate."
+        "Unknown power-source-type 'magic'. Use auto, rapl, ringbuffer, vm, estimate, energy-meter or powermetrics."
     );
     let error = config.set("vm-power-format", "CSV", &log).unwrap_err();
     assert_eq!(
@@ -384,4 +384,30 @@ fn config_no_file_in_the_working_folder_means_defaults_said_at_info() {
             ),
         ]
     );
+}
+
+#[test]
+fn config_settings_give_the_same_configuration_again() {
+    let log = Recorded::default();
+    let mut config = Config::default();
+    for (key, value) in [
+        ("power-source-type", "VM"),
+        ("vm-power-file", "/host/power, shared"),
+        ("vm-power-format", "watts"),
+        ("stack-monitoring-sample-rate", "3"),
+        ("results-path", "out dir"),
+        ("methods-filtering-prefix", "com.a, org.b"),
+        ("jvm-threads", "spread"),
+        ("estimate-idle-watts-per-cpu", "0.1"),
+        ("estimate-max-watts-per-cpu", "3.3000000000000003"),
+    ] {
+        config.set(key, value, &log).unwrap();
+    }
+    for original in [Config::default(), config] {
+        let mut again = Config::default();
+        for (key, value) in original.settings() {
+            again.set_strictly(key, &value, &log).unwrap();
+        }
+        assert_eq!(again, original);
+    }
 }

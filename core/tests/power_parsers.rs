@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use joularcode_core::config::{parse_properties, Config, VmFormat};
+use joularcode_core::cpu_list;
 use joularcode_core::log::Recorded;
 use joularcode_core::power::ringbuffer::{read_bytes, AREA_SIZE};
 use joularcode_core::power::{perf, rapl, vm};
@@ -62,15 +63,15 @@ proptest! {
             prop_assert!(i64::try_from(uj).is_ok());
         }
         let _ = perf::parse_event_config(&text);
-        let _ = perf::parse_cpu_list(&text);
+        let _ = cpu_list::parse(&text);
     }
 
     #[test]
     fn sysfs_numbers_and_lists_never_panic(text in "[0-9x,=\\-+ a-z]{0,40}\n?") {
         let _ = rapl::parse_microjoules(Path::new("/energy_uj"), &text);
         let _ = perf::parse_event_config(&text);
-        if let Some(cpus) = perf::parse_cpu_list(&text) {
-            prop_assert!(cpus.len() <= 4097 * (text.len() / 3 + 1));
+        if let Some(cpus) = cpu_list::parse(&text) {
+            prop_assert!(cpus.len() <= 65536 * (text.len() / 2 + 1));
         }
     }
 

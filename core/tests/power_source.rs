@@ -8,7 +8,7 @@ use std::sync::Arc;
 use joularcode_core::config::Config;
 use joularcode_core::log::{Level, Recorded};
 use joularcode_core::power::estimate::model_watts;
-use joularcode_core::power::{open, ManualClock, PowerError, PowerSource, SystemRoots};
+use joularcode_core::power::{open, ManualClock, Platform, PowerError, PowerSource, SystemRoots};
 
 struct Machine {
     dir: tempfile::TempDir,
@@ -24,7 +24,8 @@ impl Machine {
             event_source: dir.path().join("sys/bus/event_source"),
             proc: dir.path().join("proc"),
             ringbuffer: dir.path().join("dev/shm/powerjoular"),
-            linux: true,
+            powermetrics: dir.path().join("usr/bin/powermetrics"),
+            platform: Platform::Linux,
         };
         for root in [&roots.powercap, &roots.event_source, &roots.proc] {
             fs::create_dir_all(root).unwrap();
@@ -70,7 +71,7 @@ fn power_source_test_an_unknown_type_names_the_choices() {
     let (source, _) = Machine::bare().open(&[("power-source-type", "magic")]);
     assert_eq!(
         error_of(source),
-        "Unknown power-source-type 'magic'. Use auto, rapl, ringbuffer, vm or estimate."
+        "Unknown power-source-type 'magic'. Use auto, rapl, ringbuffer, vm, estimate, energy-meter or powermetrics."
     );
 }
 
@@ -109,7 +110,7 @@ fn power_source_test_the_ring_buffer_opens_without_powerjoular() {
 #[cfg(unix)]
 fn power_source_test_rapl_throws_outside_linux() {
     let mut machine = Machine::bare();
-    machine.roots.linux = false;
+    machine.roots.platform = Platform::MacOs;
     let (source, _) = machine.open(&[("power-source-type", "rapl")]);
     assert_eq!(
         error_of(source),
@@ -303,5 +304,6 @@ fn power_source_default_roots_are_the_real_paths() {
     assert_eq!(roots.powercap, Path::new("/sys/class/powercap"));
     assert_eq!(roots.event_source, Path::new("/sys/bus/event_source"));
     assert_eq!(roots.proc, Path::new("/proc"));
-    assert_eq!(roots.linux, cfg!(target_os = "linux"));
+    assert_eq!(roots.powermetrics, Path::new("/usr/bin/powermetrics"));
+    assert_eq!(roots.platform == Platform::Linux, cfg!(target_os = "linux"));
 }

@@ -1,0 +1,40 @@
+//! What Linux's procfs says of a process, as a truth the tests measure against.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// The CPU time a process used, and that of each of its threads by tid, in clock ticks, from
+/// `/proc/PID/stat` and `/proc/PID/task/TID/stat` (utime + stime).
+pub fn cpu_ticks(pid: u32) -> (u64, HashMap<u32, u64>) {
+    fn ticks(stat: &Path) -> Option<u64> {
+        let text = std::fs::read_to_string(stat).ok()?;
+        let fields: Vec<&str> = text.rsplit_once(')')?.1.split_whitespace().collect();
+        Some(fields[11].parse::<u64>().ok()? + fields[12].parse::<u64>().ok()?)
+    }
+    let proc = PathBuf::from(format!("/proc/{pid}"));
+    let process = ticks(&proc.join("stat")).expect("the process's stat");
+    let threads = std::fs::read_dir(proc.join("task"))
+        .expect("the process's threads")
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let tid = entry.file_name().to_str()?.parse().ok()?;
+            Some((tid, ticks(&entry.path().join("stat"))?))
+        })
+        .collect();
+    (process, threads)
+}
+
+/// The share of a process's CPU time between two [`cpu_ticks`] that went to threads not alive at
+/// both: the threads that started and ended in between.
+pub fn short_lived_share(
+    before: &(u64, HashMap<u32, u64>),
+    after: &(u64, HashMap<u32, u64>),
+) -> f64 {
+    let long_lived: u64 = after
+        .1
+        .iter()
+        .filter_map(|(tid, &end)| Some(end - before.1.get(tid)?))
+        .sum();
+    let process = after.0 - before.0;
+    (process - long_lived) as f64 / process as f64
+}

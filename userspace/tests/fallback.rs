@@ -1,0 +1,476 @@
+//! End-to-end tests of the fallback mode on Linux, on JDK 17, 21 and 25: the agent's sampling
+//! mode (AsyncGetCallTrace on per-thread CPU timers) profiling its JVM, through `record --mode
+//! agent` (a launched command, or an attach to a running JVM) and `record --mode auto` where the
+//! BPF programs cannot be loaded; and bad options, which leave the JVM running unprofiled. JFR's
+//! sampler on the same run is the oracle of the stacks.
+//! The power is the `vm` source reading a constant 100 W from a file. They measure CPU shares:
+//! one at a time.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use joularcode_tests::jfr::{self, Recording, SamplePeriod};
+use joularcode_tests::procfs::{cpu_ticks, short_lived_share};
+use joularcode_tests::results::{assert_conservation, cycles, energy_of, rows, Row};
+use joularcode_tests::{agent_library, all_jdks, jdk, workload_classes, Jdk, Jvm};
+
+/// The tests measure CPU shares: one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// The power the `vm` source reads, in W.
+const WATTS: f64 = 100.0;
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A folder for one run: the watts file, the results, the cycle log.
+struct Run {
+    dir: tempfile::TempDir,
+}
+
+impl Run {
+    fn new() -> Run {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        std::fs::write(dir.path().join("watts"), format!("{WATTS}\n")).expect("the watts file");
+        Run { dir }
+    }
+
+    fn results(&self) -> PathBuf {
+        self.dir.path().join("results")
+    }
+
+    fn cycle_log(&self) -> PathBuf {
+        self.dir.path().join("cycles.jsonl")
+    }
+
+    /// `joularcode-bpf record --mode <mode>` with the vm source, the results and the cycle log
+    /// in this folder, then `args`.
+    fn command(&self, mode: &str, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_joularcode-bpf"));
+        command
+            .current_dir(self.dir.path())
+            .args(["record", "--mode", mode])
+            .args(["--power-source-type", "vm", "--vm-power-format", "watts"])
+            .args(["--vm-power-file", "watts", "--results-path", "results"])
+            .args(["--cycle-log", "cycles.jsonl", "--agent-path"])
+            .arg(agent_library())
+            .args(args)
+            .stdin(Stdio::null());
+        command
+    }
+
+    fn record(&self, mode: &str, args: &[&str]) -> Output {
+        let output = self
+            .command(mode, args)
+            .output()
+            .expect("run joularcode-bpf");
+        eprintln!("{}", String::from_utf8_lossy(&output.stderr));
+        output
+    }
+
+    /// The samples the cycle log counts so far (a line being written is left out).
+    fn samples(&self) -> u64 {
+        std::fs::read_to_string(self.cycle_log())
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .filter_map(|cycle| cycle["samples"].as_u64())
+            .sum()
+    }
+
+    /// Runs `record --mode agent` with `args` until the JVM has taken `samples` samples (or for
+    /// `at_most`), then ends it as Ctrl-C does: the samples a test judges do not depend on how
+    /// loaded the machine is (a thread's CPU timer fires at most once a scheduler tick of its
+    /// CPU time, 4 ms with HZ=250).
+    fn record_until(&self, args: &[&str], samples: u64, at_most: Duration) -> Output {
+        let child = self
+            .command("agent", args)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start joularcode-bpf");
+        let start = Instant::now();
+        while self.samples() < samples && start.elapsed() < at_most {
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("a pid"));
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("send SIGINT");
+        let output = child.wait_with_output().expect("joularcode-bpf ends");
+        eprintln!("{}", String::from_utf8_lossy(&output.stderr));
+        output
+    }
+
+    fn all(&self) -> Vec<Row> {
+        rows(&self.results().join("methods-power-all.csv"))
+    }
+
+    fn app(&self) -> Vec<Row> {
+        rows(&self.results().join("methods-power-app.csv"))
+    }
+}
+
+/// `-- java <jvm_args> -cp <workloads> <main> <args>`, the end of a `record` command line.
+fn launch(jdk: &Jdk, jvm_args: &[&str], main: &str, args: &[&str]) -> Vec<String> {
+    let mut command = vec!["--".to_owned(), jdk.java().display().to_string()];
+    command.extend(jvm_args.iter().map(|a| a.to_string()));
+    command.extend(["-cp".into(), workload_classes().display().to_string()]);
+    command.push(main.into());
+    command.extend(args.iter().map(|a| a.to_string()));
+    command
+}
+
+fn strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
+#[test]
+fn agent_mode_splits_three_to_one_within_two_points_on_every_jdk() {
+    let _serial = serial();
+    for jdk in all_jdks() {
+        let run = Run::new();
+        // 4,500 samples: a sampling error of 0.65 points, a third of the 2 allowed
+        let mut args = vec![
+            "--stack-monitoring-sample-rate".to_owned(),
+            "1".into(),
+            "--methods-filtering-prefix".into(),
+            "RecordSplit".into(),
+        ];
+        args.extend(launch(&jdk, &[], "RecordSplit", &[]));
+        let output = run.record_until(&strs(&args), 4500, Duration::from_secs(45));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(
+            output.status.code(),
+            Some(143),
+            "the JVM ended by SIGTERM: {stderr}"
+        );
+        assert!(
+            stderr.contains("with the agent, sampling every 1 ms of each thread's CPU time, with AsyncGetCallTrace"),
+            "{stderr}"
+        );
+        let app = run.app();
+        let heavy = energy_of(&app, "RecordSplit.heavy");
+        let light = energy_of(&app, "RecordSplit.light");
+        let share = heavy / (heavy + light);
+        eprintln!(
+            "Java {}: heavy {heavy:.3} J, light {light:.3} J: {:.2}%",
+            jdk.major,
+            share * 100.0
+        );
+        assert!((share - 0.75).abs() <= 0.02, "Java {}: {share}", jdk.major);
+        let whole = run.all().into_iter().find(|row| {
+            row.branch.starts_with("java.lang.Thread.run;")
+                && row.branch.contains("RecordSplit.work;RecordSplit.heavy")
+        });
+        assert!(whole.is_some(), "Java {}: no whole stack", jdk.major);
+        assert_conservation(&cycles(&run.cycle_log()), Some(WATTS));
+    }
+}
+
+#[test]
+fn agent_mode_attached_gives_short_lived_threads_their_share_on_every_jdk() {
+    let _serial = serial();
+    for jdk in all_jdks() {
+        let jvm = Jvm::start(&jdk, &[], "RecordShortLived", &[]);
+        let run = Run::new();
+        let before = cpu_ticks(jvm.pid());
+        let output = run.record(
+            "agent",
+            &["--pid", &jvm.pid().to_string(), "--duration", "6"],
+        );
+        let after = cpu_ticks(jvm.pid());
+        assert!(output.status.success());
+        let truth = short_lived_share(&before, &after);
+        let cycles = cycles(&run.cycle_log());
+        assert_conservation(&cycles, Some(WATTS));
+        let jvm_energy: f64 = cycles
+            .iter()
+            .map(|c| c["jvm_energy_j"].as_f64().expect("energy"))
+            .sum();
+        let measured = energy_of(&run.all(), "RecordShortLived.brief") / jvm_energy;
+        eprintln!(
+            "Java {}: short-lived threads: {:.1}% of the CPU, {:.1}% of the energy",
+            jdk.major,
+            truth * 100.0,
+            measured * 100.0
+        );
+        assert!(truth > 0.1, "the short-lived threads ran: {truth}");
+        assert!(
+            (measured - truth).abs() <= 0.05,
+            "Java {}: {measured} vs {truth}",
+            jdk.major
+        );
+        assert!(
+            Path::new(&format!("/proc/{}", jvm.pid())).exists(),
+            "the JVM runs on after its profile ended"
+        );
+    }
+}
+
+/// StacksChain's nine frames, oldest first.
+const CHAIN: &str =
+    "StacksChain.main;StacksChain.run;StacksChain.l1;StacksChain.l2;StacksChain.l3;\
+                     StacksChain.l4;StacksChain.l5;StacksChain.l6;StacksChain.leaf";
+
+#[test]
+fn agent_mode_keeps_the_nine_deep_chain_whole_interpreted_c1_and_c2_on_every_jdk() {
+    let _serial = serial();
+    for jdk in all_jdks() {
+        for (mode, jvm_args) in [
+            ("interpreted", &["-Xint"][..]),
+            ("C1", &["-XX:TieredStopAtLevel=1"][..]),
+            ("C2", &["-XX:-TieredCompilation"][..]),
+        ] {
+            let run = Run::new();
+            let mut args = vec!["--stack-monitoring-sample-rate".to_owned(), "5".into()];
+            args.extend(launch(&jdk, jvm_args, "StacksChain", &[]));
+            let output = run.record_until(&strs(&args), 800, Duration::from_secs(30));
+            assert_eq!(output.status.code(), Some(143), "Java {} {mode}", jdk.major);
+            // The main thread once in its loop (its start runs the JDK's own code); every
+            // branch gets energy in proportion to its samples in the thread
+            let all = run.all();
+            let looping: Vec<&Row> = all
+                .iter()
+                .filter(|row| row.branch.starts_with("StacksChain.main;StacksChain.run"))
+                .collect();
+            let total: f64 = looping.iter().map(|row| row.energy_j).sum();
+            let whole: f64 = looping
+                .iter()
+                .filter(|row| row.branch == CHAIN)
+                .map(|row| row.energy_j)
+                .sum();
+            let samples: u64 = cycles(&run.cycle_log())
+                .iter()
+                .map(|c| c["samples"].as_u64().expect("samples"))
+                .sum();
+            eprintln!(
+                "Java {} {mode}: the whole chain in {:.2}% of the loop's energy, {samples} samples",
+                jdk.major,
+                whole / total * 100.0
+            );
+            assert!(
+                samples >= 400,
+                "Java {} {mode}: {samples} samples",
+                jdk.major
+            );
+            assert!(
+                whole / total >= 0.99,
+                "Java {} {mode}: {:?}",
+                jdk.major,
+                looping
+            );
+        }
+    }
+}
+
+/// How many of JFR's most inclusive methods the cross-check compares.
+const TOP_METHODS: usize = 50;
+
+#[test]
+fn agent_mode_agrees_with_jfr_on_the_top_fifty_methods_on_every_jdk() {
+    let _serial = serial();
+    for jdk in all_jdks() {
+        let run = Run::new();
+        let recording = Recording::new(run.dir.path().join("run.jfr"));
+        let jfr_option = recording.jvm_option(SamplePeriod::Ms10);
+        // Until 3,000 of our samples (JFR writes its recording as the JVM ends on SIGTERM)
+        let mut args = vec!["--stack-monitoring-sample-rate".to_owned(), "2".into()];
+        args.extend(launch(&jdk, &[&jfr_option], "DemoShop", &["120"]));
+        let output = run.record_until(&strs(&args), 3000, Duration::from_secs(60));
+        assert_eq!(output.status.code(), Some(143), "Java {}", jdk.major);
+        // The two shop workers' loop, on both sides: JFR samples Java code only, and neither
+        // the JVM's start nor its other threads are compared
+        let in_loop = |branch: &str| branch.contains("DemoShop.serve");
+        let ours = jfr::inclusive_shares(
+            run.all()
+                .into_iter()
+                .filter(|row| in_loop(&row.branch))
+                .map(|row| (row.branch, row.energy_j)),
+        );
+        let profile = recording
+            .read(&jdk)
+            .of_threads(|sample| sample.thread.starts_with("shop-worker-"));
+        let jfr_counts: Vec<(String, u64)> = profile
+            .branch_counts()
+            .into_iter()
+            .filter(|(branch, _)| in_loop(branch))
+            .collect();
+        let jfr_samples: u64 = jfr_counts.iter().map(|(_, n)| n).sum();
+        let theirs =
+            jfr::inclusive_shares(jfr_counts.into_iter().map(|(branch, n)| (branch, n as f64)));
+        let mut top: Vec<(&String, f64)> = theirs.iter().map(|(m, &s)| (m, s)).collect();
+        top.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+        top.truncate(TOP_METHODS);
+        let differences: Vec<f64> = top
+            .iter()
+            .map(|(method, share)| (ours.get(*method).copied().unwrap_or(0.0) - share).abs())
+            .collect();
+        let mean = differences.iter().sum::<f64>() / differences.len().max(1) as f64;
+        let (worst, by) = top
+            .iter()
+            .zip(&differences)
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .map(|((method, _), &by)| (method.as_str(), by))
+            .unwrap_or_default();
+        let samples: u64 = cycles(&run.cycle_log())
+            .iter()
+            .map(|c| c["samples"].as_u64().expect("samples"))
+            .sum();
+        eprintln!(
+            "Java {}: JFR's top {} methods ({jfr_samples} JFR samples, {samples} of ours): \
+             inclusive shares {:.4} apart on average, at most {by:.4} ({worst})",
+            jdk.major,
+            top.len(),
+            mean
+        );
+        assert!(
+            jfr_samples >= 500 && top.len() == TOP_METHODS,
+            "Java {}: {jfr_samples} JFR samples, {} methods",
+            jdk.major,
+            top.len()
+        );
+        assert!(
+            mean <= 0.04,
+            "Java {}: {mean}\nJFR's top methods: {top:?}\nours: {ours:?}",
+            jdk.major
+        );
+    }
+}
+
+/// Runs FallbackTwoThreads for 1 s with the agent given `options`, and returns its stderr after
+/// checking that the JVM ran to its end.
+fn with_agent_options(options: &str, dir: &Path) -> String {
+    let output = Command::new(jdk(21).java())
+        .current_dir(dir)
+        .arg(format!(
+            "-agentpath:{}={options}",
+            agent_library().display()
+        ))
+        .arg("-cp")
+        .arg(workload_classes())
+        .args(["FallbackTwoThreads", "1"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run java");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        output.status.success() && stdout.starts_with("READY "),
+        "{options}: the JVM runs on: {stdout}{stderr}"
+    );
+    stderr
+}
+
+#[test]
+fn bad_agent_options_are_one_line_and_the_jvm_runs_on_unprofiled() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    for (options, expected) in [
+        ("sample,colour=red", "colour red: Unknown setting 'colour'."),
+        (
+            "sample,stack-monitoring-sample-rate=fast",
+            "stack-monitoring-sample-rate must be a number of milliseconds from 1 to 1000, not 'fast'.",
+        ),
+        ("sample,sampler=perf", "sampler=perf is not a sampler"),
+        ("sample,fast", "'fast' is not an option"),
+        (
+            "sample,config=/nonexistent/joular.properties",
+            "config=/nonexistent/joular.properties: there is no such file.",
+        ),
+        (
+            "sample,power-source-type=vm",
+            "Cannot measure the CPU power: power-source-type=vm needs vm-power-file",
+        ),
+        (
+            "sample,power-source-type=vm,vm-power-format=watts,vm-power-file=/nonexistent/watts",
+            "Cannot measure the CPU power: There is no /nonexistent/watts",
+        ),
+        (
+            "sample,power-source-type=estimate,results-path=/proc/joularcode",
+            "Cannot write the results in /proc/joularcode",
+        ),
+        ("stop", "there is no profile to stop."),
+    ] {
+        let stderr = with_agent_options(options, dir.path());
+        let said: Vec<&str> = stderr
+            .lines()
+            .filter(|line| line.contains("joularcode agent:") || line.contains("Cannot"))
+            .collect();
+        assert_eq!(said.len(), 1, "{options}: {stderr}");
+        assert!(said[0].contains(expected), "{options}: {stderr}");
+        if options != "stop" {
+            assert!(
+                said[0].contains(" SEVERE: ")
+                    && said[0].ends_with("This JVM runs on without being profiled."),
+                "{options}: {stderr}"
+            );
+        }
+        assert!(
+            !dir.path().join("joular-code-java-results").exists(),
+            "{options}: nothing written"
+        );
+    }
+}
+
+#[test]
+fn an_attach_the_agent_refuses_is_records_one_error_line_and_the_jvm_runs_on() {
+    let _serial = serial();
+    let jvm = Jvm::start(&jdk(25), &[], "RecordBusy", &["1"]);
+    let run = Run::new();
+    let mut command = run.command("agent", &["--pid", &jvm.pid().to_string()]);
+    command.args(["--results-path", "/proc/joularcode"]);
+    let output = command.output().expect("run joularcode-bpf");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let errors: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.starts_with("joularcode-bpf:"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(
+        errors[0].contains(&format!("the JVM {} could not start the agent", jvm.pid())),
+        "{stderr}"
+    );
+    assert!(Path::new(&format!("/proc/{}", jvm.pid())).exists());
+    // It can still be profiled: the agent took nothing of the failed start with it
+    let output = run.record(
+        "agent",
+        &["--pid", &jvm.pid().to_string(), "--duration", "2"],
+    );
+    assert!(output.status.success());
+    assert!(energy_of(&run.all(), "RecordBusy.burn") > 0.0);
+}
+
+#[test]
+fn auto_falls_back_to_the_agent_and_says_so_when_bpf_cannot_be_loaded() {
+    let _serial = serial();
+    let run = Run::new();
+    let java = launch(&jdk(17), &[], "FallbackTwoThreads", &["3"]);
+    // Root without capabilities, as in a container without CAP_BPF
+    let mut command = Command::new("setpriv");
+    command.args(["--bounding-set=-all", "--inh-caps=-all", "--"]);
+    let record = run.command("auto", &strs(&java));
+    command.arg(record.get_program()).args(record.get_args());
+    command.current_dir(run.dir.path()).stdin(Stdio::null());
+    let output = command.output().expect("run setpriv (util-linux)");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    eprintln!("{stderr}");
+    assert!(output.status.success(), "{stderr}");
+    let fallback: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.contains("The BPF programs cannot be loaded"))
+        .collect();
+    assert_eq!(fallback.len(), 1, "said once: {stderr}");
+    assert!(
+        fallback[0].contains(" WARNING: ")
+            && fallback[0].contains("CAP_BPF")
+            && fallback[0].ends_with("the JVMs profile themselves with the agent's sampling mode instead (--mode agent)."),
+        "{stderr}"
+    );
+    assert!(energy_of(&run.app(), "FallbackTwoThreads.alpha") > 0.0);
+    assert!(energy_of(&run.app(), "FallbackTwoThreads.beta") > 0.0);
+    assert_conservation(&cycles(&run.cycle_log()), Some(WATTS));
+}
