@@ -3,6 +3,7 @@
 # where the JDKs are. Sourced by scripts/run.sh and scripts/test.sh; safe to run again.
 #
 #   apt: clang, libelf-dev, zlib1g-dev, pkg-config, make (BPF build), OpenJDK 17 with javac;
+#        prometheus (a real Prometheus and promtool for the daemon's tests), util-linux (unshare);
 #        for the tests of the views: chromium (opens the flame graphs), tmux (runs `top`), aha
 #        (its screen as HTML), protobuf-compiler and golang-github-google-pprof-dev (protoc and
 #        pprof's published profile.proto, to decode the pprof files), node and npm if missing;
@@ -48,7 +49,7 @@ extra=()
 command -v npm >/dev/null 2>&1 || extra=(nodejs npm)
 apt_options=""
 apt_install clang libelf-dev zlib1g-dev pkg-config make gcc openjdk-17-jdk-headless python3-pip \
-    chromium tmux aha protobuf-compiler golang-github-google-pprof-dev
+    chromium tmux aha protobuf-compiler golang-github-google-pprof-dev prometheus util-linux
 # Wine without its recommends (fonts, GUI libraries): a console JVM needs none of them
 extra=()
 apt_options="--no-install-recommends"
@@ -102,7 +103,8 @@ if [ ! -f "$JOULAR_ROOT/tests/browser/node_modules/playwright-core/package.json"
     npm ci --prefix "$JOULAR_ROOT/tests/browser" --no-audit --no-fund --loglevel=error >&2 \
         || setup_fail "npm ci in tests/browser failed"
 fi
-for tool in /usr/bin/chromium tmux aha protoc node x86_64-w64-mingw32-gcc /usr/lib/wine/wine64; do
+for tool in /usr/bin/chromium tmux aha protoc node prometheus promtool unshare x86_64-w64-mingw32-gcc \
+    /usr/lib/wine/wine64; do
     command -v "$tool" >/dev/null 2>&1 || setup_fail "$tool is missing after the installs above"
 done
 export JOULAR_PROFILE_PROTO=/usr/share/gocode/src/github.com/google/pprof/proto/profile.proto

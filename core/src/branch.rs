@@ -22,6 +22,9 @@ pub const JIT_COMPILER: &str = "[JIT compiler]";
 pub const VM: &str = "[VM]";
 /// Pseudo-frame of code that could not be named.
 pub const UNKNOWN: &str = "[unknown]";
+/// Pseudo-frame of the branch that stands for every branch a full table could not take
+/// ([`Branches::with_limit`]).
+pub const OTHER: &str = "[other]";
 
 /// One frame of a stack: a Java method, or a pseudo-frame standing for the JVM's own work.
 ///
@@ -140,15 +143,19 @@ struct Stack {
 }
 
 impl Stacks {
-    /// The index of `frames`, and whether it is new.
-    fn intern(&mut self, frames: &[FrameId]) -> (u32, bool) {
+    /// The index of `frames`, and whether it is new; `None` when it is new and `may_add` is
+    /// false.
+    fn intern(&mut self, frames: &[FrameId], may_add: bool) -> Option<(u32, bool)> {
         let hash = self.hasher.hash_one(frames);
         let entries = &self.entries;
         if let Some(&index) = self
             .ids
             .find(hash, |&index| *entries[index as usize].frames == *frames)
         {
-            return (index, false);
+            return Some((index, false));
+        }
+        if !may_add {
+            return None;
         }
         let index = next_id(self.entries.len());
         self.entries.push(Stack {
@@ -159,7 +166,7 @@ impl Stacks {
         self.ids.insert_unique(hash, index, |&index| {
             hasher.hash_one(&*entries[index as usize].frames)
         });
-        (index, true)
+        Some((index, true))
     }
 
     fn frames(&self, index: u32) -> &[FrameId] {
@@ -198,7 +205,13 @@ pub struct Branches {
     branch_apps: Vec<Option<AppBranchId>>,
     /// The application branches: the application frames of branches.
     apps: Stacks,
+    /// The most distinct branches the table takes ([`Branches::with_limit`]).
+    limit: Option<usize>,
 }
+
+/// How many distinct frames a table limited to `branches` branches takes: a branch has several
+/// frames, and most frames are shared by many branches.
+const FRAMES_PER_BRANCH: usize = 4;
 
 /// The next id of a table of `len` entries. Ids are u32 to keep stacks small; four billion
 /// distinct frames or branches would exhaust memory long before.
@@ -220,10 +233,28 @@ impl Branches {
         }
     }
 
+    /// A table as [`Branches::new`] gives, that takes at most `limit` distinct branches (and
+    /// `4 × limit` distinct frames): the stacks it cannot take are all the one branch
+    /// `[other]` ([`OTHER`]), the frames it cannot take `[other]` frames. Memory stays bounded
+    /// whatever the stacks a program runs; [`Branches::retain`] makes room again.
+    pub fn with_limit<S: AsRef<str>>(prefixes: &[S], limit: usize) -> Branches {
+        Branches {
+            limit: Some(limit.max(1)),
+            ..Branches::new(prefixes)
+        }
+    }
+
     /// The id of the Java method `class.method`, interned on first sight.
     pub fn frame(&mut self, class: &str, method: &str) -> FrameId {
         if let Some(&id) = self.frame_ids.get(&FrameRef { class, method }) {
             return id;
+        }
+        if self
+            .limit
+            .is_some_and(|limit| self.frames.len() >= limit.saturating_mul(FRAMES_PER_BRANCH))
+            && !(class.is_empty() && method == OTHER)
+        {
+            return self.frame("", OTHER);
         }
         let frame = Frame::java(class, method);
         let app = !frame.is_jvm()
@@ -248,18 +279,61 @@ impl Branches {
     /// # Panics
     /// If a frame id comes from another table.
     pub fn branch(&mut self, frames: &[FrameId]) -> BranchId {
-        let (index, new) = self.branches.intern(frames);
+        let full = self.limit.is_some_and(|limit| self.len() >= limit);
+        let Some((index, new)) = self.branches.intern(frames, !full) else {
+            let other = self.jvm_frame(OTHER);
+            return self.other_branch(other);
+        };
         if new {
             let app_frames: Vec<FrameId> = frames
                 .iter()
                 .copied()
                 .filter(|id| self.frames[id.0 as usize].app)
                 .collect();
-            let app =
-                (!app_frames.is_empty()).then(|| AppBranchId(self.apps.intern(&app_frames).0));
+            let app = (!app_frames.is_empty()).then(|| {
+                let (app, _) = self.apps.intern(&app_frames, true).unwrap_or_default();
+                AppBranchId(app)
+            });
             self.branch_apps.push(app);
         }
         BranchId(index)
+    }
+
+    /// The `[other]` branch of a full table: interned beyond the limit, once.
+    fn other_branch(&mut self, other: FrameId) -> BranchId {
+        let (index, new) = self.branches.intern(&[other], true).unwrap_or_default();
+        if new {
+            self.branch_apps.push(None);
+        }
+        BranchId(index)
+    }
+
+    /// A new table holding the branches `keep` keeps (with their frames), and where each
+    /// branch of this table went in it: the way to free the branches of a long run that are not
+    /// seen any more. The ids of this table mean nothing in the new one: map them with the
+    /// [`Remap`].
+    pub fn retain(&self, mut keep: impl FnMut(BranchId) -> bool) -> (Branches, Remap) {
+        let mut kept = Branches {
+            prefixes: self.prefixes.clone(),
+            limit: self.limit,
+            ..Branches::default()
+        };
+        let mut ids = Vec::with_capacity(self.len());
+        let mut frames = Vec::new();
+        for index in 0..self.len() {
+            let branch = BranchId(next_id(index));
+            if !keep(branch) {
+                ids.push(None);
+                continue;
+            }
+            frames.clear();
+            frames.extend(
+                self.frames(branch)
+                    .map(|frame| kept.frame(frame.class(), frame.method())),
+            );
+            ids.push(Some(kept.branch(&frames)));
+        }
+        (kept, Remap { ids })
     }
 
     /// The branch's name in the all file: every frame, oldest first, joined by `;`.
@@ -298,5 +372,76 @@ impl Branches {
     /// Whether no branch was seen yet.
     pub fn is_empty(&self) -> bool {
         self.branch_apps.is_empty()
+    }
+}
+
+/// Where the branches of a table went in the table [`Branches::retain`] made of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Remap {
+    ids: Vec<Option<BranchId>>,
+}
+
+impl Remap {
+    /// The id in the new table of `branch` of the old one; `None` if it was dropped.
+    pub fn get(&self, branch: BranchId) -> Option<BranchId> {
+        self.ids.get(branch.0 as usize).copied().flatten()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_table_folds_new_stacks_into_other() {
+        let mut branches = Branches::with_limit::<&str>(&[], 2);
+        let frames: Vec<FrameId> = (0..4)
+            .map(|i| branches.frame("a.B", &format!("m{i}")))
+            .collect();
+        let first = branches.branch(&frames[..1]);
+        let second = branches.branch(&frames[..2]);
+        let third = branches.branch(&frames[..3]);
+        assert_eq!(branches.name(third), OTHER);
+        assert_eq!(branches.branch(&frames[..4]), third, "one [other] branch");
+        assert_eq!(
+            branches.branch(&frames[..1]),
+            first,
+            "known stacks still count"
+        );
+        assert_eq!(branches.name(second), "a.B.m0;a.B.m1");
+        assert_eq!(branches.app(third), None);
+        assert_eq!(branches.len(), 3);
+        // 2 branches take at most 8 frames: later frames are [other].
+        let many: Vec<FrameId> = (0..20)
+            .map(|i| branches.frame("c.D", &format!("n{i}")))
+            .collect();
+        assert_eq!(branches.frames.len(), 8, "[other] among them");
+        assert_eq!(many[19], branches.jvm_frame(OTHER));
+    }
+
+    #[test]
+    fn retain_keeps_the_branches_asked_for_under_new_ids() {
+        let mut branches = Branches::with_limit(&["app."], 3);
+        let run = branches.frame("java.lang.Thread", "run");
+        let work = branches.frame("app.A", "work");
+        let old = branches.frame("app.Old", "gone");
+        let a = branches.branch(&[run, work]);
+        let b = branches.branch(&[run, old]);
+        let c = branches.branch(&[work]);
+        let (mut kept, remap) = branches.retain(|branch| branch != b);
+        assert_eq!(remap.get(b), None);
+        let (a2, c2) = (remap.get(a).expect("kept"), remap.get(c).expect("kept"));
+        assert_eq!(kept.name(a2), "java.lang.Thread.run;app.A.work");
+        assert_eq!(kept.name(c2), "app.A.work");
+        assert_eq!(kept.app_name(kept.app(a2).expect("app")), "app.A.work");
+        assert_eq!(kept.len(), 2);
+        assert!(
+            !kept.frame_ids.contains_key(&Frame::java("app.Old", "gone")),
+            "its frames went with it"
+        );
+        // There is room again for a new branch.
+        let new = kept.frame("app.New", "work");
+        let n = kept.branch(&[new]);
+        assert_eq!(kept.name(n), "app.New.work");
     }
 }

@@ -103,9 +103,15 @@ pub fn stub(out: &mut Vec<u8>, time_ns: u64, start: u64, size: u32, name: &str) 
     out.push(b'\n');
 }
 
-/// A perf map line: `START SIZE name`, hex without `0x`.
+/// A perf map line: `START SIZE name`, hex without `0x`. The format has no escapes: control
+/// characters of the name (a line end would start a forged line) are written as spaces.
 pub fn perf_line(out: &mut Vec<u8>, start: u64, size: u32, name: &str) {
-    let _ = writeln!(out, "{start:x} {size:x} {}", name.replace('\n', " "));
+    let _ = write!(out, "{start:x} {size:x} ");
+    out.extend(
+        name.bytes()
+            .map(|b| if b < b' ' || b == 0x7f { b' ' } else { b }),
+    );
+    out.push(b'\n');
 }
 
 #[cfg(test)]
@@ -120,6 +126,32 @@ mod tests {
             String::from_utf8(out).unwrap(),
             "M 7 a.B$$Lambda/0x1.run%20odd%3Bname%2C100%25\n"
         );
+    }
+
+    #[test]
+    fn a_name_from_the_jvm_never_breaks_a_line() {
+        // Class names come from an untrusted JVM's Symbols: any character but '/' and ';'
+        // in its own format, so line ends, CR, NUL, DEL, quotes and backslashes.
+        let crafted = "Crafted\"quote\\back\nline\r\0\u{7f}x\u{2028}é.run\nM 9 forged";
+        let mut map = Vec::new();
+        method(&mut map, 3, crafted);
+        stub(&mut map, 5, 0x7f00, 0x10, crafted);
+        let text = String::from_utf8(map).unwrap();
+        let lines: Vec<&str> = text.split_terminator('\n').collect();
+        assert_eq!(lines.len(), 2, "{text:?}");
+        assert!(lines[0].starts_with("M 3 Crafted\"quote\\back%0Aline%0D%00%7Fx"));
+        assert!(lines[1].starts_with("S 5 7f00 10 Crafted"));
+        assert!(!text.bytes().any(|b| b < b' ' && b != b'\n'));
+        // The name is one field: nothing after it on the line.
+        assert_eq!(lines[0].split(' ').count(), 3);
+        let mut perf = Vec::new();
+        perf_line(&mut perf, 0x7f00, 0x10, crafted);
+        let perf = String::from_utf8(perf).unwrap();
+        assert_eq!(perf.split_terminator('\n').count(), 1, "{perf:?}");
+        assert!(!perf
+            .trim_end_matches('\n')
+            .bytes()
+            .any(|b| b < b' ' || b == 0x7f));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The command line: `joularcode-bpf <SUBCOMMAND>`.
 
 use std::ffi::OsString;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -8,6 +9,7 @@ use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 
 use crate::discovery::Target;
 use crate::record::options::ConfigOptions;
+use crate::session::{BranchLimit, SessionOptions};
 
 /// Energy per Java execution branch, for one JVM or every JVM of this host, sampled from
 /// outside the JVM with eBPF. Needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE).
@@ -40,6 +42,92 @@ pub enum Command {
     /// or branches by power. Keys: up/down select a JVM, m methods, b branches, s sort, a all or
     /// application branches, q quit. Not on a terminal, it prints plain text after each cycle.
     Top(TopArgs),
+    /// Profile every JVM of the host, always (new JVMs within a second, in any container), and
+    /// export their energy per JVM, method and branch on a Prometheus endpoint
+    /// (http://127.0.0.1:29100/metrics by default). Runs until SIGTERM or Ctrl-C.
+    Daemon(DaemonArgs),
+}
+
+/// The options of the symbolizer agent, shared by the subcommands that name compiled frames
+/// (`stacks`, `record`, `top`, `daemon`).
+#[derive(Debug, Clone, Default, Args)]
+pub struct AgentArgs {
+    /// The symbolizer agent library (default: libjvm_symbolizer_agent.so beside this program).
+    #[arg(long, value_name = "FILE")]
+    pub agent_path: Option<PathBuf>,
+    /// Do not load the symbolizer agent into the JVMs: their compiled frames are then named from
+    /// their code caches, by their outer methods only.
+    #[arg(long)]
+    pub no_attach: bool,
+}
+
+impl AgentArgs {
+    /// Sets the agent's library and whether it is attached in a session's options.
+    pub fn apply_to(&self, options: &mut SessionOptions) {
+        options.agent_path = self.agent_path.clone();
+        options.attach_agent = !self.no_attach;
+    }
+}
+
+/// `joularcode-bpf daemon`.
+#[derive(Debug, Args)]
+pub struct DaemonArgs {
+    /// Where the Prometheus endpoint listens (GET /metrics). 0.0.0.0:29100 opens it to the
+    /// network.
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:29100")]
+    pub listen: SocketAddr,
+    /// The properties file to read instead of ./joularcodejava.properties (it must exist).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// How many methods and how many branches of each JVM are exported, each; the energy of the
+    /// others goes to method="other" and branch="other".
+    #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub top: u16,
+    /// The most distinct branches kept per JVM; the stacks beyond are counted in one "[other]"
+    /// branch until idle branches are dropped.
+    #[arg(long, value_name = "N", default_value_t = 5000, value_parser = clap::value_parser!(u32).range(10..=1_000_000))]
+    pub max_branches: u32,
+    /// A branch or method with no sample for this many seconds is dropped.
+    #[arg(long, value_name = "SECONDS", default_value_t = 600.0, value_parser = parse_seconds)]
+    pub branch_idle: f64,
+    /// How long the series of a JVM that ended stay on the endpoint, frozen, before they go.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300.0, value_parser = parse_seconds)]
+    pub keep_ended: f64,
+    /// The symbolizer agent's options.
+    #[command(flatten)]
+    pub agent: AgentArgs,
+    /// The keys of joularcodejava.properties. Joular's CSV files are written (one folder per JVM)
+    /// only when --results-path is given.
+    #[command(flatten)]
+    pub options: ConfigOptions,
+}
+
+impl DaemonArgs {
+    /// The recording the daemon makes: `record --all` with no end but a signal, each JVM's
+    /// branches bounded.
+    pub fn recording(&self) -> RecordArgs {
+        RecordArgs {
+            branch_limit: Some(BranchLimit {
+                max: self.max_branches as usize,
+                idle: Duration::from_secs_f64(self.branch_idle),
+            }),
+            ..RecordArgs::of_jvms(
+                Vec::new(),
+                None,
+                self.config.clone(),
+                self.agent.clone(),
+                self.options.clone(),
+            )
+        }
+    }
+
+    /// Whether Joular's CSV files are written: when --results-path is given.
+    pub fn writes_csv(&self) -> bool {
+        self.options
+            .values
+            .iter()
+            .any(|(key, _)| *key == "results-path")
+    }
 }
 
 /// `joularcode-bpf top`.
@@ -65,13 +153,9 @@ pub struct TopArgs {
     /// The properties file to read instead of ./joularcodejava.properties (it must exist).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// The symbolizer agent library (default: libjvm_symbolizer_agent.so beside this program).
-    #[arg(long, value_name = "FILE")]
-    pub agent_path: Option<PathBuf>,
-    /// Do not load the symbolizer agent into the JVMs: their compiled frames are then named from
-    /// their code caches, by their outer methods only.
-    #[arg(long)]
-    pub no_attach: bool,
+    /// The symbolizer agent's options.
+    #[command(flatten)]
+    pub agent: AgentArgs,
     /// The keys of joularcodejava.properties (the power source's, the sample rate, the
     /// methods-filtering-prefix of the application's branches; results-path is not used).
     #[command(flatten)]
@@ -81,21 +165,13 @@ pub struct TopArgs {
 impl TopArgs {
     /// The recording `top` makes: the same as `record` would with these options.
     pub fn recording(&self) -> RecordArgs {
-        RecordArgs {
-            pids: self.pids.clone(),
-            all: self.pids.is_empty(),
-            duration: self.duration,
-            config: self.config.clone(),
-            cycle_log: None,
-            agent_path: self.agent_path.clone(),
-            no_attach: self.no_attach,
-            flamegraph: None,
-            pprof: None,
-            app: false,
-            mode: Mode::Bpf,
-            options: self.options.clone(),
-            command: Vec::new(),
-        }
+        RecordArgs::of_jvms(
+            self.pids.clone(),
+            self.duration,
+            self.config.clone(),
+            self.agent.clone(),
+            self.options.clone(),
+        )
     }
 }
 
@@ -193,6 +269,10 @@ impl RawArgs {
 /// `joularcode-bpf stacks`.
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("target").required(true).args(["pid", "all", "command"])))]
+#[command(mut_arg("no_attach", |arg| arg.help(
+    "Do not load the symbolizer agent into running JVMs (`--pid`, `--all`): their compiled \
+     frames are then named by their outer methods only"
+)))]
 pub struct StacksArgs {
     /// The JVM with this process id.
     #[arg(long, value_name = "PID", allow_negative_numbers = true)]
@@ -212,13 +292,9 @@ pub struct StacksArgs {
     /// Add the native frames (libjvm.so, libc, ...) newer than the Java frames of each stack.
     #[arg(long)]
     pub native: bool,
-    /// Do not load the symbolizer agent into running JVMs (`--pid`, `--all`): their compiled
-    /// frames are then named by their outer methods only.
-    #[arg(long)]
-    pub no_attach: bool,
-    /// The symbolizer agent library (default: libjvm_symbolizer_agent.so beside this program).
-    #[arg(long, value_name = "FILE")]
-    pub agent_path: Option<PathBuf>,
+    /// The symbolizer agent's options.
+    #[command(flatten)]
+    pub agent: AgentArgs,
     /// Run this command and sample the JVMs it starts, until it ends; exit with its exit code.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -227,6 +303,10 @@ pub struct StacksArgs {
 /// `joularcode-bpf record`.
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("what").required(true).args(["pids", "all", "command"])))]
+#[command(mut_arg("no_attach", |arg| arg.help(
+    "Do not load the symbolizer agent into running JVMs (--pid, --all): their compiled frames \
+     are then named from their code caches, by their outer methods only"
+)))]
 pub struct RecordArgs {
     /// The JVM with this process id (repeat it for several JVMs).
     #[arg(
@@ -249,13 +329,9 @@ pub struct RecordArgs {
     /// energy, branches' energy and unattributed energy (see docs/record.md).
     #[arg(long, value_name = "FILE")]
     pub cycle_log: Option<PathBuf>,
-    /// The symbolizer agent library (default: libjvm_symbolizer_agent.so beside this program).
-    #[arg(long, value_name = "FILE")]
-    pub agent_path: Option<PathBuf>,
-    /// Do not load the symbolizer agent into running JVMs (--pid, --all): their compiled frames
-    /// are then named from their code caches, by their outer methods only.
-    #[arg(long)]
-    pub no_attach: bool,
+    /// The symbolizer agent's options.
+    #[command(flatten)]
+    pub agent: AgentArgs,
     /// At the end, write the recording's energy flame graph (an SVG to open in a browser) to
     /// FILE: the branches are the stacks, their joules the widths.
     #[arg(long, value_name = "FILE")]
@@ -281,6 +357,9 @@ pub struct RecordArgs {
     /// first instant; record ends when it ends, with its exit code.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
+    /// Set by the daemon, not an option: a bound on each JVM's branches.
+    #[arg(skip)]
+    pub branch_limit: Option<BranchLimit>,
 }
 
 /// How `record` profiles the JVMs (`--mode`).
@@ -295,6 +374,32 @@ pub enum Mode {
 }
 
 impl RecordArgs {
+    /// A recording of the JVMs `pids` (every JVM of the host when empty) that writes no file of
+    /// its own but Joular's CSV files: what `top` and the daemon run.
+    pub fn of_jvms(
+        pids: Vec<u32>,
+        duration: Option<f64>,
+        config: Option<PathBuf>,
+        agent: AgentArgs,
+        options: ConfigOptions,
+    ) -> RecordArgs {
+        RecordArgs {
+            all: pids.is_empty(),
+            pids,
+            duration,
+            config,
+            cycle_log: None,
+            agent,
+            flamegraph: None,
+            pprof: None,
+            app: false,
+            mode: Mode::Bpf,
+            options,
+            command: Vec::new(),
+            branch_limit: None,
+        }
+    }
+
     /// `--duration` as a Duration.
     pub fn duration(&self) -> Option<Duration> {
         self.duration.map(Duration::from_secs_f64)

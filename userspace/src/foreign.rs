@@ -342,12 +342,54 @@ pub fn open_file(path: &Path, max_len: u64) -> Result<ForeignFile, ForeignError>
     ProcessDir::open(dir)?.open_file(name, max_len)
 }
 
-/// Reads a file that process `pid`'s mapping shows (its libjvm.so), whoever owns it: through
+/// A file that a process's mapping shows, opened (`O_PATH`) and checked, not read yet: what
+/// [`open_mapped_file`] returns.
+#[derive(Debug)]
+pub struct MappedFile {
+    path: PathBuf,
+    fd: OwnedFd,
+    stat: rustix::fs::Stat,
+    max_len: u64,
+}
+
+/// What tells one file's content from another's without reading it: device, inode, size, and
+/// the change time (which nobody can set, and every write or rename updates).
+pub type FileIdentity = (u64, u64, i64, i64, u64);
+
+impl MappedFile {
+    /// The file's identity: two equal identities are the same content.
+    pub fn identity(&self) -> FileIdentity {
+        let stat = &self.stat;
+        (
+            stat.st_dev,
+            stat.st_ino,
+            stat.st_size,
+            stat.st_ctime,
+            stat.st_ctime_nsec,
+        )
+    }
+
+    /// Reads the file whole (at most the size it was checked for).
+    pub fn read(&self) -> Result<Vec<u8>, ForeignError> {
+        use std::io::Read;
+        let mut bytes = Vec::new();
+        reopen(&self.fd, OFlags::RDONLY)
+            .map_err(|errno| ForeignError::io(&self.path, errno))?
+            .take(self.max_len)
+            .read_to_end(&mut bytes)
+            .map_err(|source| ForeignError::Io {
+                path: self.path.clone(),
+                source,
+            })?;
+        Ok(bytes)
+    }
+}
+
+/// Opens a file that process `pid`'s mapping shows (its libjvm.so), whoever owns it: through
 /// `path`, either `/proc/<pid>/map_files/<range>` (the kernel's link to the very file mapped) or a
 /// path below `/proc/<pid>/root` (no link followed below it). It must be a regular file of at most
 /// `max_len` bytes: a mapping of a device, or a huge file, named like a library is not read.
-pub fn read_mapped_file(path: &Path, max_len: u64) -> Result<Vec<u8>, ForeignError> {
-    use std::io::Read;
+pub fn open_mapped_file(path: &Path, max_len: u64) -> Result<MappedFile, ForeignError> {
     let mapped = path
         .parent()
         .and_then(|dir| dir.file_name())
@@ -379,16 +421,17 @@ pub fn read_mapped_file(path: &Path, max_len: u64) -> Result<Vec<u8>, ForeignErr
             format!("holds {len} bytes, more than the {max_len} read from such a file"),
         ));
     }
-    let mut bytes = Vec::new();
-    reopen(&fd, OFlags::RDONLY)
-        .map_err(|errno| ForeignError::io(path, errno))?
-        .take(max_len)
-        .read_to_end(&mut bytes)
-        .map_err(|source| ForeignError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-    Ok(bytes)
+    Ok(MappedFile {
+        path: path.to_path_buf(),
+        fd,
+        stat,
+        max_len,
+    })
+}
+
+/// Reads a file that process `pid`'s mapping shows, with the checks of [`open_mapped_file`].
+pub fn read_mapped_file(path: &Path, max_len: u64) -> Result<Vec<u8>, ForeignError> {
+    open_mapped_file(path, max_len)?.read()
 }
 
 /// `/proc/<pid>/root` or `/proc/<pid>/cwd` at the start of `path`: the pid, that entry, and the

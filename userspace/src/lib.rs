@@ -4,6 +4,7 @@
 pub mod attach;
 pub mod cli;
 pub mod commands;
+pub mod daemon;
 pub mod discovery;
 pub mod foreign;
 pub mod hotspot;

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use joularcode_bpf::cli::{Cli, Command};
 use joularcode_bpf::commands::stacks;
+use joularcode_bpf::daemon;
 use joularcode_bpf::record;
 use joularcode_bpf::report;
 use joularcode_bpf::sampler::raw;
@@ -24,6 +25,7 @@ fn main() -> ExitCode {
         Command::Stacks(args) => stacks::run(&args),
         Command::Record(args) => record::run(&args),
         Command::Top(args) => top::run(&args),
+        Command::Daemon(args) => daemon::run(&args),
         Command::Report(args) => report::run(&args).map(|(text, code)| {
             print!("{text}");
             code

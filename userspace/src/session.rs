@@ -48,8 +48,9 @@ use crate::resolve::{JitNames, ResolveStats, Resolver};
 use crate::sampler::{Sample, Sampler, SamplerError, WalkedJvm};
 use crate::threads::{self, JvmThread};
 
-/// How often the JVMs are looked for again (`--pid`, `--all`).
-const RESCAN_INTERVAL: Duration = Duration::from_secs(1);
+/// How often the JVMs are looked for again (`--pid`, `--all`): a new JVM is picked up within a
+/// second (this, plus one pass of the loop).
+const RESCAN_INTERVAL: Duration = Duration::from_millis(500);
 /// How often opening a starting JVM is retried, and for how long.
 const OPEN_RETRY: Duration = Duration::from_millis(250);
 const OPEN_GIVE_UP: Duration = Duration::from_secs(20);
@@ -91,8 +92,22 @@ pub struct SessionOptions {
     pub attach_agent: bool,
     /// Also name native frames (for `--native` output).
     pub native_frames: bool,
+    /// A bound on each JVM's branches (none: every branch is kept until the JVM ends).
+    pub branch_limit: Option<BranchLimit>,
     /// Where messages go.
     pub log: Arc<dyn Log>,
+}
+
+/// A bound on each JVM's branches, for a session that runs for weeks whatever the JVMs do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BranchLimit {
+    /// The most distinct branches of a JVM: the stacks beyond are counted in one `[other]`
+    /// branch ([`Branches::with_limit`]).
+    pub max: usize,
+    /// A branch whose samples were last taken this long ago is dropped (at the next take of the
+    /// counts, once a period, or at once when the table is full); it starts afresh if it comes
+    /// back.
+    pub idle: Duration,
 }
 
 impl SessionOptions {
@@ -104,6 +119,7 @@ impl SessionOptions {
             agent_path: None,
             attach_agent: true,
             native_frames: false,
+            branch_limit: None,
             log,
         }
     }
@@ -173,6 +189,10 @@ pub struct ProfiledJvm {
     unresolved: u64,
     map_failing_since: Option<Instant>,
     walked: Option<WalkedJvm>,
+    /// With a [`BranchLimit`]: when each branch's samples were last taken, and when idle
+    /// branches were last dropped.
+    taken_at: HashMap<BranchId, Instant>,
+    trimmed_at: Instant,
 }
 
 impl ProfiledJvm {
@@ -406,13 +426,29 @@ impl Session {
     /// by JVM pid, then by thread id; later ones stay for a later take. Exact for an `until_ns`
     /// less than 10 s before [`Session::sampled_until`]; samples older than that are taken
     /// whatever `until_ns`.
+    ///
+    /// With a [`BranchLimit`], the branches idle for too long are dropped first: the ids of the
+    /// counts taken before mean nothing afterwards.
     pub fn take_counts_until(&mut self, until_ns: u64) -> HashMap<u32, HashMap<u32, ThreadCounts>> {
         let native_frames = self.options.native_frames;
+        let limit = self.options.branch_limit;
+        let now = Instant::now();
         self.jvms
             .iter_mut()
             .map(|(&pid, jvm)| {
                 jvm.resolve_waiting(native_frames);
-                (pid, jvm.take_counts_until(until_ns))
+                if let Some(limit) = limit {
+                    jvm.drop_idle_branches(limit, now);
+                }
+                let counts = jvm.take_counts_until(until_ns);
+                if limit.is_some() {
+                    for thread in counts.values() {
+                        for &branch in thread.counts.keys() {
+                            jvm.taken_at.insert(branch, now);
+                        }
+                    }
+                }
+                (pid, counts)
             })
             .collect()
     }
@@ -513,7 +549,7 @@ impl Session {
         }
         for pid in started {
             self.jvms
-                .insert(pid, ProfiledJvm::new(pid, launched, &self.options.prefixes));
+                .insert(pid, ProfiledJvm::new(pid, launched, &self.options));
         }
         Ok(())
     }
@@ -661,15 +697,19 @@ impl Attacher<'_> {
 }
 
 impl ProfiledJvm {
-    fn new(pid: u32, launched: bool, prefixes: &[String]) -> ProfiledJvm {
+    fn new(pid: u32, launched: bool, options: &SessionOptions) -> ProfiledJvm {
         let now = Instant::now();
+        let branches = match options.branch_limit {
+            Some(limit) => Branches::with_limit(&options.prefixes, limit.max),
+            None => Branches::new(&options.prefixes),
+        };
         ProfiledJvm {
             pid,
             main_class: main_class_of(pid),
             launched,
             tracked: launched,
             ended: false,
-            branches: Branches::new(prefixes),
+            branches,
             state: State::Opening {
                 since: now,
                 next_try: now,
@@ -684,7 +724,60 @@ impl ProfiledJvm {
             unresolved: 0,
             map_failing_since: None,
             walked: None,
+            taken_at: HashMap::new(),
+            trimmed_at: now,
         }
+    }
+
+    /// Drops the branches whose samples were last taken `limit.idle` ago or more, once per
+    /// `limit.idle`, or at once when the table is full; the branches of the samples not taken
+    /// yet stay. The counts held are moved to the new ids.
+    fn drop_idle_branches(&mut self, limit: BranchLimit, now: Instant) {
+        let full = self.branches.len() >= limit.max;
+        if !full && now.duration_since(self.trimmed_at) < limit.idle {
+            return;
+        }
+        self.trimmed_at = now;
+        let mut keep: std::collections::HashSet<BranchId> = self
+            .taken_at
+            .iter()
+            .filter(|(_, &at)| now.duration_since(at) < limit.idle)
+            .map(|(&branch, _)| branch)
+            .collect();
+        keep.extend(self.counted.iter().map(|counted| counted.branch));
+        keep.extend(
+            self.settled
+                .values()
+                .flat_map(|counts| counts.keys().copied()),
+        );
+        keep.extend(self.native.keys().map(|(branch, _)| *branch));
+        if keep.len() >= self.branches.len() {
+            return;
+        }
+        let (branches, remap) = self.branches.retain(|branch| keep.contains(&branch));
+        self.branches = branches;
+        self.counted
+            .retain_mut(|counted| match remap.get(counted.branch) {
+                Some(branch) => {
+                    counted.branch = branch;
+                    true
+                }
+                None => false,
+            });
+        for counts in self.settled.values_mut() {
+            *counts = std::mem::take(counts)
+                .into_iter()
+                .filter_map(|(branch, n)| Some((remap.get(branch)?, n)))
+                .collect();
+        }
+        self.native = std::mem::take(&mut self.native)
+            .into_iter()
+            .filter_map(|((branch, stack), n)| Some(((remap.get(branch)?, stack), n)))
+            .collect();
+        self.taken_at = std::mem::take(&mut self.taken_at)
+            .into_iter()
+            .filter_map(|(branch, at)| Some((remap.get(branch)?, at)))
+            .collect();
     }
 
     /// Reads what the agent appended to the code map. A map that cannot be read for
@@ -1011,6 +1104,7 @@ pub fn main_class(args: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use joularcode_core::log::Recorded;
 
     fn args(line: &str) -> Vec<String> {
         line.split(' ').map(str::to_string).collect()
@@ -1047,7 +1141,11 @@ mod tests {
     #[test]
     fn counts_are_taken_up_to_a_time_and_the_later_ones_kept() {
         let pid = std::process::id();
-        let mut jvm = ProfiledJvm::new(pid, false, &[]);
+        let mut jvm = ProfiledJvm::new(
+            pid,
+            false,
+            &SessionOptions::new(Arc::new(Recorded::default())),
+        );
         jvm.state = State::Failed;
         let sample = |tid: u32, time_ns: u64| Sample {
             pid,
@@ -1086,5 +1184,63 @@ mod tests {
             "settled samples go"
         );
         assert!(jvm.take_counts_until(u64::MAX).is_empty());
+    }
+
+    #[test]
+    fn idle_branches_are_dropped_and_the_counts_held_keep_their_names() {
+        let mut options = SessionOptions::new(Arc::new(Recorded::default()));
+        let limit = BranchLimit {
+            max: 3,
+            idle: Duration::from_secs(60),
+        };
+        options.branch_limit = Some(limit);
+        let mut jvm = ProfiledJvm::new(std::process::id(), false, &options);
+        let now = Instant::now();
+        let mut branch = |name: &str| {
+            let frame = jvm.branches.frame("a.B", name);
+            jvm.branches.branch(&[frame])
+        };
+        let (old, recent, pending) = (branch("old"), branch("recent"), branch("pending"));
+        jvm.taken_at.insert(old, now - Duration::from_secs(61));
+        jvm.taken_at.insert(recent, now - Duration::from_secs(59));
+        jvm.counted.push(Counted {
+            time_ns: 5,
+            tid: 7,
+            branch: pending,
+        });
+        jvm.settled.insert(8, HashMap::from([(recent, 2)]));
+        jvm.drop_idle_branches(limit, now);
+        assert_eq!(
+            jvm.branches.len(),
+            2,
+            "the full table dropped the idle branch"
+        );
+        let names = |jvm: &ProfiledJvm, tid| -> Vec<String> { jvm.held_branch_names(tid) };
+        assert_eq!(names(&jvm, 7), ["a.B.pending"]);
+        assert_eq!(names(&jvm, 8), ["a.B.recent"]);
+        assert_eq!(jvm.taken_at.len(), 1);
+        // Not full, and dropped less than `idle` ago: nothing is done.
+        jvm.drop_idle_branches(limit, now + Duration::from_secs(30));
+        assert_eq!(jvm.branches.len(), 2);
+    }
+
+    impl ProfiledJvm {
+        /// The names of the branches of thread `tid`'s samples held, counted or settled.
+        fn held_branch_names(&self, tid: u32) -> Vec<String> {
+            let counted = self
+                .counted
+                .iter()
+                .filter(|c| c.tid == tid)
+                .map(|c| c.branch);
+            let settled = self
+                .settled
+                .get(&tid)
+                .into_iter()
+                .flat_map(|c| c.keys().copied());
+            counted
+                .chain(settled)
+                .map(|branch| self.branches.name(branch).to_string())
+                .collect()
+        }
     }
 }

@@ -101,7 +101,7 @@ impl CpuSource {
 }
 
 /// The clock tick rate of `/proc/stat` (`sysconf(_SC_CLK_TCK)`, 100 on nearly every Linux).
-fn clock_ticks_per_second() -> u64 {
+pub fn clock_ticks_per_second() -> u64 {
     #[cfg(unix)]
     {
         // SAFETY: sysconf only reads a configuration value.

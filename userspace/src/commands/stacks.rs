@@ -35,9 +35,8 @@ pub fn run(args: &StacksArgs) -> Result<i32, String> {
     };
     let mut options = SessionOptions::new(log.clone());
     options.rate_hz = args.rate;
-    options.agent_path = args.agent_path.clone();
+    args.agent.apply_to(&mut options);
     options.native_frames = args.native;
-    options.attach_agent = !args.no_attach;
     // Open the output first: a bad path fails before anything is sampled.
     let mut out: Box<dyn Write> = match &args.output {
         Some(path) => Box::new(BufWriter::new(create_output(path)?)),

@@ -56,8 +56,9 @@ pub struct Changes {
 }
 
 /// A process is rechecked for libjvm.so at this many scans after its start (or its last exec),
-/// then known not to be a JVM: a JVM maps libjvm.so within its first instants.
-const CHECKS_BEFORE_VERDICT: u32 = 5;
+/// then known not to be a JVM: a JVM maps libjvm.so within its first instants, but a loaded
+/// machine can delay that by seconds (10 scans are 5 s at the session's 500 ms).
+const CHECKS_BEFORE_VERDICT: u32 = 10;
 
 /// What a process is known to be, under which identity (a reused pid or an exec resets it).
 struct Seen {

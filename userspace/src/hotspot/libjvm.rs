@@ -4,11 +4,13 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use object::{Object, ObjectSegment, ObjectSymbol};
 
 use super::maps::Mapping;
 use super::HotSpotError;
+use crate::foreign::FileIdentity;
 
 /// The file name that identifies the HotSpot library in `/proc/PID/maps`.
 const LIBJVM: &str = "/libjvm.so";
@@ -17,7 +19,8 @@ const LIBJVM: &str = "/libjvm.so";
 const DELETED: &str = " (deleted)";
 
 /// libjvm as loaded in one process. The file is read whole (about 20 MB) and dropped once its
-/// symbols are resolved: parsing it in memory is many times faster than through small reads.
+/// symbols are resolved: parsing it in memory is many times faster than through small reads. What
+/// a file gives is kept ([`ElfCache`]), so that the JVMs of one JDK read it once.
 #[derive(Debug)]
 pub struct Libjvm {
     /// The path as the target process sees it.
@@ -29,6 +32,83 @@ pub struct Libjvm {
 
 /// The largest libjvm.so read (they are about 20 MB).
 const MAX_LIBJVM: u64 = 256 << 20;
+
+/// The libjvm files of the host's JDKs read so far.
+static ELF_CACHE: ElfCache = ElfCache::new();
+
+/// What one libjvm file gives, whatever process maps it: the virtual address of its first
+/// segment and the addresses (not biased) of the symbols asked for.
+#[derive(Debug, PartialEq, Eq)]
+struct ElfSymbols {
+    first_vaddr: u64,
+    addresses: HashMap<String, u64>,
+}
+
+impl ElfSymbols {
+    /// Reads the first segment's address and the `wanted` symbols of an ELF file in memory.
+    fn parse(data: &[u8], wanted: &[&str]) -> Result<ElfSymbols, String> {
+        let elf = object::File::parse(data).map_err(|e| e.to_string())?;
+        let first_vaddr = elf
+            .segments()
+            .filter(|s| s.file_range().0 == 0)
+            .map(|s| s.address() & !0xfff)
+            .min()
+            .ok_or("no loadable segment at file offset 0")?;
+        let mut addresses = HashMap::new();
+        for symbol in elf.dynamic_symbols().chain(elf.symbols()) {
+            if let Ok(name) = symbol.name() {
+                if symbol.address() != 0 && wanted.contains(&name) {
+                    addresses
+                        .entry(name.to_string())
+                        .or_insert(symbol.address());
+                }
+            }
+        }
+        Ok(ElfSymbols {
+            first_vaddr,
+            addresses,
+        })
+    }
+}
+
+/// The [`ElfSymbols`] of the last few libjvm files read, by file identity (device, inode, size,
+/// change time: a file written or replaced since is read again). A host runs a few JDKs; each
+/// new JVM of one of them then costs no read of its 20 MB.
+struct ElfCache {
+    entries: Mutex<Vec<CacheEntry>>,
+}
+
+/// One file's symbols, for one list of wanted names.
+type CacheEntry = (FileIdentity, Vec<String>, Arc<ElfSymbols>);
+
+/// The most libjvm files kept (a host's JDKs).
+const ELF_CACHE_FILES: usize = 8;
+
+impl ElfCache {
+    const fn new() -> ElfCache {
+        ElfCache {
+            entries: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn get(&self, file: FileIdentity, wanted: &[&str]) -> Option<Arc<ElfSymbols>> {
+        let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        entries
+            .iter()
+            .find(|(id, names, _)| *id == file && names.iter().eq(wanted.iter()))
+            .map(|(_, _, symbols)| symbols.clone())
+    }
+
+    fn put(&self, file: FileIdentity, wanted: &[&str], symbols: Arc<ElfSymbols>) {
+        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        entries.retain(|(id, _, _)| *id != file);
+        if entries.len() >= ELF_CACHE_FILES {
+            entries.remove(0);
+        }
+        let names = wanted.iter().map(|name| name.to_string()).collect();
+        entries.push((file, names, symbols));
+    }
+}
 
 impl Libjvm {
     /// Finds libjvm among `maps` and resolves `wanted` symbols from its `.dynsym` and `.symtab`.
@@ -45,9 +125,9 @@ impl Libjvm {
             PathBuf::from(format!("/proc/{pid}/root{}", first.path)),
         ];
         // The JVM's owner chooses what it maps: only a regular file of a library's size is read.
-        let data = candidates
+        let file = candidates
             .iter()
-            .find_map(|path| crate::foreign::read_mapped_file(path, MAX_LIBJVM).ok())
+            .find_map(|path| crate::foreign::open_mapped_file(path, MAX_LIBJVM).ok())
             .ok_or_else(|| HotSpotError::Elf {
                 path: first.path.clone(),
                 reason: format!(
@@ -60,24 +140,21 @@ impl Libjvm {
             path: first.path.clone(),
             reason,
         };
-        let elf = object::File::parse(&*data).map_err(|e| elf_error(e.to_string()))?;
-        let first_vaddr = elf
-            .segments()
-            .filter(|s| s.file_range().0 == 0)
-            .map(|s| s.address() & !0xfff)
-            .min()
-            .ok_or_else(|| elf_error("no loadable segment at file offset 0".into()))?;
-        let bias = first.start.wrapping_sub(first_vaddr);
-        let mut symbols = HashMap::new();
-        for symbol in elf.dynamic_symbols().chain(elf.symbols()) {
-            if let Ok(name) = symbol.name() {
-                if symbol.address() != 0 && wanted.contains(&name) {
-                    symbols
-                        .entry(name.to_string())
-                        .or_insert(symbol.address().wrapping_add(bias));
-                }
+        let symbols = match ELF_CACHE.get(file.identity(), wanted) {
+            Some(symbols) => symbols,
+            None => {
+                let data = file.read().map_err(|e| elf_error(e.to_string()))?;
+                let symbols = Arc::new(ElfSymbols::parse(&data, wanted).map_err(elf_error)?);
+                ELF_CACHE.put(file.identity(), wanted, symbols.clone());
+                symbols
             }
-        }
+        };
+        let bias = first.start.wrapping_sub(symbols.first_vaddr);
+        let symbols = symbols
+            .addresses
+            .iter()
+            .map(|(name, &address)| (name.clone(), address.wrapping_add(bias)))
+            .collect();
         Ok(Libjvm {
             path: first.path.clone(),
             bias,
@@ -108,5 +185,34 @@ impl Libjvm {
                 "symbol {name} not found: not a HotSpot JVM with serviceability support"
             ),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_is_parsed_once_per_identity_and_list_of_names() {
+        let data = std::fs::read("/proc/self/exe").unwrap();
+        let wanted = ["main", "no_such_symbol"];
+        let symbols = Arc::new(ElfSymbols::parse(&data, &wanted).unwrap());
+        assert!(symbols.addresses.contains_key("main"));
+        assert!(!symbols.addresses.contains_key("no_such_symbol"));
+
+        let cache = ElfCache::new();
+        let id: FileIdentity = (1, 2, 3, 4, 5);
+        assert!(cache.get(id, &wanted).is_none());
+        cache.put(id, &wanted, symbols.clone());
+        assert_eq!(cache.get(id, &wanted), Some(symbols.clone()));
+        // Another change time (the file was written since), or other names: read again.
+        assert!(cache.get((1, 2, 3, 4, 6), &wanted).is_none());
+        assert!(cache.get(id, &["main"]).is_none());
+        // Bounded: the oldest file goes first.
+        for ino in 10..10 + ELF_CACHE_FILES as u64 {
+            cache.put((1, ino, 3, 4, 5), &wanted, symbols.clone());
+        }
+        assert!(cache.get(id, &wanted).is_none());
+        assert!(cache.get((1, 10, 3, 4, 5), &wanted).is_some());
     }
 }

@@ -38,7 +38,7 @@ pub fn run(args: &RecordArgs, config: &Config, log: &dyn Log) -> Result<i32, Str
              the results afterwards with joularcode-bpf report RESULTS --flamegraph FILE --pprof FILE."
             .into());
     }
-    if args.no_attach {
+    if args.agent.no_attach {
         return Err(
             "--no-attach cannot be used with --mode agent, which loads the agent into the JVMs."
                 .into(),
@@ -47,7 +47,7 @@ pub fn run(args: &RecordArgs, config: &Config, log: &dyn Log) -> Result<i32, Str
     if args.cycle_log.is_some() && args.pids.len() > 1 {
         return Err("--cycle-log takes one JVM in agent mode: give one --pid.".into());
     }
-    let agent = launch::find_agent(args.agent_path.as_deref())?;
+    let agent = launch::find_agent(args.agent.agent_path.as_deref())?;
     let working_dir = std::env::current_dir()
         .map_err(|error| format!("cannot read the working directory: {error}"))?;
     let deadline = args.duration().map(|duration| Instant::now() + duration);

@@ -139,8 +139,8 @@ pub fn run_with(args: &RecordArgs, mut outputs: Outputs) -> Result<i32, String> 
     let mut session_options = SessionOptions::new(log.clone());
     session_options.rate_hz = rate_hz;
     session_options.prefixes = config.methods_filtering_prefix.clone();
-    session_options.agent_path = args.agent_path.clone();
-    session_options.attach_agent = !args.no_attach;
+    args.agent.apply_to(&mut session_options);
+    session_options.branch_limit = args.branch_limit;
     signals::stop_on_signals()?;
     let mut session = Session::with_sampler(sampler, targets(args), &session_options)
         .map_err(|error| error.to_string())?;

@@ -1,0 +1,344 @@
+//! What the endpoint exports: the state the daemon's cycles update ([`Metrics::cycle`]) and the
+//! scrapes read ([`Metrics::encode`]), in OpenMetrics text through the `prometheus-client` crate.
+//!
+//! Per JVM (labels `pid`, `main_class`, `container_id`, `pod_uid`): its energy and power, and the
+//! energy of its top methods and branches ([`Ranked`]). For the host: the power source's power
+//! and energy, and the profiler's own health. An ended JVM's series stay, frozen, for the time
+//! given, then go. Label values come from the JVMs: [`label`] bounds them.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::Unit;
+
+use super::container::Container;
+use super::ranked::Ranked;
+use super::selfstat::SelfStat;
+use crate::profile::BranchSet;
+use crate::record::sink::CycleView;
+use joularcode_core::branch::UNKNOWN;
+
+/// The longest label value, in bytes: longer ones are cut (a branch keeps its newest frames).
+pub const MAX_LABEL_BYTES: usize = 1024;
+/// What a cut label value is marked with, where the cut is.
+const CUT: &str = "...";
+
+/// How the daemon exports.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ExportOptions {
+    /// Methods and branches exported per JVM, the rest in "other".
+    pub top: usize,
+    /// Methods and branches with no energy for this long are forgotten.
+    pub idle: Duration,
+    /// An ended JVM's series stay this long.
+    pub keep_ended: Duration,
+}
+
+/// One JVM's counters.
+#[derive(Debug)]
+struct Jvm {
+    labels: [String; 4],
+    energy_j: f64,
+    watts: f64,
+    ended_at: Option<Instant>,
+    methods: Ranked,
+    branches: Ranked,
+}
+
+/// Everything the endpoint exports.
+#[derive(Debug)]
+pub struct Metrics {
+    options: ExportOptions,
+    proc_root: std::path::PathBuf,
+    source: String,
+    source_watts: f64,
+    source_energy_j: f64,
+    cycles: u64,
+    cycles_late: u64,
+    samples: u64,
+    samples_lost: u64,
+    samples_unknown: u64,
+    jvms: BTreeMap<u32, Jvm>,
+}
+
+impl Metrics {
+    /// No cycle yet; containers are read from `proc_root` (`/proc`).
+    pub fn new(options: ExportOptions, proc_root: &Path) -> Metrics {
+        Metrics {
+            options,
+            proc_root: proc_root.to_path_buf(),
+            source: String::new(),
+            source_watts: 0.0,
+            source_energy_j: 0.0,
+            cycles: 0,
+            cycles_late: 0,
+            samples: 0,
+            samples_lost: 0,
+            samples_unknown: 0,
+            jvms: BTreeMap::new(),
+        }
+    }
+
+    /// Adds one cycle's results at `now`.
+    pub fn cycle(&mut self, view: &CycleView<'_>, now: Instant) {
+        let cycle = view.cycle;
+        self.source = label(view.source.split_whitespace().next().unwrap_or(""));
+        self.source_watts = cycle.power_w;
+        self.source_energy_j += cycle.power_w * cycle.interval_s;
+        self.cycles += 1;
+        let window_s = if view.source.contains("ringbuffer") {
+            2.0
+        } else {
+            1.0
+        };
+        if cycle.interval_s > 1.5 * window_s {
+            self.cycles_late += 1;
+        }
+        self.samples_lost += cycle.lost_samples;
+        for jvm in &view.jvms {
+            let pid = jvm.pid();
+            let proc_root = &self.proc_root;
+            let state = self.jvms.entry(pid).or_insert_with(|| {
+                let container = Container::of(proc_root, pid);
+                Jvm {
+                    labels: [
+                        pid.to_string(),
+                        label(jvm.main_class),
+                        container.id,
+                        container.pod_uid,
+                    ],
+                    energy_j: 0.0,
+                    watts: 0.0,
+                    ended_at: None,
+                    methods: Ranked::default(),
+                    branches: Ranked::default(),
+                }
+            });
+            state.watts = jvm.result.result.jvm_power_w;
+            state.energy_j += jvm.result.result.jvm_power_w * cycle.interval_s;
+            for branch in jvm.powers(BranchSet::All) {
+                let joules = branch.watts * cycle.interval_s;
+                let method = branch.name.rsplit(';').next().unwrap_or(branch.name);
+                state.methods.add(&label(method), joules, now);
+                state.branches.add(&branch_label(branch.name), joules, now);
+                self.samples += branch.samples;
+                if branch.name.split(';').any(|frame| frame == UNKNOWN) {
+                    self.samples_unknown += branch.samples;
+                }
+            }
+            state
+                .methods
+                .review(self.options.top, self.options.idle, now);
+            state
+                .branches
+                .review(self.options.top, self.options.idle, now);
+            if jvm.ended {
+                state.watts = 0.0;
+                state.ended_at.get_or_insert(now);
+            }
+        }
+        let keep = self.options.keep_ended;
+        self.jvms.retain(|_, jvm| {
+            jvm.ended_at
+                .is_none_or(|ended| now.duration_since(ended) < keep)
+        });
+    }
+
+    /// The series of the JVMs held (ended ones included until they go).
+    pub fn jvm_count(&self) -> usize {
+        self.jvms.len()
+    }
+
+    /// Encodes every metric, with the profiler's own CPU time and memory read now.
+    pub fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let jvm_keys = ["pid", "main_class", "container_id", "pod_uid"];
+        fn jvm_labels<'a>(keys: &[&'a str; 4], jvm: &'a Jvm) -> Vec<(&'a str, &'a str)> {
+            keys.iter()
+                .zip(&jvm.labels)
+                .map(|(key, value)| (*key, value.as_str()))
+                .collect()
+        }
+        let watts_unit = Unit::Other("watts".into());
+
+        let energy = encoder.encode_descriptor(
+            "joularcode_jvm_energy",
+            "Energy of each JVM's CPU use since the daemon first saw it.",
+            Some(&Unit::Joules),
+            ConstCounter::new(0.0).metric_type(),
+        );
+        let mut energy = energy?;
+        for jvm in self.jvms.values() {
+            let labels = jvm_labels(&jvm_keys, jvm);
+            ConstCounter::new(jvm.energy_j).encode(energy.encode_family(&labels)?)?;
+        }
+
+        let mut watts = encoder.encode_descriptor(
+            "joularcode_jvm_power",
+            "Power of each JVM over the last cycle (0 once it ended).",
+            Some(&watts_unit),
+            ConstGauge::new(0.0).metric_type(),
+        )?;
+        for jvm in self.jvms.values() {
+            let labels = jvm_labels(&jvm_keys, jvm);
+            ConstGauge::new(jvm.watts).encode(watts.encode_family(&labels)?)?;
+        }
+
+        for (name, help, key, pick) in [
+            (
+                "joularcode_method_energy",
+                "Energy of each JVM's top methods (the newest frame of the branches), the rest in method=\"other\".",
+                "method",
+                (|jvm: &Jvm| &jvm.methods) as fn(&Jvm) -> &Ranked,
+            ),
+            (
+                "joularcode_branch_energy",
+                "Energy of each JVM's top branches (frames oldest first, joined by ;), the rest in branch=\"other\".",
+                "branch",
+                |jvm: &Jvm| &jvm.branches,
+            ),
+        ] {
+            let mut family = encoder.encode_descriptor(
+                name,
+                help,
+                Some(&Unit::Joules),
+                ConstCounter::new(0.0).metric_type(),
+            )?;
+            for jvm in self.jvms.values() {
+                let ranked = pick(jvm);
+                let exported = ranked.exported();
+                let rows = exported
+                    .iter()
+                    .copied()
+                    .chain(std::iter::once(("other", ranked.other_j())));
+                for (value, joules) in rows {
+                    let mut labels = jvm_labels(&jvm_keys, jvm);
+                    labels.push((key, value));
+                    ConstCounter::new(joules).encode(family.encode_family(&labels)?)?;
+                }
+            }
+        }
+
+        let source = [("source", self.source.as_str())];
+        let mut family = encoder.encode_descriptor(
+            "joularcode_source_power",
+            "The CPU power the power source gave for the last cycle.",
+            Some(&watts_unit),
+            ConstGauge::new(0.0).metric_type(),
+        )?;
+        ConstGauge::new(self.source_watts).encode(family.encode_family(&source)?)?;
+        let mut family = encoder.encode_descriptor(
+            "joularcode_source_energy",
+            "The CPU energy the power source gave since the daemon started (the JVMs' energy is a part of it).",
+            Some(&Unit::Joules),
+            ConstCounter::new(0.0).metric_type(),
+        )?;
+        ConstCounter::new(self.source_energy_j).encode(family.encode_family(&source)?)?;
+
+        let counters = [
+            ("joularcode_cycles", "Cycles ended.", self.cycles),
+            (
+                "joularcode_cycles_late",
+                "Cycles that ended more than half a window late (the daemon was held up).",
+                self.cycles_late,
+            ),
+            ("joularcode_samples", "Stack samples counted.", self.samples),
+            (
+                "joularcode_samples_lost",
+                "Stack samples the sampler lost (ring buffer or channel full).",
+                self.samples_lost,
+            ),
+            (
+                "joularcode_samples_unknown",
+                "Stack samples with a frame that could not be named ([unknown]).",
+                self.samples_unknown,
+            ),
+        ];
+        for (name, help, value) in counters {
+            ConstCounter::new(value).encode(encoder.encode_descriptor(
+                name,
+                help,
+                None,
+                ConstCounter::new(0u64).metric_type(),
+            )?)?;
+        }
+        ConstGauge::new(self.jvms.len() as i64).encode(encoder.encode_descriptor(
+            "joularcode_jvms",
+            "JVMs exported (ended ones until their series go).",
+            None,
+            ConstGauge::new(0i64).metric_type(),
+        )?)?;
+
+        let own = SelfStat::read();
+        ConstCounter::new(own.cpu_seconds).encode(encoder.encode_descriptor(
+            "process_cpu",
+            "CPU time the daemon used (user and system).",
+            Some(&Unit::Seconds),
+            ConstCounter::new(0.0).metric_type(),
+        )?)?;
+        ConstGauge::new(own.resident_bytes as i64).encode(encoder.encode_descriptor(
+            "process_resident_memory",
+            "The daemon's resident memory.",
+            Some(&Unit::Bytes),
+            ConstGauge::new(0i64).metric_type(),
+        )?)?;
+        Ok(())
+    }
+}
+
+/// A label value from a JVM: control characters become spaces, and beyond [`MAX_LABEL_BYTES`]
+/// the end is cut (the exposition format's escaping of `\`, `"` and newlines is the encoder's).
+pub fn label(value: &str) -> String {
+    let clean = |value: &str| -> String {
+        value
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect()
+    };
+    if value.len() <= MAX_LABEL_BYTES {
+        return clean(value);
+    }
+    let mut end = MAX_LABEL_BYTES - CUT.len();
+    while !value.is_char_boundary(end) {
+        end -= 1;
+    }
+    clean(&value[..end]) + CUT
+}
+
+/// A branch's label value: as [`label`], but a long branch keeps its newest frames, where it
+/// differs from the others, and loses its oldest.
+pub fn branch_label(branch: &str) -> String {
+    if branch.len() <= MAX_LABEL_BYTES {
+        return label(branch);
+    }
+    let mut start = branch.len() - (MAX_LABEL_BYTES - CUT.len());
+    while !branch.is_char_boundary(start) {
+        start += 1;
+    }
+    label(&(CUT.to_string() + &branch[start..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_are_bounded_and_clean() {
+        assert_eq!(label("a.B"), "a.B");
+        assert_eq!(label("a\nb\rc\"d\\"), "a b c\"d\\");
+        let long = "é".repeat(100_000);
+        let cut = label(&long);
+        assert!(
+            cut.len() <= MAX_LABEL_BYTES && cut.ends_with(CUT),
+            "{}",
+            cut.len()
+        );
+        let branch = format!("{};leaf.Method", "x".repeat(5000));
+        let cut = branch_label(&branch);
+        assert!(cut.len() <= MAX_LABEL_BYTES);
+        assert!(cut.starts_with(CUT) && cut.ends_with(";leaf.Method"));
+    }
+}
