@@ -25,6 +25,9 @@ use state::{JvmSnapshot, Snapshot, Top};
 pub fn run(args: &TopArgs) -> Result<i32, String> {
     let recording = args.recording();
     record::check_targets(&recording)?;
+    // Counted from now on, not from when the recording starts: a SIGTERM while the BPF programs
+    // load would otherwise end the process with the terminal still taken over.
+    signals::stop_on_signals()?;
     if std::io::stdout().is_terminal() {
         let screen = Screen::start()?;
         let log = screen.log();
