@@ -163,10 +163,10 @@ pub struct FakeJvm {
     interpreter: (u64, u64),
 }
 
-impl FakeJvm {
+impl Default for FakeJvm {
     /// A JVM 21.0.5 with a code heap that holds its interpreter only, and one flag,
     /// `PreserveFramePointer`, false.
-    pub fn new() -> FakeJvm {
+    fn default() -> FakeJvm {
         let mut mem = FakeMemory::default();
         let vtable = mem.alloc(64, 16);
         let heap_low = mem.alloc(SEGMENTS << LOG2_SEGMENT, 4096);
@@ -190,7 +190,9 @@ impl FakeJvm {
         jvm.static_pointer("ThreadsSMRSupport", "_java_thread_list", threads);
         jvm
     }
+}
 
+impl FakeJvm {
     /// The interpreter's code range.
     pub fn interpreter(&self) -> (u64, u64) {
         self.interpreter
@@ -450,7 +452,7 @@ mod tests {
 
     #[test]
     fn hotspot_reads_a_jvm_image_through_its_tables() {
-        let mut jvm = FakeJvm::new();
+        let mut jvm = FakeJvm::default();
         let run = jvm.method("demo/Main", "run");
         let compute = jvm.method("demo/Hot$Inner", "compute");
         let (begin, end) = jvm.nmethod(compute, 42, 0x100);
