@@ -5,6 +5,31 @@
 use std::iter::Sum;
 use std::ops::{Add, AddAssign, Mul};
 
+/// `+`, `+=` and `sum()` for a unit `$unit` whose value is read with `$value`.
+macro_rules! additive {
+    ($unit:ident, $value:ident) => {
+        impl Add for $unit {
+            type Output = $unit;
+
+            fn add(self, other: $unit) -> $unit {
+                $unit(self.0 + other.0)
+            }
+        }
+
+        impl AddAssign for $unit {
+            fn add_assign(&mut self, other: $unit) {
+                self.0 += other.0;
+            }
+        }
+
+        impl Sum for $unit {
+            fn sum<I: Iterator<Item = $unit>>(values: I) -> $unit {
+                $unit(values.map($unit::$value).sum())
+            }
+        }
+    };
+}
+
 /// The length of a cycle: kept in ns as measured, and in seconds as every formula takes it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Interval {
@@ -61,25 +86,7 @@ impl Mul<Interval> for Power {
     }
 }
 
-impl Add for Power {
-    type Output = Power;
-
-    fn add(self, other: Power) -> Power {
-        Power(self.0 + other.0)
-    }
-}
-
-impl AddAssign for Power {
-    fn add_assign(&mut self, other: Power) {
-        self.0 += other.0;
-    }
-}
-
-impl Sum for Power {
-    fn sum<I: Iterator<Item = Power>>(powers: I) -> Power {
-        Power(powers.map(Power::watts).sum())
-    }
-}
+additive!(Power, watts);
 
 /// An energy, in joules.
 #[derive(Debug, Clone, Copy, Default, PartialEq, PartialOrd)]
@@ -100,25 +107,7 @@ impl Energy {
     }
 }
 
-impl Add for Energy {
-    type Output = Energy;
-
-    fn add(self, other: Energy) -> Energy {
-        Energy(self.0 + other.0)
-    }
-}
-
-impl AddAssign for Energy {
-    fn add_assign(&mut self, other: Energy) {
-        self.0 += other.0;
-    }
-}
-
-impl Sum for Energy {
-    fn sum<I: Iterator<Item = Energy>>(energies: I) -> Energy {
-        Energy(energies.map(Energy::joules).sum())
-    }
-}
+additive!(Energy, joules);
 
 #[cfg(test)]
 mod tests {
