@@ -3,7 +3,7 @@
 //! log, the views, the daemon's counters) gives the same joules for the same cycle.
 
 use std::iter::Sum;
-use std::ops::{Add, AddAssign, Mul};
+use std::ops::{Add, AddAssign, Div, Mul};
 
 /// `+`, `+=` and `sum()` for a unit `$unit` whose value is read with `$value`.
 macro_rules! additive {
@@ -107,6 +107,16 @@ impl Energy {
     }
 }
 
+/// The power an energy makes over an interval: the one place where joules become watts (the
+/// energy counters' sources).
+impl Div<Interval> for Energy {
+    type Output = Power;
+
+    fn div(self, interval: Interval) -> Power {
+        Power(self.0 / interval.seconds())
+    }
+}
+
 additive!(Energy, joules);
 
 #[cfg(test)]
@@ -120,6 +130,7 @@ mod tests {
         assert_eq!(interval.millis(), 1500);
         assert_eq!((Power::from_watts(40.0) * interval).joules(), 60.0);
         assert_eq!((Power::ZERO * interval).joules(), 0.0);
+        assert_eq!((Energy::from_joules(60.0) / interval).watts(), 40.0);
     }
 
     #[test]
