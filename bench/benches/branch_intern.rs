@@ -5,7 +5,7 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
-use joularcode_core::attribution::Samples;
+use joularcode_core::attribution::CycleThreads;
 use joularcode_core::branch::{Branches, FrameId};
 
 const DEPTH: usize = 30;
@@ -71,7 +71,7 @@ fn intern(c: &mut Criterion) {
 
     let (mut branches, stack) = table_and_stack();
     let branch = branches.branch(&stack);
-    let mut samples = Samples::default();
+    let mut samples = CycleThreads::default();
     for tid in 0..200 {
         samples.count(tid, branch, 1);
     }

@@ -17,6 +17,7 @@ use std::collections::HashMap as StdHashMap;
 use hashbrown::HashMap;
 
 use crate::branch::{AppBranchId, BranchId, Branches};
+use crate::energy::{Energy, Interval, Power};
 
 /// What the JVM's own threads (GC, JIT compilers, VM thread) are charged with.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -51,14 +52,14 @@ pub struct ThreadCycle {
     pub samples: HashMap<BranchId, u64>,
 }
 
-/// What one cycle saw of one JVM's threads: CPU time and samples per branch, by thread id.
-/// Threads born or ended during the cycle are included like any other.
+/// What one cycle saw of one JVM's threads: each thread's CPU time and its samples per branch, by
+/// thread id. Threads born or ended during the cycle are included like any other.
 #[derive(Debug, Clone, Default)]
-pub struct Samples {
+pub struct CycleThreads {
     threads: HashMap<u64, ThreadCycle>,
 }
 
-impl Samples {
+impl CycleThreads {
     /// Counts `n` samples of thread `tid` in `branch`.
     pub fn count(&mut self, tid: u64, branch: BranchId, n: u64) {
         let count = self
@@ -98,6 +99,23 @@ impl Samples {
     pub fn threads(&self) -> impl Iterator<Item = (u64, &ThreadCycle)> + '_ {
         self.threads.iter().map(|(&tid, thread)| (tid, thread))
     }
+
+    /// The CPU time of all the threads, in ns.
+    pub fn cpu_ns(&self) -> u64 {
+        self.threads
+            .values()
+            .fold(0u64, |sum, thread| sum.saturating_add(thread.cpu_ns))
+    }
+
+    /// The samples of all the threads, in every branch.
+    pub fn sample_count(&self) -> u64 {
+        self.threads.values().fold(0u64, |sum, thread| {
+            thread
+                .samples
+                .values()
+                .fold(sum, |s, &n| s.saturating_add(n))
+        })
+    }
 }
 
 /// How busy the whole machine was in the cycle.
@@ -114,43 +132,70 @@ pub enum MachineLoad {
 /// The inputs of one cycle of one JVM.
 #[derive(Debug, Clone, Copy)]
 pub struct CycleInput<'a> {
-    /// The machine's CPU power over the cycle, in W. Not finite or negative counts as 0.
-    pub cpu_power_w: f64,
-    /// The cycle's length, in ns.
-    pub elapsed_ns: u64,
+    /// The machine's CPU power over the cycle. Not finite or negative counts as 0.
+    pub cpu_power: Power,
+    /// The cycle's length.
+    pub interval: Interval,
     /// CPU time the whole JVM used in the cycle, in ns (the profiler's own threads excluded).
     pub jvm_cpu_ns: u64,
     /// The number of CPUs of the machine.
     pub cpus: u32,
     /// How busy the machine was.
     pub machine: MachineLoad,
-    /// The JVM's threads.
-    pub samples: &'a Samples,
+    /// The JVM's threads: their CPU time and samples.
+    pub threads: &'a CycleThreads,
 }
 
 /// What one cycle's power went to.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CycleResult {
-    /// The cycle's length, in s.
-    pub interval_s: f64,
-    /// The machine's CPU power, in W.
-    pub cpu_power_w: f64,
+    /// The cycle's length.
+    pub interval: Interval,
+    /// The machine's CPU power.
+    pub cpu_power: Power,
     /// The JVM's share of the CPU power, from 0 to 1.
     pub jvm_share: f64,
-    /// The JVM's power, in W: `cpu_power_w × jvm_share`.
-    pub jvm_power_w: f64,
+    /// The JVM's power: `cpu_power × jvm_share`.
+    pub jvm_power: Power,
     /// CPU time of the sampled threads over the CPU time of all threads counted, from 0 to 1.
     pub coverage: f64,
     /// Threads counted that used CPU in the cycle but were caught by no sample.
     pub unsampled_threads: u64,
     /// Their CPU time together, in ns.
     pub unsampled_cpu_ns: u64,
-    /// Power of each branch for the all file, in W, in branch order.
-    pub all: Vec<(BranchId, f64)>,
-    /// Power of each application branch for the app file, in W, in branch order.
-    pub app: Vec<(AppBranchId, f64)>,
-    /// The JVM's power that went to no branch of the all file, in W.
-    pub unattributed_w: f64,
+    /// Power of each branch for the all file, in branch order.
+    pub all: Vec<(BranchId, Power)>,
+    /// Power of each application branch for the app file, in branch order.
+    pub app: Vec<(AppBranchId, Power)>,
+    /// The JVM's power that went to no branch of the all file.
+    pub unattributed: Power,
+}
+
+impl CycleResult {
+    /// The energy `power` gives over the cycle.
+    pub fn energy(&self, power: Power) -> Energy {
+        power * self.interval
+    }
+
+    /// The JVM's energy in the cycle.
+    pub fn jvm_energy(&self) -> Energy {
+        self.energy(self.jvm_power)
+    }
+
+    /// The energy of the branches of the all file together.
+    pub fn branches_energy(&self) -> Energy {
+        self.energy(self.all.iter().map(|&(_, power)| power).sum())
+    }
+
+    /// The energy of the branches of the app file together.
+    pub fn app_energy(&self) -> Energy {
+        self.energy(self.app.iter().map(|&(_, power)| power).sum())
+    }
+
+    /// The JVM's energy that went to no branch of the all file.
+    pub fn unattributed_energy(&self) -> Energy {
+        self.energy(self.unattributed)
+    }
 }
 
 /// The JVM's share of the machine's CPU power, from 0 to 1.
@@ -174,21 +219,22 @@ pub fn process_share(jvm_cpu_ns: u64, elapsed_ns: u64, cpus: u32, machine: Machi
 
 /// Shares the cycle's CPU power out between the branches seen, for the all file and the app file.
 pub fn attribute(input: &CycleInput, branches: &Branches, jvm_threads: JvmThreads) -> CycleResult {
-    let cpu_power_w = if input.cpu_power_w.is_finite() && input.cpu_power_w > 0.0 {
-        input.cpu_power_w
+    let cpu_power_w = input.cpu_power.watts();
+    let cpu_power_w = if cpu_power_w.is_finite() && cpu_power_w > 0.0 {
+        cpu_power_w
     } else {
         0.0
     };
     let jvm_share = process_share(
         input.jvm_cpu_ns,
-        input.elapsed_ns,
+        input.interval.ns(),
         input.cpus,
         input.machine,
     );
     let jvm_power_w = cpu_power_w * jvm_share;
 
     // Threads that count: those that used CPU, less the JVM's own when they are spread
-    let counted = input.samples.threads.values().filter(|t| {
+    let counted = input.threads.threads.values().filter(|t| {
         t.cpu_ns > 0 && !(jvm_threads == JvmThreads::Spread && t.kind == ThreadKind::Jvm)
     });
     let (mut total_ns, mut sampled_ns) = (0u128, 0u128);
@@ -239,20 +285,26 @@ pub fn attribute(input: &CycleInput, branches: &Branches, jvm_threads: JvmThread
         }
     }
 
-    let mut all: Vec<_> = all.into_iter().collect();
+    let mut all: Vec<_> = all
+        .into_iter()
+        .map(|(branch, watts)| (branch, Power::from_watts(watts)))
+        .collect();
     all.sort_unstable_by_key(|&(branch, _)| branch);
-    let mut app: Vec<_> = app.into_iter().collect();
+    let mut app: Vec<_> = app
+        .into_iter()
+        .map(|(branch, watts)| (branch, Power::from_watts(watts)))
+        .collect();
     app.sort_unstable_by_key(|&(branch, _)| branch);
     CycleResult {
-        interval_s: input.elapsed_ns as f64 / 1e9,
-        cpu_power_w,
+        interval: input.interval,
+        cpu_power: Power::from_watts(cpu_power_w),
         jvm_share,
-        jvm_power_w,
+        jvm_power: Power::from_watts(jvm_power_w),
         coverage,
         unsampled_threads,
         unsampled_cpu_ns: u64::try_from(total_ns - sampled_ns).unwrap_or(u64::MAX),
         all,
         app,
-        unattributed_w,
+        unattributed: Power::from_watts(unattributed_w),
     }
 }

@@ -7,6 +7,7 @@ pub mod branch;
 pub mod config;
 pub mod cpu_list;
 pub mod cycle;
+pub mod energy;
 mod input;
 pub mod log;
 pub mod machine;

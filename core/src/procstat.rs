@@ -14,16 +14,6 @@ pub struct CpuTimes {
     pub total: u64,
 }
 
-impl CpuTimes {
-    /// The share of the machine that was busy since `earlier`, from 0 to 1, or `None` when no
-    /// tick passed or the counters went back (a different boot, or a bad reading).
-    pub fn utilisation_since(&self, earlier: &CpuTimes) -> Option<f64> {
-        let busy = self.busy.checked_sub(earlier.busy)?;
-        let total = self.total.checked_sub(earlier.total)?;
-        (total > 0).then(|| (busy as f64 / total as f64).min(1.0))
-    }
-}
-
 /// What `/proc/stat` says about the CPUs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProcStat {
@@ -155,21 +145,6 @@ ctxt 99\n";
         assert!(parse("cpu 1 2 3").is_err());
         let huge = format!("cpu {m} {m} {m} {m} {m} {m} {m} {m}", m = u64::MAX);
         assert_eq!(parse(&huge).unwrap().cpu.total, u64::MAX);
-    }
-
-    #[test]
-    fn utilisation_between_two_readings() {
-        let before = CpuTimes {
-            busy: 100,
-            total: 400,
-        };
-        let after = CpuTimes {
-            busy: 150,
-            total: 600,
-        };
-        assert_eq!(after.utilisation_since(&before), Some(0.25));
-        assert_eq!(before.utilisation_since(&before), None);
-        assert_eq!(before.utilisation_since(&after), None);
     }
 
     #[test]

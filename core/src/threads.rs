@@ -1,5 +1,5 @@
 //! A JVM's threads in a cycle: which are the JVM's own (by name), the CPU time each used
-//! (differences of cumulative times), and their samples gathered into core's [`Samples`].
+//! (differences of cumulative times), and their samples gathered into attribution's [`CycleThreads`].
 //!
 //! Both ways of profiling feed this: the eBPF profiler with the scheduler's accounting of every
 //! thread, and the agent's sampling mode with the times the OS or JVMTI gives.
@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use crate::attribution::{Samples, ThreadKind};
+use crate::attribution::{CycleThreads, ThreadKind};
 use crate::branch::{BranchId, GC, JIT_COMPILER, VM};
 
 /// The work of one of the JVM's own threads.
@@ -209,8 +209,12 @@ pub fn ended_pool(kind: ThreadKind) -> u64 {
 ///
 /// The samples of a thread with no CPU time in the cycle are left out: its time, if any, lands in
 /// the next cycle.
-pub fn cycle_samples(pid: u32, counts: HashMap<u32, ThreadCounts>, uses: &[ThreadUse]) -> Samples {
-    let mut samples = Samples::default();
+pub fn cycle_threads(
+    pid: u32,
+    counts: HashMap<u32, ThreadCounts>,
+    uses: &[ThreadUse],
+) -> CycleThreads {
+    let mut samples = CycleThreads::default();
     let mut ran = HashMap::new();
     for thread in uses.iter().filter(|thread| thread.pid == pid) {
         let kind = if classify(&thread.name).is_some() {
@@ -335,7 +339,7 @@ mod tests {
             used(1, 11, 300, "G1 Conc#0"),
             used(2, 20, 999, "other JVM"),
         ];
-        let samples = cycle_samples(
+        let samples = cycle_threads(
             1,
             HashMap::from([(10, counts(branch, 3)), (12, counts(branch, 2))]),
             &uses,
@@ -358,7 +362,7 @@ mod tests {
             used(1, 11, 6_000_000, "brief-2"),
             used(1, 12, 1_000_000, "main"),
         ];
-        let samples = cycle_samples(1, HashMap::from([(11, counts(branch, 1))]), &uses);
+        let samples = cycle_threads(1, HashMap::from([(11, counts(branch, 1))]), &uses);
         let threads: HashMap<u64, _> = samples.threads().collect();
         let pool = &threads[&ended_pool(ThreadKind::Java)];
         assert_eq!((pool.cpu_ns, pool.samples[&branch]), (10_000_000, 1));

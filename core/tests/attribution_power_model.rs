@@ -4,9 +4,11 @@
 use std::collections::HashMap;
 
 use joularcode_core::attribution::{
-    attribute, process_share, CycleInput, CycleResult, JvmThreads, MachineLoad, Samples, ThreadKind,
+    attribute, process_share, CycleInput, CycleResult, CycleThreads, JvmThreads, MachineLoad,
+    ThreadKind,
 };
 use joularcode_core::branch::{BranchId, Branches, GC};
+use joularcode_core::energy::{Interval, Power};
 
 const SECOND: u64 = 1_000_000_000;
 
@@ -36,17 +38,17 @@ fn branch(branches: &mut Branches, qualified: &str) -> BranchId {
 /// Attribution of `power_w` as the whole JVM's power (share 1: the JVM is the machine's only load).
 fn attribute_jvm_power(
     power_w: f64,
-    samples: &Samples,
+    samples: &CycleThreads,
     branches: &Branches,
     jvm_threads: JvmThreads,
 ) -> CycleResult {
     let input = CycleInput {
-        cpu_power_w: power_w,
-        elapsed_ns: SECOND,
+        cpu_power: Power::from_watts(power_w),
+        interval: Interval::from_ns(SECOND),
         jvm_cpu_ns: SECOND,
         cpus: 1,
         machine: MachineLoad::SystemLoad(1.0),
-        samples,
+        threads: samples,
     };
     attribute(&input, branches, jvm_threads)
 }
@@ -57,7 +59,7 @@ type Threads<'a> = &'a [(u64, u64, &'a [(&'a str, u64)])];
 /// Attribution of `power_w` as the whole JVM's power to Java `threads`.
 fn run(prefixes: &[&str], power_w: f64, threads: Threads) -> (CycleResult, Branches) {
     let mut branches = Branches::new(prefixes);
-    let mut samples = Samples::default();
+    let mut samples = CycleThreads::default();
     for &(tid, cpu_ns, counts) in threads {
         samples.add_cpu(tid, cpu_ns);
         for &(name, n) in counts {
@@ -72,7 +74,7 @@ fn all_power(result: &CycleResult, branches: &Branches) -> HashMap<String, f64> 
     result
         .all
         .iter()
-        .map(|&(b, p)| (branches.name(b).to_string(), p))
+        .map(|&(b, p)| (branches.name(b).to_string(), p.watts()))
         .collect()
 }
 
@@ -80,7 +82,7 @@ fn app_power(result: &CycleResult, branches: &Branches) -> HashMap<String, f64> 
     result
         .app
         .iter()
-        .map(|&(b, p)| (branches.app_name(b).to_string(), p))
+        .map(|&(b, p)| (branches.app_name(b).to_string(), p.watts()))
         .collect()
 }
 
@@ -139,7 +141,7 @@ fn cpu_usage_unsampled_thread_stays_in_the_total() {
 fn cpu_usage_thread_started_mid_window_counts_all_of_its_cpu_time() {
     let mut branches = Branches::default();
     let a = branch(&mut branches, "a.A.a");
-    let mut samples = Samples::default();
+    let mut samples = CycleThreads::default();
     samples.add_cpu_between(&HashMap::new(), &HashMap::from([(7, 500)]));
     samples.count(7, a, 1);
     let (_, thread) = samples.threads().next().unwrap();
@@ -154,7 +156,7 @@ fn cpu_usage_thread_started_mid_window_counts_all_of_its_cpu_time() {
 fn cpu_usage_idle_thread_ignored() {
     let mut branches = Branches::default();
     let a = branch(&mut branches, "a.A.a");
-    let mut samples = Samples::default();
+    let mut samples = CycleThreads::default();
     samples.add_cpu_between(
         &HashMap::from([(1, 100), (2, 900)]),
         &HashMap::from([(1, 600), (2, 900)]),
@@ -172,13 +174,13 @@ fn cpu_usage_idle_thread_ignored() {
 fn cpu_usage_no_cpu_used_coverage_is_zero() {
     let mut branches = Branches::default();
     let a = branch(&mut branches, "a.A.a");
-    let mut samples = Samples::default();
+    let mut samples = CycleThreads::default();
     samples.add_cpu_between(&HashMap::from([(1, 100)]), &HashMap::from([(1, 100)]));
     samples.count(1, a, 1);
     let result = attribute_jvm_power(10.0, &samples, &branches, JvmThreads::Own);
     assert_eq!(result.coverage, 0.0);
     assert!(result.all.is_empty());
-    close(result.unattributed_w, 10.0);
+    close(result.unattributed.watts(), 10.0);
 }
 
 // threadPower
@@ -201,7 +203,7 @@ fn thread_power_unobserved_share_is_left_unattributed() {
     let (result, branches) = run(&[], 80.0, &[(1, 250, &[("a.A.a", 1)]), (2, 750, &[])]);
     close(all_power(&result, &branches)["a.A.a"], 20.0);
     close(result.coverage * 80.0, 20.0);
-    close(result.unattributed_w, 60.0);
+    close(result.unattributed.watts(), 60.0);
 }
 
 #[test]
@@ -209,7 +211,7 @@ fn thread_power_no_power_or_no_cpu_is_empty() {
     assert!(run(&[], 80.0, &[(1, 0, &[("a.A.a", 1)])]).0.all.is_empty());
     let (result, _) = run(&[], 0.0, &[(1, 10, &[("a.A.a", 1)])]);
     assert!(result.all.is_empty());
-    assert_eq!(result.unattributed_w, 0.0);
+    assert_eq!(result.unattributed.watts(), 0.0);
 }
 
 // branchPower
@@ -261,7 +263,7 @@ fn branch_power_an_empty_stack_is_no_sample() {
     let mut branches = Branches::default();
     let empty = branches.branch(&[]);
     let a = branch(&mut branches, "a.A.a");
-    let mut samples = Samples::default();
+    let mut samples = CycleThreads::default();
     samples.add_cpu(1, 300);
     samples.count(1, empty, 5);
     samples.add_cpu(2, 100);
@@ -273,14 +275,14 @@ fn branch_power_an_empty_stack_is_no_sample() {
         all_power(&result, &branches),
         HashMap::from([("a.A.a".to_string(), 2.0)])
     );
-    close(result.unattributed_w, 6.0);
+    close(result.unattributed.watts(), 6.0);
 }
 
 #[test]
 fn branch_power_thread_without_power_is_skipped() {
     let (result, _) = run(&[], 8.0, &[(1, 0, &[("a.A.a", 1)]), (2, 100, &[])]);
     assert!(result.all.is_empty() && result.app.is_empty());
-    close(result.unattributed_w, 8.0);
+    close(result.unattributed.watts(), 8.0);
 }
 
 // The whole cycle
@@ -289,21 +291,22 @@ fn branch_power_thread_without_power_is_skipped() {
 fn jvm_power_is_its_share_of_the_cpu_power() {
     let mut branches = Branches::default();
     let a = branch(&mut branches, "a.A.a");
-    let mut samples = Samples::default();
+    let mut samples = CycleThreads::default();
     samples.add_cpu(1, SECOND / 2);
     samples.count(1, a, 1);
     let input = CycleInput {
-        cpu_power_w: 30.0,
-        elapsed_ns: 2 * SECOND,
+        cpu_power: Power::from_watts(30.0),
+        interval: Interval::from_ns(2 * SECOND),
         jvm_cpu_ns: SECOND / 2,
         cpus: 4,
         machine: MachineLoad::BusyCpuNs(Some(2 * SECOND)),
-        samples: &samples,
+        threads: &samples,
     };
     let result = attribute(&input, &branches, JvmThreads::Own);
-    close(result.interval_s, 2.0);
+    close(result.interval.seconds(), 2.0);
+    close(result.jvm_energy().joules(), 15.0);
     close(result.jvm_share, 0.25);
-    close(result.jvm_power_w, 7.5);
+    close(result.jvm_power.watts(), 7.5);
     close(all_power(&result, &branches)["a.A.a"], 7.5);
 }
 
@@ -311,7 +314,7 @@ fn jvm_power_is_its_share_of_the_cpu_power() {
 fn unreadable_power_attributes_nothing() {
     for power in [f64::NAN, -1.0, f64::INFINITY] {
         let (result, _) = run(&[], power, &[(1, 100, &[("a.A.a", 1)])]);
-        assert_eq!(result.jvm_power_w, 0.0);
+        assert_eq!(result.jvm_power.watts(), 0.0);
         assert!(result.all.is_empty());
     }
 }
@@ -324,7 +327,7 @@ fn java_and_gc(jvm_threads: JvmThreads) -> (CycleResult, Branches) {
     let run = branch(&mut branches, "com.app.Main.run");
     let gc_frame = branches.jvm_frame(GC);
     let gc = branches.branch(&[gc_frame]);
-    let mut samples = Samples::default();
+    let mut samples = CycleThreads::default();
     samples.add_cpu(1, 300);
     samples.count(1, run, 1);
     samples.add_cpu(2, 100);
@@ -354,7 +357,7 @@ fn jvm_threads_own_never_in_the_app_view_even_without_prefixes() {
     let mut branches = Branches::default();
     let java_frame = branches.frame("a.Gc", "helper");
     let gc = branches.branch(&[java_frame]);
-    let mut samples = Samples::default();
+    let mut samples = CycleThreads::default();
     samples.add_cpu(1, 100);
     samples.set_kind(1, ThreadKind::Jvm);
     samples.count(1, gc, 1);
@@ -371,5 +374,5 @@ fn jvm_threads_spread_go_to_the_java_threads_as_in_joular() {
         HashMap::from([("com.app.Main.run".to_string(), 8.0)])
     );
     close(result.coverage, 1.0);
-    close(result.unattributed_w, 0.0);
+    close(result.unattributed.watts(), 0.0);
 }

@@ -11,6 +11,7 @@ use std::process::Command;
 
 use joularcode_core::attribution::CycleResult;
 use joularcode_core::branch::Branches;
+use joularcode_core::energy::{Interval, Power};
 use joularcode_core::log::{Level, Recorded};
 use joularcode_core::output::csv::{CsvWriter, ALL_FILE, HEADER};
 
@@ -21,11 +22,11 @@ fn cycle(branches: &mut Branches, rows: usize) -> CycleResult {
     let all = (0..rows)
         .map(|i| {
             let frame = branches.frame("com.example.Worker", &format!("method{i}"));
-            (branches.branch(&[frame]), 1.0)
+            (branches.branch(&[frame]), Power::from_watts(1.0))
         })
         .collect();
     CycleResult {
-        interval_s: 1.0,
+        interval: Interval::from_ns(1_000_000_000),
         coverage: 1.0,
         all,
         ..CycleResult::default()

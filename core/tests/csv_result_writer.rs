@@ -6,6 +6,7 @@ use std::path::Path;
 
 use joularcode_core::attribution::CycleResult;
 use joularcode_core::branch::{BranchId, Branches};
+use joularcode_core::energy::{Interval, Power};
 use joularcode_core::log::{Level, Recorded};
 use joularcode_core::output::csv::{escape, CsvWriter, ALL_FILE, APP_FILE, HEADER, LINE_END};
 use joularcode_core::output::java_float::fixed;
@@ -32,19 +33,19 @@ fn named(branches: &mut Branches, name: &str) -> BranchId {
 fn cycle(
     branches: &mut Branches,
     power: &[(&str, f64)],
-    interval_s: f64,
+    interval_ms: u64,
     coverage: f64,
 ) -> CycleResult {
     let all: Vec<_> = power
         .iter()
-        .map(|&(name, p)| (named(branches, name), p))
+        .map(|&(name, p)| (named(branches, name), Power::from_watts(p)))
         .collect();
     let app = all
         .iter()
         .filter_map(|&(b, p)| branches.app(b).map(|a| (a, p)))
         .collect();
     CycleResult {
-        interval_s,
+        interval: Interval::from_ns(interval_ms * 1_000_000),
         coverage,
         all,
         app,
@@ -60,9 +61,9 @@ fn lines(dir: &Path, file: &str) -> Vec<String> {
         .collect()
 }
 
-fn write_all(dir: &Path, power: &[(&str, f64)], interval_s: f64) {
+fn write_all(dir: &Path, power: &[(&str, f64)], interval_ms: u64) {
     let mut branches = Branches::default();
-    let result = cycle(&mut branches, power, interval_s, 1.0);
+    let result = cycle(&mut branches, power, interval_ms, 1.0);
     let mut writer = CsvWriter::open(dir).unwrap();
     writer.write(1000, &result, &branches, &Recorded::default());
     writer.close();
@@ -160,8 +161,8 @@ fn open_directory_in_place_of_a_file_is_refused() {
 #[test]
 fn open_existing_results_appends_without_a_second_header() {
     let temp = tempfile::tempdir().unwrap();
-    write_all(temp.path(), &[("A.m", 1.0)], 1.0);
-    write_all(temp.path(), &[("B.m", 2.0)], 1.0);
+    write_all(temp.path(), &[("A.m", 1.0)], 1000);
+    write_all(temp.path(), &[("B.m", 2.0)], 1000);
     let lines = lines(temp.path(), ALL_FILE);
     assert_eq!(lines.len(), 3);
     assert_eq!(lines.iter().filter(|l| *l == HEADER).count(), 1);
@@ -184,7 +185,7 @@ fn write_each_file_gets_its_own_rows() {
     let result = cycle(
         &mut branches,
         &[("java.lang.Thread.run;com.app.Main.run", 3.0)],
-        1.0,
+        1000,
         0.75,
     );
     let mut writer = CsvWriter::open(temp.path()).unwrap();
@@ -207,7 +208,7 @@ fn write_each_file_gets_its_own_rows() {
 #[test]
 fn write_energy_is_power_times_interval() {
     let temp = tempfile::tempdir().unwrap();
-    write_all(temp.path(), &[("m.m", 4.0)], 2.5);
+    write_all(temp.path(), &[("m.m", 4.0)], 2500);
     let row = &lines(temp.path(), ALL_FILE)[1];
     assert_eq!(row, "1000,m.m,4.000000000,10.000000000,2.500000000,1.0000");
 }
@@ -223,7 +224,7 @@ fn write_zero_or_negative_power_row_skipped() {
             ("D.nan", f64::NAN),
             ("C.positive", 3.0),
         ],
-        1.0,
+        1000,
     );
     let lines = lines(temp.path(), ALL_FILE);
     assert_eq!(lines.len(), 2);
@@ -233,15 +234,15 @@ fn write_zero_or_negative_power_row_skipped() {
 #[test]
 fn write_branch_with_a_comma_is_quoted() {
     let temp = tempfile::tempdir().unwrap();
-    write_all(temp.path(), &[("foo,bar", 3.0)], 1.0);
+    write_all(temp.path(), &[("foo,bar", 3.0)], 1000);
     assert!(lines(temp.path(), ALL_FILE)[1].contains("\"foo,bar\""));
 }
 
 #[test]
 fn write_nothing_to_write_leaves_the_files_alone() {
     let temp = tempfile::tempdir().unwrap();
-    write_all(temp.path(), &[], 1.0);
-    write_all(temp.path(), &[("A.zero", 0.0)], 1.0);
+    write_all(temp.path(), &[], 1000);
+    write_all(temp.path(), &[("A.zero", 0.0)], 1000);
     assert_eq!(lines(temp.path(), ALL_FILE), [HEADER]);
     assert_eq!(lines(temp.path(), APP_FILE), [HEADER]);
 }
@@ -289,7 +290,7 @@ fn a_csv_reader_reads_the_files_back() {
         .enumerate()
         .map(|(i, &n)| (n, 0.03125 * (i + 1) as f64))
         .collect();
-    write_all(temp.path(), &power, 0.5);
+    write_all(temp.path(), &power, 500);
 
     let mut reader = csv::Reader::from_path(temp.path().join(ALL_FILE)).unwrap();
     assert_eq!(
@@ -315,7 +316,7 @@ fn a_write_error_is_said_once_and_the_files_are_opened_again() {
     let temp = tempfile::tempdir().unwrap();
     let dir = temp.path().join("results");
     let mut branches = Branches::default();
-    let result = cycle(&mut branches, &[("A.m", 1.0)], 1.0, 1.0);
+    let result = cycle(&mut branches, &[("A.m", 1.0)], 1000, 1.0);
     let log = Recorded::default();
     let mut writer = CsvWriter::open(&dir).unwrap();
     writer.write(1, &result, &branches, &log);
@@ -391,8 +392,8 @@ proptest! {
     #[test]
     fn energy_is_power_times_interval(power in 1e-6..1e4f64, interval_ms in 1u64..10_000) {
         let temp = tempfile::tempdir().unwrap();
-        let interval_s = interval_ms as f64 / 1000.0;
-        write_all(temp.path(), &[("a.A.a", power)], interval_s);
+        let interval_s = Interval::from_ns(interval_ms * 1_000_000).seconds();
+        write_all(temp.path(), &[("a.A.a", power)], interval_ms);
         let row = lines(temp.path(), ALL_FILE)[1].clone();
         let fields: Vec<&str> = row.split(',').collect();
         prop_assert_eq!(fields[2], fixed(power, 9));

@@ -227,6 +227,19 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn utilisation_between_two_readings() {
+        let reading = |busy_ns, total_ns| CpuUse {
+            busy_ns,
+            total_ns,
+            cpus: 2,
+        };
+        let (before, after) = (reading(100, 400), reading(150, 600));
+        assert_eq!(after.utilisation_since(&before), Some(0.25));
+        assert_eq!(before.utilisation_since(&before), None);
+        assert_eq!(before.utilisation_since(&after), None);
+    }
+
+    #[test]
     fn system_load_is_the_busy_share() {
         let proc = tempfile::tempdir().unwrap();
         write_stat(proc.path(), 100, 300);

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use crate::attribution::CycleResult;
 use crate::branch::Branches;
+use crate::energy::Power;
 use crate::log::Log;
 use crate::output::java_float::push_fixed;
 use crate::output::losses::{Losses, Lost};
@@ -38,14 +39,14 @@ pub fn escape(name: &str) -> Cow<'_, str> {
 }
 
 /// One row, as Java's `String.format(Locale.ROOT, "%d,%s,%.9f,%.9f,%.9f,%.4f%n", ...)`.
-fn push_row(out: &mut String, timestamp_ms: i64, name: &str, power_w: f64, result: &CycleResult) {
+fn push_row(out: &mut String, timestamp_ms: i64, name: &str, power: Power, result: &CycleResult) {
     out.push_str(&timestamp_ms.to_string());
     out.push(',');
     out.push_str(&escape(name));
     for (value, decimals) in [
-        (power_w, 9),
-        (power_w * result.interval_s, 9),
-        (result.interval_s, 9),
+        (power.watts(), 9),
+        (result.energy(power).joules(), 9),
+        (result.interval.seconds(), 9),
         (result.coverage, 4),
     ] {
         out.push(',');
@@ -58,11 +59,11 @@ fn push_row(out: &mut String, timestamp_ms: i64, name: &str, power_w: f64, resul
 fn rows<'a>(
     timestamp_ms: i64,
     result: &CycleResult,
-    power: impl Iterator<Item = (&'a str, f64)>,
+    power: impl Iterator<Item = (&'a str, Power)>,
 ) -> String {
     let mut rows = String::new();
-    for (name, power_w) in power.filter(|&(_, p)| p > 0.0) {
-        push_row(&mut rows, timestamp_ms, name, power_w, result);
+    for (name, power) in power.filter(|&(_, p)| p > Power::ZERO) {
+        push_row(&mut rows, timestamp_ms, name, power, result);
     }
     rows
 }

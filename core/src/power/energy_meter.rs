@@ -14,6 +14,7 @@
 use std::sync::Arc;
 
 use super::{Clock, PowerError, PowerSource, Span};
+use crate::energy::Energy;
 
 /// Joules in one picowatt-hour.
 pub const JOULES_PER_PICOWATT_HOUR: f64 = 3.6e-9;
@@ -92,12 +93,12 @@ impl PowerSource for EnergyMeter {
     fn watts(&mut self) -> Result<f64, PowerError> {
         // A failed reading leaves the last one, so the next success averages over the longer span
         let now = self.counters.read()?;
-        let seconds = self
+        let interval = self
             .span
             .next("The Energy Meter counters were read twice at the same instant.")?;
         let joules = joules_between(&self.last, &now);
         self.last = now;
-        Ok(joules / seconds)
+        Ok((Energy::from_joules(joules) / interval).watts())
     }
 }
 

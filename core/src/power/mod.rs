@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::{default_ringbuffer_path, Config, ConfigError, SourceKind};
+use crate::energy::Interval;
 use crate::log::{Level, Log};
 use crate::machine::CpuSource;
 
@@ -344,16 +345,16 @@ impl Span {
         }
     }
 
-    /// The seconds since the previous reading, which becomes now; `same_instant` is the error
+    /// The interval since the previous reading, which becomes now; `same_instant` is the error
     /// when no time passed.
-    fn next(&mut self, same_instant: &str) -> Result<f64, PowerError> {
+    fn next(&mut self, same_instant: &str) -> Result<Interval, PowerError> {
         let now = self.clock.monotonic_ns();
         let elapsed_ns = now.saturating_sub(self.last_read_ns);
         if elapsed_ns == 0 {
             return Err(PowerError::new(same_instant));
         }
         self.last_read_ns = now;
-        Ok(elapsed_ns as f64 / 1e9)
+        Ok(Interval::from_ns(elapsed_ns))
     }
 }
 

@@ -130,6 +130,7 @@ mod counters {
     use perf_event_open_sys::bindings::{perf_event_attr, PERF_FLAG_FD_CLOEXEC};
 
     use super::EnergyEvent;
+    use crate::energy::Energy;
     use crate::log::{Level, Log};
     use crate::power::{Clock, PowerError, PowerSource, Span};
 
@@ -213,7 +214,7 @@ mod counters {
                 .iter_mut()
                 .map(|(cpu, file, _)| read_count(*cpu, file))
                 .collect::<Result<Vec<u64>, PowerError>>()?;
-            let seconds = self
+            let interval = self
                 .span
                 .next("The perf energy counters were read twice at the same instant.")?;
             let mut joules = 0.0;
@@ -221,7 +222,7 @@ mod counters {
                 joules += count.wrapping_sub(*last) as f64 * self.scale;
                 *last = count;
             }
-            Ok(joules / seconds)
+            Ok((Energy::from_joules(joules) / interval).watts())
         }
     }
 }

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::{read_text as read, unexpected, Clock, PowerError, PowerSource, Span};
+use crate::energy::Energy;
 use crate::log::{Level, Log};
 
 /// One package's energy counter.
@@ -147,12 +148,12 @@ impl PowerSource for Rapl {
             .iter()
             .map(Zone::read_energy)
             .collect::<Result<Vec<u64>, PowerError>>()?;
-        let seconds = self.span.next("RAPL was read twice at the same instant.")?;
+        let interval = self.span.next("RAPL was read twice at the same instant.")?;
         let mut used_uj = 0u64;
         for (zone, energy) in self.zones.iter_mut().zip(energies) {
             used_uj = used_uj.saturating_add(energy_between(zone.last_uj, energy, zone.max_uj));
             zone.last_uj = energy;
         }
-        Ok(used_uj as f64 / 1e6 / seconds)
+        Ok((Energy::from_joules(used_uj as f64 / 1e6) / interval).watts())
     }
 }

@@ -22,7 +22,7 @@ use joularcode_core::machine::{CpuSource, SystemLoad};
 use joularcode_core::names::fit_for_file_name;
 use joularcode_core::output::csv::CsvWriter;
 use joularcode_core::power::{self, SystemClock, SystemRoots};
-use joularcode_core::threads::{cycle_samples, ThreadCounts, ThreadCpu};
+use joularcode_core::threads::{cycle_threads, ThreadCounts, ThreadCpu};
 
 use super::frames::Frames;
 use super::options::{SampleOptions, SamplerChoice};
@@ -370,12 +370,12 @@ impl Monitor {
             .saturating_sub(own_cpu_ns.saturating_sub(self.own_cpu_ns));
         (self.process_cpu_ns, self.own_cpu_ns) = (process_cpu_ns, own_cpu_ns);
         let measures = self.engine.measure(now_ns, &self.log);
-        let samples = cycle_samples(self.pid, std::mem::take(&mut self.counts), &uses);
+        let threads = cycle_threads(self.pid, std::mem::take(&mut self.counts), &uses);
 
         let input = [JvmInput {
             pid: self.pid,
             branches: &self.frames.branches,
-            samples,
+            threads,
             cpu_ns: jvm_cpu_ns,
             // The agent's samples are resolved as they are taken: none wait.
             waiting_samples: 0,

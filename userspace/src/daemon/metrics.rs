@@ -87,15 +87,15 @@ impl Metrics {
     pub fn cycle(&mut self, view: &CycleView<'_>, now: Instant) {
         let cycle = view.cycle;
         self.source = label(view.source.split_whitespace().next().unwrap_or(""));
-        self.source_watts = cycle.power_w;
-        self.source_energy_j += cycle.power_w * cycle.interval_s;
+        self.source_watts = cycle.power.watts();
+        self.source_energy_j += cycle.source_energy().joules();
         self.cycles += 1;
         let window_s = if view.source.contains("ringbuffer") {
             2.0
         } else {
             1.0
         };
-        if cycle.interval_s > 1.5 * window_s {
+        if cycle.interval.seconds() > 1.5 * window_s {
             self.cycles_late += 1;
         }
         self.samples_lost += cycle.lost_samples;
@@ -118,10 +118,10 @@ impl Metrics {
                     branches: Ranked::default(),
                 }
             });
-            state.watts = jvm.result.result.jvm_power_w;
-            state.energy_j += jvm.result.result.jvm_power_w * cycle.interval_s;
+            state.watts = jvm.result.result.jvm_power.watts();
+            state.energy_j += jvm.result.result.jvm_energy().joules();
             for branch in jvm.powers(BranchSet::All) {
-                let joules = branch.watts * cycle.interval_s;
+                let joules = branch.energy.joules();
                 let method = branch.name.rsplit(';').next().unwrap_or(branch.name);
                 state.methods.add(&label(method), joules, now);
                 state.branches.add(&branch_label(branch.name), joules, now);

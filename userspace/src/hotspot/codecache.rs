@@ -4,7 +4,7 @@
 //! pointers in CodeBlob and the Method* in CompiledMethod; JDK 23+ hold offsets from the blob and
 //! the Method* in nmethod.
 
-use super::memory::{array_at, word, ProcessMemory};
+use super::memory::{array_at, word, Memory};
 use super::vmstructs::VmStructs;
 use super::HotSpotError;
 
@@ -132,7 +132,7 @@ pub struct CodeCache {
 
 impl CodeCache {
     /// Reads the heaps and the interpreter range; `NotReady` while the JVM still sets them up.
-    pub fn read(mem: &ProcessMemory, vm: &VmStructs) -> Result<CodeCache, HotSpotError> {
+    pub fn read(mem: &dyn Memory, vm: &VmStructs) -> Result<CodeCache, HotSpotError> {
         let nmethod = ["nmethod", "CompiledMethod"];
         let header = vm.offset(&["HeapBlock"], "_header", 1)?;
         let mut cache = CodeCache {
@@ -207,7 +207,7 @@ impl CodeCache {
     }
 
     /// Every heap's layout; `None` if one cannot be read.
-    pub fn heap_layouts(&self, mem: &ProcessMemory) -> Option<Vec<HeapLayout>> {
+    pub fn heap_layouts(&self, mem: &dyn Memory) -> Option<Vec<HeapLayout>> {
         self.heaps
             .iter()
             .zip(&self.reserved)
@@ -223,7 +223,7 @@ impl CodeCache {
             .collect()
     }
 
-    fn heap_state(&self, mem: &ProcessMemory, heap: u64) -> Option<HeapState> {
+    fn heap_state(&self, mem: &dyn Memory, heap: u64) -> Option<HeapState> {
         let bytes = mem.read_bytes(heap, self.heap_size as usize)?;
         let low = word(&bytes, self.heap_memory + self.space_low)?;
         let high = word(&bytes, self.heap_memory + self.space_high)?;
@@ -243,7 +243,7 @@ impl CodeCache {
     }
 
     /// The blob that holds `pc`, found through its heap's segment map.
-    pub fn blob_at(&self, mem: &ProcessMemory, pc: u64) -> Option<CodeBlob> {
+    pub fn blob_at(&self, mem: &dyn Memory, pc: u64) -> Option<CodeBlob> {
         let index = self
             .reserved
             .iter()
@@ -264,7 +264,7 @@ impl CodeCache {
     }
 
     /// Every used blob of every heap, in address order within each heap.
-    pub fn blobs(&self, mem: &ProcessMemory) -> Vec<CodeBlob> {
+    pub fn blobs(&self, mem: &dyn Memory) -> Vec<CodeBlob> {
         let mut blobs = Vec::new();
         for &heap in &self.heaps {
             let Some(state) = self.heap_state(mem, heap) else {
@@ -293,7 +293,7 @@ impl CodeCache {
     }
 
     /// A block's length in segments, and whether it is used.
-    fn block_header(&self, mem: &ProcessMemory, block: u64) -> Option<(u64, bool)> {
+    fn block_header(&self, mem: &dyn Memory, block: u64) -> Option<(u64, bool)> {
         let bytes = mem.read_bytes(block, self.block_size as usize)?;
         let length = u32::from_ne_bytes(array_at(&bytes, self.block_length)?);
         let used = *bytes.get(self.block_used as usize)? != 0;
@@ -301,7 +301,7 @@ impl CodeCache {
     }
 
     /// The blob whose header starts at `blob`, if its fields are plausible.
-    fn blob(&self, mem: &ProcessMemory, blob: u64) -> Option<CodeBlob> {
+    fn blob(&self, mem: &dyn Memory, blob: u64) -> Option<CodeBlob> {
         let header = mem.read_bytes(blob, self.blob_size as usize)?;
         let length =
             u64::try_from(i32::from_ne_bytes(array_at(&header, self.blob_length)?)).ok()?;
@@ -327,7 +327,7 @@ impl CodeCache {
     }
 
     /// The Method*, compile id and tier of an nmethod blob.
-    pub fn nmethod(&self, mem: &ProcessMemory, blob: &CodeBlob) -> Option<NMethodInfo> {
+    pub fn nmethod(&self, mem: &dyn Memory, blob: &CodeBlob) -> Option<NMethodInfo> {
         if !blob.is_nmethod() {
             return None;
         }
@@ -342,7 +342,7 @@ impl CodeCache {
 }
 
 /// Follows the segment map back from `segment` to the first segment of its block.
-fn block_start(mem: &ProcessMemory, heap: &HeapState, segment: u64) -> Option<u64> {
+fn block_start(mem: &dyn Memory, heap: &HeapState, segment: u64) -> Option<u64> {
     let mut current = segment;
     let mut chunk_start = current + 1;
     let mut chunk = Vec::new();
@@ -364,7 +364,7 @@ fn block_start(mem: &ProcessMemory, heap: &HeapState, segment: u64) -> Option<u6
 }
 
 /// `CodeCache::_heaps`: a GrowableArray of CodeHeap*.
-fn read_heap_pointers(mem: &ProcessMemory, vm: &VmStructs) -> Result<Vec<u64>, HotSpotError> {
+fn read_heap_pointers(mem: &dyn Memory, vm: &VmStructs) -> Result<Vec<u64>, HotSpotError> {
     let unreadable = |addr| HotSpotError::Unreadable {
         what: "CodeCache::_heaps",
         addr,
@@ -401,7 +401,7 @@ fn read_heap_pointers(mem: &ProcessMemory, vm: &VmStructs) -> Result<Vec<u64>, H
 }
 
 /// `AbstractInterpreter::_code`, a StubQueue: `[_stub_buffer, _stub_buffer + _buffer_limit)`.
-fn read_interpreter(mem: &ProcessMemory, vm: &VmStructs) -> Result<(u64, u64), HotSpotError> {
+fn read_interpreter(mem: &dyn Memory, vm: &VmStructs) -> Result<(u64, u64), HotSpotError> {
     let code_var = vm.static_address("AbstractInterpreter", "_code")?;
     let unreadable = |addr| HotSpotError::Unreadable {
         what: "the interpreter's StubQueue",
@@ -436,6 +436,7 @@ fn read_interpreter(mem: &ProcessMemory, vm: &VmStructs) -> Result<(u64, u64), H
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hotspot::memory::ProcessMemory;
     use proptest::prelude::*;
 
     /// A heap whose segment map is `segmap`, in this process's memory.

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::memory::{array_at, word, ProcessMemory};
+use super::memory::{array_at, word, Memory};
 use super::vmstructs::VmStructs;
 use super::HotSpotError;
 
@@ -30,7 +30,7 @@ pub struct Flags {
 
 impl Flags {
     /// Reads the flag table's names and value addresses.
-    pub fn read(mem: &ProcessMemory, vm: &VmStructs) -> Result<Flags, HotSpotError> {
+    pub fn read(mem: &dyn Memory, vm: &VmStructs) -> Result<Flags, HotSpotError> {
         let unreadable = |addr| HotSpotError::Unreadable {
             what: "the JVMFlag table",
             addr,
@@ -75,7 +75,7 @@ impl Flags {
 
     /// The value of boolean flag `name`; `None` if the JVM has no such flag, it is not a boolean,
     /// or its value cannot be read.
-    pub fn bool(&self, mem: &ProcessMemory, name: &str) -> Option<bool> {
+    pub fn bool(&self, mem: &dyn Memory, name: &str) -> Option<bool> {
         let entry = self.entries.get(name)?;
         if entry.kind.is_some_and(|kind| kind != TYPE_BOOL) {
             return None;

@@ -1,6 +1,7 @@
-//! Reading another process's memory: `process_vm_readv`, with `/proc/PID/mem` as the fallback when
-//! the system call is not allowed. Every read has a bounded length; an unreadable address gives
-//! `None`, never a panic.
+//! Reading another process's memory through the [`Memory`] trait: [`ProcessMemory`] reads a live
+//! process (`process_vm_readv`, with `/proc/PID/mem` as the fallback when the system call is not
+//! allowed); tests give the readers a fake memory image instead. Every read has a bounded length;
+//! an unreadable address gives `None`, never a panic.
 
 use std::fs::File;
 use std::io::IoSliceMut;
@@ -13,85 +14,42 @@ use nix::unistd::Pid;
 /// The longest single read: names, tables and headers are all far smaller.
 pub const MAX_READ: usize = 1 << 20;
 
-/// The memory of one process.
-#[derive(Debug)]
-pub struct ProcessMemory {
-    pid: i32,
-    mem_file: Option<File>,
-}
-
-impl ProcessMemory {
-    /// The memory of process `pid`. Opens `/proc/PID/mem` as a fallback; `process_vm_readv` is
-    /// tried first on every read.
-    pub fn new(pid: u32) -> ProcessMemory {
-        let mem_file = File::open(format!("/proc/{pid}/mem")).ok();
-        ProcessMemory {
-            pid: pid as i32,
-            mem_file,
-        }
-    }
-
+/// Memory of a target, read by address. Only [`Memory::read_into`] is the target's own; the other
+/// reads are built on it.
+pub trait Memory: std::fmt::Debug + Send + Sync {
     /// Fills `buf` from `addr`; false when any byte of the range cannot be read, or the range is
     /// longer than [`MAX_READ`] or wraps around.
-    pub fn read_into(&self, addr: u64, buf: &mut [u8]) -> bool {
-        if buf.len() > MAX_READ || addr == 0 || addr.checked_add(buf.len() as u64).is_none() {
-            return false;
-        }
-        if buf.is_empty() {
-            return true;
-        }
-        let remote = [RemoteIoVec {
-            base: addr as usize,
-            len: buf.len(),
-        }];
-        let len = buf.len();
-        match process_vm_readv(
-            Pid::from_raw(self.pid),
-            &mut [IoSliceMut::new(buf)],
-            &remote,
-        ) {
-            Ok(n) => n == len,
-            Err(Errno::EPERM | Errno::ENOSYS) => self.read_mem_file(addr, buf),
-            Err(_) => false,
-        }
-    }
-
-    fn read_mem_file(&self, addr: u64, buf: &mut [u8]) -> bool {
-        match &self.mem_file {
-            Some(file) => file.read_exact_at(buf, addr).is_ok(),
-            None => false,
-        }
-    }
+    fn read_into(&self, addr: u64, buf: &mut [u8]) -> bool;
 
     /// `len` bytes at `addr` (at most [`MAX_READ`]).
-    pub fn read_bytes(&self, addr: u64, len: usize) -> Option<Vec<u8>> {
+    fn read_bytes(&self, addr: u64, len: usize) -> Option<Vec<u8>> {
         let mut buf = vec![0; len.min(MAX_READ + 1)];
         self.read_into(addr, &mut buf).then_some(buf)
     }
 
     /// The native-endian u64 at `addr`.
-    pub fn read_u64(&self, addr: u64) -> Option<u64> {
+    fn read_u64(&self, addr: u64) -> Option<u64> {
         let mut buf = [0; 8];
         self.read_into(addr, &mut buf)
             .then(|| u64::from_ne_bytes(buf))
     }
 
     /// The native-endian u32 at `addr`.
-    pub fn read_u32(&self, addr: u64) -> Option<u32> {
+    fn read_u32(&self, addr: u64) -> Option<u32> {
         let mut buf = [0; 4];
         self.read_into(addr, &mut buf)
             .then(|| u32::from_ne_bytes(buf))
     }
 
     /// The native-endian u16 at `addr`.
-    pub fn read_u16(&self, addr: u64) -> Option<u16> {
+    fn read_u16(&self, addr: u64) -> Option<u16> {
         let mut buf = [0; 2];
         self.read_into(addr, &mut buf)
             .then(|| u16::from_ne_bytes(buf))
     }
 
     /// The byte at `addr`.
-    pub fn read_u8(&self, addr: u64) -> Option<u8> {
+    fn read_u8(&self, addr: u64) -> Option<u8> {
         let mut buf = [0; 1];
         self.read_into(addr, &mut buf).then_some(buf[0])
     }
@@ -99,7 +57,7 @@ impl ProcessMemory {
     /// The NUL-terminated string at `addr`, of at most `max_len` bytes (without the NUL), read in
     /// small chunks so that a string near the end of a mapping is still read. `None` if it is
     /// longer, unreadable, or not UTF-8.
-    pub fn read_c_string(&self, addr: u64, max_len: usize) -> Option<String> {
+    fn read_c_string(&self, addr: u64, max_len: usize) -> Option<String> {
         const CHUNK: usize = 64;
         let mut out = Vec::new();
         while out.len() <= max_len {
@@ -119,6 +77,63 @@ impl ProcessMemory {
             out.extend_from_slice(&buf);
         }
         None
+    }
+}
+
+/// Whether a read of `len` bytes at `addr` is one that [`Memory::read_into`] may attempt: not at
+/// NULL, not longer than [`MAX_READ`], not wrapping around.
+pub fn readable_range(addr: u64, len: usize) -> bool {
+    len <= MAX_READ && addr != 0 && addr.checked_add(len as u64).is_some()
+}
+
+/// The memory of one live process.
+#[derive(Debug)]
+pub struct ProcessMemory {
+    pid: i32,
+    mem_file: Option<File>,
+}
+
+impl ProcessMemory {
+    /// The memory of process `pid`. Opens `/proc/PID/mem` as a fallback; `process_vm_readv` is
+    /// tried first on every read.
+    pub fn new(pid: u32) -> ProcessMemory {
+        let mem_file = File::open(format!("/proc/{pid}/mem")).ok();
+        ProcessMemory {
+            pid: pid as i32,
+            mem_file,
+        }
+    }
+
+    fn read_mem_file(&self, addr: u64, buf: &mut [u8]) -> bool {
+        match &self.mem_file {
+            Some(file) => file.read_exact_at(buf, addr).is_ok(),
+            None => false,
+        }
+    }
+}
+
+impl Memory for ProcessMemory {
+    fn read_into(&self, addr: u64, buf: &mut [u8]) -> bool {
+        if !readable_range(addr, buf.len()) {
+            return false;
+        }
+        if buf.is_empty() {
+            return true;
+        }
+        let remote = [RemoteIoVec {
+            base: addr as usize,
+            len: buf.len(),
+        }];
+        let len = buf.len();
+        match process_vm_readv(
+            Pid::from_raw(self.pid),
+            &mut [IoSliceMut::new(buf)],
+            &remote,
+        ) {
+            Ok(n) => n == len,
+            Err(Errno::EPERM | Errno::ENOSYS) => self.read_mem_file(addr, buf),
+            Err(_) => false,
+        }
     }
 }
 

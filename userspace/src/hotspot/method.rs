@@ -8,7 +8,7 @@ use std::sync::Mutex;
 
 use joularcode_core::names::binary_class_name;
 
-use super::memory::{array_at, word, ProcessMemory};
+use super::memory::{array_at, word, Memory};
 use super::vmstructs::VmStructs;
 use super::HotSpotError;
 
@@ -85,7 +85,7 @@ impl MethodReader {
     }
 
     /// The class and name of the method at `method`, or `None` if it is not a readable Method.
-    pub fn name(&self, mem: &ProcessMemory, method: u64) -> Option<JavaMethod> {
+    pub fn name(&self, mem: &dyn Memory, method: u64) -> Option<JavaMethod> {
         if method == 0 || method % 8 != 0 {
             return None;
         }
@@ -118,7 +118,7 @@ impl MethodReader {
     }
 
     /// The Symbols of the holder class's name and of the method's name, from its ConstMethod.
-    fn symbols(&self, mem: &ProcessMemory, const_method: u64) -> Option<(u64, u64)> {
+    fn symbols(&self, mem: &dyn Memory, const_method: u64) -> Option<(u64, u64)> {
         let cm = mem.read_bytes(const_method, self.const_method_size as usize)?;
         let pool = word(&cm, self.constants)?;
         let name_index = u64::from(u16::from_ne_bytes(array_at(&cm, self.name_index)?));
@@ -138,7 +138,7 @@ impl MethodReader {
     }
 
     /// The text of the Symbol at `symbol` (at most 65535 bytes: its length is a u16).
-    fn symbol(&self, mem: &ProcessMemory, symbol: u64) -> Option<String> {
+    fn symbol(&self, mem: &dyn Memory, symbol: u64) -> Option<String> {
         if symbol == 0 || symbol % 2 != 0 {
             return None;
         }
@@ -154,6 +154,7 @@ impl MethodReader {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hotspot::memory::ProcessMemory;
     use proptest::prelude::*;
 
     const VTABLE: u64 = 0x7000_0000;

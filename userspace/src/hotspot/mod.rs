@@ -4,6 +4,8 @@
 //! panic. See docs/hotspot.md.
 
 pub mod codecache;
+#[cfg(test)]
+pub mod fake;
 pub mod flags;
 pub mod libjvm;
 pub mod maps;
@@ -23,7 +25,7 @@ pub use unwind::UnwindInfo;
 use codecache::CodeCache;
 use flags::Flags;
 use libjvm::Libjvm;
-use memory::ProcessMemory;
+use memory::{Memory, ProcessMemory};
 use method::{MethodReader, METHOD_VTABLE_SYMBOL};
 use threads::ThreadReader;
 use vmstructs::VmStructs;
@@ -66,11 +68,11 @@ pub struct CompiledFrame {
     pub code_end: u64,
 }
 
-/// One HotSpot JVM process, read from outside.
+/// One HotSpot JVM process, read from outside through its [`Memory`].
 #[derive(Debug)]
 pub struct HotSpot {
     pid: u32,
-    mem: ProcessMemory,
+    mem: Box<dyn Memory>,
     vm: VmStructs,
     version: JdkVersion,
     methods: MethodReader,
@@ -89,21 +91,24 @@ impl HotSpot {
             reason: format!("cannot read {maps_path}: {e}"),
         })?;
         let maps = maps::parse_maps(&maps);
-        let mut wanted = vmstructs::SYMBOLS.to_vec();
-        wanted.push(METHOD_VTABLE_SYMBOL);
-        let libjvm = Libjvm::find(pid, &maps, &wanted)?;
-        let mem = ProcessMemory::new(pid);
-        let vm = VmStructs::read(&mem, &libjvm)?;
-        let version = read_version(&mem, &vm)?;
+        let libjvm = Libjvm::find(pid, &maps, &libjvm_symbols())?;
+        HotSpot::read(pid, Box::new(ProcessMemory::new(pid)), &libjvm)
+    }
+
+    /// Reads the JVM `pid` whose memory is `mem` and whose libjvm is `libjvm` (its symbols among
+    /// [`libjvm_symbols`]): its tables, version, code cache and flags.
+    pub fn read(pid: u32, mem: Box<dyn Memory>, libjvm: &Libjvm) -> Result<HotSpot, HotSpotError> {
+        let vm = VmStructs::read(&*mem, libjvm)?;
+        let version = read_version(&*mem, &vm)?;
         unwind::check_interpreter_layout(&vm)?;
         let methods = MethodReader::new(
             &vm,
             libjvm.require(METHOD_VTABLE_SYMBOL)?,
-            shared_range(&mem, &vm),
+            shared_range(&*mem, &vm),
         )?;
-        let code = CodeCache::read(&mem, &vm)?;
+        let code = CodeCache::read(&*mem, &vm)?;
         let threads = ThreadReader::new(&vm)?;
-        let flags = Flags::read(&mem, &vm)?;
+        let flags = Flags::read(&*mem, &vm)?;
         Ok(HotSpot {
             pid,
             mem,
@@ -132,8 +137,8 @@ impl HotSpot {
     }
 
     /// The target's memory.
-    pub fn memory(&self) -> &ProcessMemory {
-        &self.mem
+    pub fn memory(&self) -> &dyn Memory {
+        &*self.mem
     }
 
     /// The code cache (heap ranges, blobs).
@@ -154,12 +159,12 @@ impl HotSpot {
     /// The class and name of the method at Method* `method`, or `None` if `method` is not a
     /// readable Method (the caller shows `[unknown]`).
     pub fn method(&self, method: u64) -> Option<JavaMethod> {
-        self.methods.name(&self.mem, method)
+        self.methods.name(&*self.mem, method)
     }
 
     /// The code blob holding `pc`.
     pub fn blob_at(&self, pc: u64) -> Option<CodeBlob> {
-        self.code.blob_at(&self.mem, pc)
+        self.code.blob_at(&*self.mem, pc)
     }
 
     /// The name of the code blob holding `pc`: `nmethod`, `Interpreter`, `StubRoutines (1)`, ...
@@ -175,14 +180,14 @@ impl HotSpot {
     /// Every compiled method in the code cache now.
     pub fn compiled_methods(&self) -> Vec<CompiledFrame> {
         self.code
-            .blobs(&self.mem)
+            .blobs(&*self.mem)
             .into_iter()
             .filter_map(|blob| self.compiled_frame(blob))
             .collect()
     }
 
     fn compiled_frame(&self, blob: CodeBlob) -> Option<CompiledFrame> {
-        let info = self.code.nmethod(&self.mem, &blob)?;
+        let info = self.code.nmethod(&*self.mem, &blob)?;
         Some(CompiledFrame {
             method: self.method(info.method)?,
             method_ptr: info.method,
@@ -197,7 +202,7 @@ impl HotSpot {
     /// The value of boolean JVM flag `name` (`PreserveFramePointer`, `DisableAttachMechanism`,
     /// ...); `None` if this JVM has no such boolean flag.
     pub fn flag_bool(&self, name: &str) -> Option<bool> {
-        self.flags.bool(&self.mem, name)
+        self.flags.bool(&*self.mem, name)
     }
 
     /// Whether this JVM has a flag called `name`, of any type.
@@ -207,17 +212,24 @@ impl HotSpot {
 
     /// What a stack walker needs to unwind this JVM's frames (see [`UnwindInfo`]).
     pub fn unwind_info(&self) -> Result<UnwindInfo, HotSpotError> {
-        UnwindInfo::read(&self.mem, &self.vm, &self.code)
+        UnwindInfo::read(&*self.mem, &self.vm, &self.code)
     }
 
     /// The Java threads alive now, with their OS thread ids and stacks.
     pub fn java_threads(&self) -> Vec<JavaThread> {
-        self.threads.threads(&self.mem)
+        self.threads.threads(&*self.mem)
     }
 }
 
+/// The libjvm symbols [`HotSpot::read`] needs.
+pub fn libjvm_symbols() -> Vec<&'static str> {
+    let mut wanted = vmstructs::SYMBOLS.to_vec();
+    wanted.push(METHOD_VTABLE_SYMBOL);
+    wanted
+}
+
 /// The version fields of `Abstract_VM_Version`.
-fn read_version(mem: &ProcessMemory, vm: &VmStructs) -> Result<JdkVersion, HotSpotError> {
+fn read_version(mem: &dyn Memory, vm: &VmStructs) -> Result<JdkVersion, HotSpotError> {
     let int = |field: &str| -> Result<u32, HotSpotError> {
         let addr = vm.static_address("Abstract_VM_Version", field)?;
         mem.read_u32(addr).ok_or(HotSpotError::Unreadable {
@@ -252,7 +264,7 @@ fn read_version(mem: &ProcessMemory, vm: &VmStructs) -> Result<JdkVersion, HotSp
 }
 
 /// The CDS archive's range `[MetaspaceObj::_shared_metaspace_base, _top)`, if there is one.
-fn shared_range(mem: &ProcessMemory, vm: &VmStructs) -> Option<(u64, u64)> {
+fn shared_range(mem: &dyn Memory, vm: &VmStructs) -> Option<(u64, u64)> {
     let read = |field| {
         vm.static_address("MetaspaceObj", field)
             .ok()

@@ -2,7 +2,7 @@
 //! thread id and its stack: what the stack walker needs to find a thread's JavaThread (and its
 //! `JavaFrameAnchor`, which it reads itself).
 
-use super::memory::{array_at, word, ProcessMemory};
+use super::memory::{array_at, word, Memory};
 use super::vmstructs::VmStructs;
 use super::HotSpotError;
 
@@ -56,7 +56,7 @@ impl ThreadReader {
     }
 
     /// The Java threads alive now. Empty if the list cannot be read (the JVM may be replacing it).
-    pub fn threads(&self, mem: &ProcessMemory) -> Vec<JavaThread> {
+    pub fn threads(&self, mem: &dyn Memory) -> Vec<JavaThread> {
         self.thread_pointers(mem)
             .unwrap_or_default()
             .into_iter()
@@ -68,7 +68,7 @@ impl ThreadReader {
             .collect()
     }
 
-    fn thread_pointers(&self, mem: &ProcessMemory) -> Option<Vec<u64>> {
+    fn thread_pointers(&self, mem: &dyn Memory) -> Option<Vec<u64>> {
         let list = mem.read_u64(self.list_var).filter(|&l| l != 0)?;
         let length = mem
             .read_u32(list.checked_add(self.list_length)?)
@@ -85,7 +85,7 @@ impl ThreadReader {
     }
 
     /// `[_stack_base - _stack_size, _stack_base)`, if plausible.
-    fn stack(&self, mem: &ProcessMemory, thread: u64) -> Option<(u64, u64)> {
+    fn stack(&self, mem: &dyn Memory, thread: u64) -> Option<(u64, u64)> {
         let (base, size) = self.stack?;
         let high = mem.read_u64(thread.checked_add(base)?)?;
         let size = mem.read_u64(thread.checked_add(size)?)?;
@@ -93,7 +93,7 @@ impl ThreadReader {
         (size > 0 && low > 0).then_some((low, high))
     }
 
-    fn tid(&self, mem: &ProcessMemory, thread: u64) -> Option<u32> {
+    fn tid(&self, mem: &dyn Memory, thread: u64) -> Option<u32> {
         let (os_thread, thread_id) = self.os_thread?;
         let os = mem
             .read_u64(thread.checked_add(os_thread)?)

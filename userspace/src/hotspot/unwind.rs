@@ -5,7 +5,7 @@
 //! map `jvms` (`sampler::jvm`). See docs/hotspot.md, "What the walker is given".
 
 use super::codecache::{CodeCache, HeapLayout};
-use super::memory::ProcessMemory;
+use super::memory::Memory;
 use super::vmstructs::VmStructs;
 use super::HotSpotError;
 
@@ -114,7 +114,7 @@ impl UnwindInfo {
     /// Reads what the walker needs from `vm` and the JVM's memory; `NotReady` while the JVM has
     /// not generated its call stub yet.
     pub fn read(
-        mem: &ProcessMemory,
+        mem: &dyn Memory,
         vm: &VmStructs,
         code: &CodeCache,
     ) -> Result<UnwindInfo, HotSpotError> {
@@ -185,7 +185,7 @@ impl UnwindInfo {
     }
 }
 
-fn read_heaps(mem: &ProcessMemory, code: &CodeCache) -> Result<Vec<HeapLayout>, HotSpotError> {
+fn read_heaps(mem: &dyn Memory, code: &CodeCache) -> Result<Vec<HeapLayout>, HotSpotError> {
     let heaps = code
         .heap_layouts(mem)
         .ok_or_else(|| HotSpotError::NotReady("a code heap cannot be read yet".into()))?;
@@ -198,7 +198,7 @@ fn read_heaps(mem: &ProcessMemory, code: &CodeCache) -> Result<Vec<HeapLayout>, 
     Ok(heaps)
 }
 
-fn read_call_stub_return(mem: &ProcessMemory, vm: &VmStructs) -> Result<u64, HotSpotError> {
+fn read_call_stub_return(mem: &dyn Memory, vm: &VmStructs) -> Result<u64, HotSpotError> {
     let var = vm.static_address("StubRoutines", "_call_stub_return_address")?;
     match mem.read_u64(var) {
         Some(0) => Err(HotSpotError::NotReady(

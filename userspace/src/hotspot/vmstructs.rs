@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use super::libjvm::Libjvm;
-use super::memory::ProcessMemory;
+use super::memory::Memory;
 use super::HotSpotError;
 
 /// The symbols of libjvm this module reads.
@@ -73,7 +73,7 @@ impl Layout {
     /// Reads the table description from libjvm's `<table>` pointer, `<prefix>ArrayStride` and
     /// `<prefix><part>Offset` variables.
     fn read(
-        mem: &ProcessMemory,
+        mem: &dyn Memory,
         libjvm: &Libjvm,
         table: &str,
         prefix: &str,
@@ -117,7 +117,7 @@ impl Layout {
     /// (always the name pointer) is NULL.
     fn for_each(
         &self,
-        mem: &ProcessMemory,
+        mem: &dyn Memory,
         mut f: impl FnMut(&[u64]) -> Result<(), HotSpotError>,
     ) -> Result<(), HotSpotError> {
         let mut index = 0;
@@ -157,7 +157,7 @@ impl Layout {
 
 impl VmStructs {
     /// Reads the four tables of the JVM whose libjvm is `libjvm`.
-    pub fn read(mem: &ProcessMemory, libjvm: &Libjvm) -> Result<VmStructs, HotSpotError> {
+    pub fn read(mem: &dyn Memory, libjvm: &Libjvm) -> Result<VmStructs, HotSpotError> {
         let mut tables = VmStructs::default();
         // Type names and type strings repeat (the same literal for every field of a type):
         // each is read from the target once.
@@ -319,6 +319,7 @@ impl VmStructs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hotspot::memory::ProcessMemory;
     use std::ffi::CStr;
 
     /// Fake tables in this process's memory, laid out as HotSpot lays them out.

@@ -20,12 +20,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use joularcode_core::config::{Config, SourceKind};
-use joularcode_core::cycle::{threads_cpu_ns, Engine, JvmInput};
+use joularcode_core::cycle::{Engine, JvmInput};
 use joularcode_core::log::{Level, Log, Recorded};
 use joularcode_core::machine::{BusyCpu, CpuSource};
 use joularcode_core::output::losses::Lost;
 use joularcode_core::power::{self, PowerSource, SystemClock, SystemRoots};
-use joularcode_core::threads::{cycle_samples, ThreadCpu};
+use joularcode_core::threads::{cycle_threads, ThreadCpu};
 
 use crate::cli::{Mode, RecordArgs};
 use crate::discovery;
@@ -387,7 +387,7 @@ impl Recorder<'_> {
         let jvms: Vec<JvmInput> = session
             .jvms()
             .map(|jvm| {
-                let samples = cycle_samples(
+                let threads = cycle_threads(
                     jvm.pid(),
                     counts.remove(&jvm.pid()).unwrap_or_default(),
                     &uses,
@@ -395,8 +395,8 @@ impl Recorder<'_> {
                 JvmInput {
                     pid: jvm.pid(),
                     branches: jvm.branches(),
-                    cpu_ns: threads_cpu_ns(&samples),
-                    samples,
+                    cpu_ns: threads.cpu_ns(),
+                    threads,
                     waiting_samples: jvm.waiting_samples(),
                 }
             })
@@ -429,7 +429,7 @@ impl Recorder<'_> {
                         main_class: jvm.map_or("", |jvm| jvm.main_class()),
                         ended: jvm.is_some_and(|jvm| jvm.ended()),
                         branches: input.branches,
-                        samples: &input.samples,
+                        threads: &input.threads,
                         result,
                     }
                 })

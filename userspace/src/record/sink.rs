@@ -4,9 +4,10 @@
 
 use std::collections::HashMap;
 
-use joularcode_core::attribution::{Samples, ThreadKind};
+use joularcode_core::attribution::{CycleThreads, ThreadKind};
 use joularcode_core::branch::{BranchId, Branches};
 use joularcode_core::cycle::{Cycle, JvmCycle};
+use joularcode_core::energy::{Energy, Power};
 use joularcode_core::log::Log;
 
 use crate::profile::BranchSet;
@@ -38,21 +39,23 @@ pub struct JvmView<'a> {
     pub main_class: &'a str,
     /// It ended during the cycle.
     pub ended: bool,
-    /// Its branches, which `result` and `samples` refer to.
+    /// Its branches, which `result` and `threads` refer to.
     pub branches: &'a Branches,
     /// Its threads' CPU time and samples in the cycle.
-    pub samples: &'a Samples,
+    pub threads: &'a CycleThreads,
     /// What it got.
     pub result: &'a JvmCycle,
 }
 
-/// The power of one branch in a cycle.
+/// The power and energy of one branch in a cycle.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BranchPower<'a> {
     /// The branch's name: its frames, oldest first, joined by `;`.
     pub name: &'a str,
-    /// Its power over the cycle, in W.
-    pub watts: f64,
+    /// Its power over the cycle.
+    pub power: Power,
+    /// Its energy in the cycle.
+    pub energy: Energy,
     /// The stack samples that caught it in the cycle.
     pub samples: u64,
 }
@@ -66,7 +69,7 @@ impl<'a> JvmView<'a> {
     /// The branches of `set` that got power in the cycle, with their samples, in branch order.
     pub fn powers(&self, set: BranchSet) -> Vec<BranchPower<'a>> {
         let mut samples: HashMap<BranchId, u64> = HashMap::new();
-        for (_, thread) in self.samples.threads() {
+        for (_, thread) in self.threads.threads() {
             for (&branch, &n) in &thread.samples {
                 *samples.entry(branch).or_default() += n;
             }
@@ -76,16 +79,17 @@ impl<'a> JvmView<'a> {
             BranchSet::All => result
                 .all
                 .iter()
-                .map(|&(branch, watts)| BranchPower {
+                .map(|&(branch, power)| BranchPower {
                     name: self.branches.name(branch),
-                    watts,
+                    power,
+                    energy: result.energy(power),
                     samples: samples.get(&branch).copied().unwrap_or(0),
                 })
                 .collect(),
             BranchSet::App => {
                 // The app file counts the Java threads only, as attribution does.
                 let mut app_samples = HashMap::new();
-                for (_, thread) in self.samples.threads() {
+                for (_, thread) in self.threads.threads() {
                     if thread.kind != ThreadKind::Java {
                         continue;
                     }
@@ -98,9 +102,10 @@ impl<'a> JvmView<'a> {
                 result
                     .app
                     .iter()
-                    .map(|&(app, watts)| BranchPower {
+                    .map(|&(app, power)| BranchPower {
                         name: self.branches.app_name(app),
-                        watts,
+                        power,
+                        energy: result.energy(power),
                         samples: app_samples.get(&app).copied().unwrap_or(0),
                     })
                     .collect()
@@ -113,6 +118,11 @@ impl<'a> JvmView<'a> {
 mod tests {
     use super::*;
     use joularcode_core::attribution::CycleResult;
+    use joularcode_core::energy::Interval;
+
+    const fn watts(watts: f64) -> Power {
+        Power::from_watts(watts)
+    }
 
     #[test]
     fn powers_carry_names_and_samples_per_set() {
@@ -123,7 +133,7 @@ mod tests {
         let app_branch = branches.branch(&[run, work]);
         let gc_branch = branches.branch(&[gc]);
         let app = branches.app(app_branch).expect("an app name");
-        let mut samples = Samples::default();
+        let mut samples = CycleThreads::default();
         samples.count(1, app_branch, 3);
         samples.count(2, app_branch, 1);
         samples.count(3, gc_branch, 5);
@@ -133,8 +143,9 @@ mod tests {
             cpu_ns: 0,
             samples: 9,
             result: CycleResult {
-                all: vec![(app_branch, 2.0), (gc_branch, 1.0)],
-                app: vec![(app, 2.0)],
+                interval: Interval::from_ns(500_000_000),
+                all: vec![(app_branch, watts(2.0)), (gc_branch, watts(1.0))],
+                app: vec![(app, watts(2.0))],
                 ..CycleResult::default()
             },
         };
@@ -142,7 +153,7 @@ mod tests {
             main_class: "a.Main",
             ended: false,
             branches: &branches,
-            samples: &samples,
+            threads: &samples,
             result: &result,
         };
         assert_eq!(view.pid(), 42);
@@ -151,12 +162,14 @@ mod tests {
             [
                 BranchPower {
                     name: "java.lang.Thread.run;a.A.work",
-                    watts: 2.0,
+                    power: watts(2.0),
+                    energy: Energy::from_joules(1.0),
                     samples: 4
                 },
                 BranchPower {
                     name: "[GC]",
-                    watts: 1.0,
+                    power: watts(1.0),
+                    energy: Energy::from_joules(0.5),
                     samples: 5
                 }
             ]
@@ -165,7 +178,8 @@ mod tests {
             view.powers(BranchSet::App),
             [BranchPower {
                 name: "a.A.work",
-                watts: 2.0,
+                power: watts(2.0),
+                energy: Energy::from_joules(1.0),
                 samples: 4
             }]
         );

@@ -138,7 +138,7 @@ impl Sink for StatusLine {
         status.jvms = view.jvms.iter().filter(|jvm| !jvm.ended).count();
         status.cycles += 1;
         status.samples += view.cycle.jvms.iter().map(|jvm| jvm.samples).sum::<u64>();
-        status.energy_j += view.cycle.jvms_energy_j();
+        status.energy_j += view.cycle.jvms_energy().joules();
         status.drops += view.cycle.lost_samples;
         self.terminal.show(status);
     }
@@ -155,6 +155,7 @@ mod tests {
     use joularcode_core::attribution::CycleResult;
     use joularcode_core::attribution::MachineLoad;
     use joularcode_core::cycle::{Cycle, JvmCycle};
+    use joularcode_core::energy::{Interval, Power};
 
     #[test]
     fn cycles_add_up_on_the_line() {
@@ -164,14 +165,15 @@ mod tests {
             cpu_ns: 0,
             samples: 7,
             result: CycleResult {
-                jvm_power_w: 3.0,
+                interval: Interval::from_ns(2_000_000_000),
+                jvm_power: Power::from_watts(3.0),
                 ..CycleResult::default()
             },
         };
         let cycle = Cycle {
             timestamp_ms: 0,
-            interval_s: 2.0,
-            power_w: 10.0,
+            interval: Interval::from_ns(2_000_000_000),
+            power: Power::from_watts(10.0),
             machine: MachineLoad::BusyCpuNs(Some(0)),
             lost_samples: 1,
             jvms: vec![jvm],

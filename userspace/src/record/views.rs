@@ -64,9 +64,9 @@ impl ViewFiles {
 impl Sink for ViewFiles {
     fn cycle(&mut self, view: &CycleView<'_>) {
         let cycle = view.cycle;
-        self.seconds += cycle.interval_s;
+        self.seconds += cycle.interval.seconds();
         if self.start_ms.is_none() {
-            self.start_ms = Some(cycle.timestamp_ms - (cycle.interval_s * 1000.0).round() as i64);
+            self.start_ms = Some(cycle.timestamp_ms - cycle.interval.millis());
         }
         if self.source.is_empty() {
             self.source = view.source.to_string();
@@ -85,7 +85,7 @@ impl Sink for ViewFiles {
                     .entry(power.name.to_string())
                     .or_default()
                     .add(Weight {
-                        joules: power.watts * cycle.interval_s,
+                        joules: power.energy.joules(),
                         samples: power.samples,
                     });
             }
@@ -125,9 +125,10 @@ mod tests {
     use super::*;
     use crate::record::sink::JvmView;
     use joularcode_core::attribution::MachineLoad;
-    use joularcode_core::attribution::{CycleResult, Samples};
+    use joularcode_core::attribution::{CycleResult, CycleThreads};
     use joularcode_core::branch::Branches;
     use joularcode_core::cycle::{Cycle, JvmCycle};
+    use joularcode_core::energy::{Interval, Power};
     use joularcode_core::log::Recorded;
 
     #[test]
@@ -140,22 +141,23 @@ mod tests {
         let mut branches = Branches::new::<&str>(&[]);
         let frame = branches.frame("a.A", "run");
         let branch = branches.branch(&[frame]);
-        let mut samples = Samples::default();
+        let mut samples = CycleThreads::default();
         samples.count(1, branch, 2);
         let jvm = JvmCycle {
             pid: 9,
             cpu_ns: 0,
             samples: 2,
             result: CycleResult {
-                all: vec![(branch, 4.0)],
+                interval: Interval::from_ns(500_000_000),
+                all: vec![(branch, Power::from_watts(4.0))],
                 ..CycleResult::default()
             },
         };
         for timestamp_ms in [10_500, 11_000] {
             let cycle = Cycle {
                 timestamp_ms,
-                interval_s: 0.5,
-                power_w: 10.0,
+                interval: Interval::from_ns(500_000_000),
+                power: Power::from_watts(10.0),
                 machine: MachineLoad::BusyCpuNs(Some(0)),
                 lost_samples: 0,
                 jvms: vec![jvm.clone()],
@@ -167,7 +169,7 @@ mod tests {
                     main_class: "a.Main",
                     ended: false,
                     branches: &branches,
-                    samples: &samples,
+                    threads: &samples,
                     result: &cycle.jvms[0],
                 }],
             });

@@ -6,6 +6,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use joularcode_core::output::csv::HEADER;
+use thiserror::Error;
 
 use crate::profile::{BranchSet, EnergyProfile, JvmEnergy, Weight};
 
@@ -50,23 +51,74 @@ impl FileEnergy {
     }
 }
 
+/// Why a recording's results could not be read.
+#[derive(Debug, Error)]
+pub enum ReadError {
+    /// The CSV header cannot be read.
+    #[error("the header cannot be read: {0}")]
+    Header(#[source] csv::Error),
+    /// The header lacks a column that every Joular results file has.
+    #[error("the header has no {0} column: not a Joular results file ({HEADER})")]
+    Column(&'static str),
+    /// A results file cannot be read.
+    #[error("cannot read {}: {source}", path.display())]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A results file is not a Joular results file.
+    #[error("{}: {source}", path.display())]
+    Content {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        source: Box<ReadError>,
+    },
+    /// The results folder cannot be listed.
+    #[error(
+        "cannot read the results folder {}: {source} (give the results-path of the recording)",
+        path.display()
+    )]
+    Folder {
+        /// The folder.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Neither the folder nor its folders hold the results file.
+    #[error(
+        "no {file} in {} or in its folders: is it the results-path of a recording?",
+        path.display()
+    )]
+    NoResults {
+        /// The file looked for.
+        file: &'static str,
+        /// The folder.
+        path: PathBuf,
+    },
+}
+
+/// The one-line message of a command.
+impl From<ReadError> for String {
+    fn from(error: ReadError) -> String {
+        error.to_string()
+    }
+}
+
 /// Adds up the energy per branch of a Joular CSV file's text.
-pub fn file_energy(text: &str) -> Result<FileEnergy, String> {
+pub fn file_energy(text: &str) -> Result<FileEnergy, ReadError> {
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(true)
         .flexible(true)
         .from_reader(text.as_bytes());
-    let header = reader
-        .headers()
-        .map_err(|e| format!("the header cannot be read: {e}"))?
-        .clone();
-    let column = |name: &str| {
+    let header = reader.headers().map_err(ReadError::Header)?.clone();
+    let column = |name: &'static str| {
         header
             .iter()
             .position(|field| field == name)
-            .ok_or_else(|| {
-                format!("the header has no {name} column: not a Joular results file ({HEADER})")
-            })
+            .ok_or(ReadError::Column(name))
     };
     let (timestamp, branch, energy, interval) = (
         column("timestamp")?,
@@ -99,15 +151,20 @@ pub fn file_energy(text: &str) -> Result<FileEnergy, String> {
 }
 
 /// Reads the results file at `path`.
-pub fn read_file(path: &Path) -> Result<FileEnergy, String> {
-    let text =
-        fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    file_energy(&text).map_err(|e| format!("{}: {e}", path.display()))
+pub fn read_file(path: &Path) -> Result<FileEnergy, ReadError> {
+    let text = fs::read_to_string(path).map_err(|source| ReadError::File {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    file_energy(&text).map_err(|error| ReadError::Content {
+        path: path.to_path_buf(),
+        source: Box::new(error),
+    })
 }
 
 /// The results files of `set` to read at `path`: `path` itself when it is a file, else
 /// `path/<file>` when it exists, else `path/*/<file>` (one folder per JVM), sorted by path.
-pub fn results_files(path: &Path, set: BranchSet) -> Result<Vec<PathBuf>, String> {
+pub fn results_files(path: &Path, set: BranchSet) -> Result<Vec<PathBuf>, ReadError> {
     if path.is_file() {
         return Ok(vec![path.to_path_buf()]);
     }
@@ -116,11 +173,9 @@ pub fn results_files(path: &Path, set: BranchSet) -> Result<Vec<PathBuf>, String
     if direct.is_file() {
         return Ok(vec![direct]);
     }
-    let entries = fs::read_dir(path).map_err(|e| {
-        format!(
-            "cannot read the results folder {}: {e} (give the results-path of the recording)",
-            path.display()
-        )
+    let entries = fs::read_dir(path).map_err(|source| ReadError::Folder {
+        path: path.to_path_buf(),
+        source,
     })?;
     let mut files: Vec<PathBuf> = entries
         .filter_map(Result::ok)
@@ -129,10 +184,10 @@ pub fn results_files(path: &Path, set: BranchSet) -> Result<Vec<PathBuf>, String
         .collect();
     files.sort();
     if files.is_empty() {
-        return Err(format!(
-            "no {file} in {} or in its folders: is it the results-path of a recording?",
-            path.display()
-        ));
+        return Err(ReadError::NoResults {
+            file,
+            path: path.to_path_buf(),
+        });
     }
     Ok(files)
 }
@@ -153,7 +208,7 @@ pub fn jvm_name(file: &Path) -> String {
 
 /// The energy profile of the recording at `path` (a results folder, or one CSV file), from the
 /// files of `set` (a CSV file given by name says its own set).
-pub fn profile(path: &Path, set: BranchSet) -> Result<EnergyProfile, String> {
+pub fn profile(path: &Path, set: BranchSet) -> Result<EnergyProfile, ReadError> {
     let set = if path.is_file() {
         path.file_name()
             .and_then(|name| name.to_str())
@@ -216,7 +271,10 @@ pub(crate) mod tests {
 
     #[test]
     fn a_file_that_is_not_joulars_is_refused() {
-        assert!(file_energy("a,b\n1,2\n").unwrap_err().contains("header"));
+        assert!(file_energy("a,b\n1,2\n")
+            .unwrap_err()
+            .to_string()
+            .contains("header"));
     }
 
     #[test]
@@ -231,7 +289,9 @@ pub(crate) mod tests {
     #[test]
     fn files_are_found_directly_or_per_jvm() {
         let dir = tempfile::tempdir().unwrap();
-        let err = results_files(dir.path(), BranchSet::App).unwrap_err();
+        let err = results_files(dir.path(), BranchSet::App)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("is it the results-path"), "{err}");
         for jvm in ["20-b.Main", "10-a.Main"] {
             fs::create_dir(dir.path().join(jvm)).unwrap();

@@ -70,21 +70,21 @@ fn snapshot(view: &CycleView<'_>) -> Snapshot {
         move |jvm: &crate::record::sink::JvmView<'_>| -> Vec<(String, f64)> {
             jvm.powers(set)
                 .into_iter()
-                .map(|power| (power.name.to_string(), power.watts))
+                .map(|power| (power.name.to_string(), power.power.watts()))
                 .collect()
         }
     };
     Snapshot {
         source: view.source.to_string(),
-        power_w: view.cycle.power_w,
-        interval_s: view.cycle.interval_s,
+        power_w: view.cycle.power.watts(),
+        interval: view.cycle.interval,
         jvms: view
             .jvms
             .iter()
             .map(|jvm| JvmSnapshot {
                 pid: jvm.pid(),
                 main_class: jvm.main_class.to_string(),
-                watts: jvm.result.result.jvm_power_w,
+                watts: jvm.result.result.jvm_power.watts(),
                 share: jvm.result.result.jvm_share,
                 ended: jvm.ended,
                 all: owned(BranchSet::All)(jvm),

@@ -5,6 +5,8 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
+use joularcode_core::energy::{Interval, Power};
+
 use crate::profile::BranchSet;
 
 /// One cycle's results, owned, as the view takes them.
@@ -14,8 +16,8 @@ pub struct Snapshot {
     pub source: String,
     /// The CPU power over the cycle, in W.
     pub power_w: f64,
-    /// The cycle's length, in s.
-    pub interval_s: f64,
+    /// The cycle's length.
+    pub interval: Interval,
     /// The JVMs of the cycle.
     pub jvms: Vec<JvmSnapshot>,
 }
@@ -105,9 +107,9 @@ pub struct Usage {
 }
 
 impl Usage {
-    fn add(&mut self, watts: f64, interval_s: f64) {
+    fn add(&mut self, watts: f64, interval: Interval) {
         self.watts += watts;
-        self.joules += watts * interval_s;
+        self.joules += (Power::from_watts(watts) * interval).joules();
     }
 }
 
@@ -181,7 +183,7 @@ impl Top {
         self.cycles += 1;
         self.source.clone_from(&snapshot.source);
         self.power_w = snapshot.power_w;
-        let interval = snapshot.interval_s;
+        let interval = snapshot.interval;
         for row in &mut self.jvms {
             row.usage.watts = 0.0;
             row.share = 0.0;
@@ -388,7 +390,7 @@ mod tests {
         Snapshot {
             source: "vm (watts file /w)".into(),
             power_w: 100.0,
-            interval_s: 2.0,
+            interval: Interval::from_ns(2_000_000_000),
             jvms,
         }
     }

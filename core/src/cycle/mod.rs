@@ -12,15 +12,18 @@
 //!   the source's when the two clocks disagree by a tick); the system load from 0 to 1 for the
 //!   agent, as Joular does;
 //! - each JVM's branches share its power by their samples within each thread.
+//!
+//! A [`Cycle`] answers in joules ([`crate::energy`]); [`log`] writes it as the cycle log's lines.
+
+pub mod log;
 
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde_json::json;
-
-use crate::attribution::{self, CycleInput, CycleResult, MachineLoad, Samples};
+use crate::attribution::{self, CycleInput, CycleResult, CycleThreads, MachineLoad};
 use crate::branch::Branches;
 use crate::config::{self, Config};
+use crate::energy::{Energy, Interval, Power};
 use crate::log::{Level, Log};
 use crate::machine::MachineMeter;
 use crate::power::PowerSource;
@@ -31,10 +34,10 @@ use crate::warnings::{Uncaught, Warnings};
 pub struct Measures {
     /// Unix milliseconds at the end of the cycle.
     pub timestamp_ms: i64,
-    /// The cycle's length, in ns.
-    pub elapsed_ns: u64,
-    /// The CPU power over the cycle, in W (0 when it could not be read).
-    pub power_w: f64,
+    /// The cycle's length.
+    pub interval: Interval,
+    /// The CPU power over the cycle (0 when it could not be read).
+    pub power: Power,
     /// How loaded the machine was in the cycle.
     pub machine: MachineLoad,
 }
@@ -47,19 +50,12 @@ pub struct JvmInput<'a> {
     /// Its branches, which the sample counts refer to.
     pub branches: &'a Branches,
     /// Per thread: its CPU time in the cycle, its kind and its samples per branch.
-    pub samples: Samples,
+    pub threads: CycleThreads,
     /// The CPU time the whole JVM used in the cycle, in ns (the profiler's own threads left
-    /// out): [`threads_cpu_ns`] of `samples` when every thread is in them.
+    /// out): [`CycleThreads::cpu_ns`] of `threads` when every thread is in them.
     pub cpu_ns: u64,
     /// Samples of the JVM that wait until it can be read (it is starting).
     pub waiting_samples: u64,
-}
-
-/// The CPU time of all the threads of `samples`, in ns.
-pub fn threads_cpu_ns(samples: &Samples) -> u64 {
-    samples
-        .threads()
-        .fold(0u64, |sum, (_, thread)| sum.saturating_add(thread.cpu_ns))
 }
 
 /// One JVM's result in a cycle.
@@ -80,10 +76,10 @@ pub struct JvmCycle {
 pub struct Cycle {
     /// Unix milliseconds at its end, the CSV rows' timestamp.
     pub timestamp_ms: i64,
-    /// Its length, in seconds.
-    pub interval_s: f64,
-    /// The CPU power read for it, in W (0 when it could not be read).
-    pub power_w: f64,
+    /// Its length.
+    pub interval: Interval,
+    /// The CPU power read for it (0 when it could not be read).
+    pub power: Power,
     /// The machine's load used for the shares (see the module's documentation).
     pub machine: MachineLoad,
     /// Samples the sampler lost in the cycle (all JVMs together).
@@ -93,45 +89,14 @@ pub struct Cycle {
 }
 
 impl Cycle {
-    /// Energy attributed to the JVMs in this cycle, in J.
-    pub fn jvms_energy_j(&self) -> f64 {
-        self.jvms
-            .iter()
-            .map(|jvm| jvm.result.jvm_power_w * self.interval_s)
-            .sum()
+    /// The energy the power source gave in this cycle.
+    pub fn source_energy(&self) -> Energy {
+        self.power * self.interval
     }
 
-    /// One JSON object per JVM, one a line, for the cycle log (see docs/record.md).
-    pub fn json_lines(&self) -> String {
-        let mut lines = String::new();
-        for jvm in &self.jvms {
-            let result = &jvm.result;
-            let energy = |power_w: f64| power_w * self.interval_s;
-            let sum = |powers: &mut dyn Iterator<Item = f64>| powers.sum::<f64>();
-            let mut line = json!({
-                "timestamp_ms": self.timestamp_ms,
-                "pid": jvm.pid,
-                "interval_s": self.interval_s,
-                "source_power_w": self.power_w,
-                "source_energy_j": energy(self.power_w),
-                "jvm_cpu_ns": jvm.cpu_ns,
-                "jvm_share": result.jvm_share,
-                "jvm_energy_j": energy(result.jvm_power_w),
-                "branches_energy_j": energy(sum(&mut result.all.iter().map(|&(_, p)| p))),
-                "app_energy_j": energy(sum(&mut result.app.iter().map(|&(_, p)| p))),
-                "unattributed_energy_j": energy(result.unattributed_w),
-                "coverage": result.coverage,
-                "samples": jvm.samples,
-                "lost_samples": self.lost_samples,
-            });
-            match self.machine {
-                MachineLoad::BusyCpuNs(busy) => line["busy_cpu_ns"] = json!(busy),
-                MachineLoad::SystemLoad(load) => line["system_load"] = json!(load),
-            }
-            lines.push_str(&line.to_string());
-            lines.push('\n');
-        }
-        lines
+    /// Energy attributed to the JVMs in this cycle.
+    pub fn jvms_energy(&self) -> Energy {
+        self.jvms.iter().map(|jvm| jvm.result.jvm_energy()).sum()
     }
 }
 
@@ -184,12 +149,12 @@ impl Engine {
     /// starts the next one. Its samples may still be on their way: share the power out with
     /// [`Engine::share`] once they are in.
     pub fn measure(&mut self, now_ns: u64, log: &dyn Log) -> Measures {
-        let elapsed_ns = now_ns.saturating_sub(self.start_ns);
+        let interval = Interval::from_ns(now_ns.saturating_sub(self.start_ns));
         self.start_ns = now_ns;
         Measures {
             timestamp_ms: unix_ms(),
-            elapsed_ns,
-            power_w: self.warnings.power(log, self.source.watts()),
+            interval,
+            power: Power::from_watts(self.warnings.power(log, self.source.watts())),
             machine: self.machine.since_last(),
         }
     }
@@ -206,8 +171,8 @@ impl Engine {
     ) -> Cycle {
         let Measures {
             timestamp_ms,
-            elapsed_ns,
-            power_w,
+            interval,
+            power,
             machine,
         } = *measures;
         let machine = match machine {
@@ -216,7 +181,7 @@ impl Engine {
                     .iter()
                     .fold(0u64, |sum, jvm| sum.saturating_add(jvm.cpu_ns));
                 MachineLoad::BusyCpuNs(Some(
-                    busy.unwrap_or_else(|| elapsed_ns.saturating_mul(u64::from(self.cpus)))
+                    busy.unwrap_or_else(|| interval.ns().saturating_mul(u64::from(self.cpus)))
                         .max(all_jvms_ns),
                 ))
             }
@@ -228,20 +193,15 @@ impl Engine {
         let mut taken = 0u64;
         let mut results = Vec::with_capacity(jvms.len());
         for jvm in jvms {
-            let samples = jvm.samples.threads().fold(0u64, |sum, (_, thread)| {
-                thread
-                    .samples
-                    .values()
-                    .fold(sum, |s, &n| s.saturating_add(n))
-            });
+            let samples = jvm.threads.sample_count();
             taken = taken.saturating_add(samples);
             let input = CycleInput {
-                cpu_power_w: power_w,
-                elapsed_ns,
+                cpu_power: power,
+                interval,
                 jvm_cpu_ns: jvm.cpu_ns,
                 cpus: self.cpus,
                 machine,
-                samples: &jvm.samples,
+                threads: &jvm.threads,
             };
             let result = attribution::attribute(&input, jvm.branches, self.jvm_threads);
             let warnings = self.coverage.entry(jvm.pid).or_default();
@@ -268,14 +228,14 @@ impl Engine {
         self.warnings.sampler(
             log,
             self.rate_ms,
-            elapsed_ns as f64 / 1e9,
+            interval.seconds(),
             taken.saturating_add(missed),
             missed,
         );
         Cycle {
             timestamp_ms,
-            interval_s: elapsed_ns as f64 / 1e9,
-            power_w,
+            interval,
+            power,
             machine,
             lost_samples: missed,
             jvms: results,
@@ -324,21 +284,21 @@ mod tests {
 
     /// A JVM's material, its CPU time that of its threads.
     fn jvm<'a>(pid: u32, branches: &'a mut Branches, threads: &[TestThread]) -> JvmInput<'a> {
-        let mut samples = Samples::default();
+        let mut cycle = CycleThreads::default();
         for &(tid, cpu_ns, kind, counts) in threads {
-            samples.add_cpu(tid, cpu_ns);
-            samples.set_kind(tid, kind);
+            cycle.add_cpu(tid, cpu_ns);
+            cycle.set_kind(tid, kind);
             for &(method, n) in counts {
                 let frame = branches.frame("app.Main", method);
                 let branch = branches.branch(&[frame]);
-                samples.count(tid, branch, n);
+                cycle.count(tid, branch, n);
             }
         }
-        let cpu_ns = threads_cpu_ns(&samples);
+        let cpu_ns = cycle.cpu_ns();
         JvmInput {
             pid,
             branches,
-            samples,
+            threads: cycle,
             cpu_ns,
             waiting_samples: 0,
         }
@@ -432,21 +392,71 @@ mod tests {
         ];
         let log = Recorded::default();
         let cycle = end(&mut engine, 2_000_000_000, 0, &jvms, &log);
-        assert_eq!(cycle.interval_s, 1.0);
-        assert_eq!(cycle.power_w, 100.0);
+        assert_eq!(cycle.interval.seconds(), 1.0);
+        assert_eq!(cycle.power.watts(), 100.0);
         assert_eq!(cycle.machine, MachineLoad::BusyCpuNs(Some(1_500_000_000)));
         let [a, b] = &cycle.jvms[..] else {
             panic!("two JVMs")
         };
         assert!(close(a.result.jvm_share, 1.0 / 1.5));
         assert!(close(b.result.jvm_share, 0.4 / 1.5));
-        assert!(cycle.jvms_energy_j() <= 100.0);
+        assert!(cycle.jvms_energy() <= cycle.source_energy());
+        assert_eq!(cycle.source_energy().joules(), 100.0);
         // Thread 2 of JVM a was never sampled: a quarter of a's energy is unattributed.
         assert!(close(a.result.coverage, 0.75));
-        let heavy: f64 = a.result.all.iter().map(|&(_, p)| p).fold(0.0, f64::max);
-        assert!(close(heavy, a.result.jvm_power_w * 0.75 * 0.75));
+        let heavy: f64 = a
+            .result
+            .all
+            .iter()
+            .map(|&(_, p)| p.watts())
+            .fold(0.0, f64::max);
+        assert!(close(heavy, a.result.jvm_power.watts() * 0.75 * 0.75));
         assert_eq!((a.samples, b.samples, a.cpu_ns), (4, 5, 1_000_000_000));
         assert!(log.messages().is_empty(), "{:?}", log.messages());
+    }
+
+    #[test]
+    fn the_jvms_that_make_the_whole_load_share_out_the_sources_energy_whole() {
+        let proc = tempfile::tempdir().unwrap();
+        write_stat(proc.path(), 0, 0);
+        let mut engine = busy_engine("37.5\n", proc.path());
+        // 1.5 s on 2 CPUs; the two JVMs are the only load: 0.9 s + 0.3 s busy (120 ticks).
+        write_stat(proc.path(), 120, 180);
+        let mut a = Branches::new(&["app."]);
+        let mut b = Branches::new(&["app."]);
+        let jvms = [
+            jvm(
+                1,
+                &mut a,
+                &[
+                    (1, 600_000_000, ThreadKind::Java, &[("x", 3), ("y", 2)]),
+                    (2, 300_000_000, ThreadKind::Jvm, &[("gc", 1)]),
+                ],
+            ),
+            jvm(
+                2,
+                &mut b,
+                &[(1, 300_000_000, ThreadKind::Java, &[("z", 7)])],
+            ),
+        ];
+        let cycle = end(&mut engine, 2_500_000_000, 0, &jvms, &Recorded::default());
+        let source = cycle.source_energy().joules();
+        assert!(close(source, 37.5 * 1.5));
+        assert!(close(cycle.jvms_energy().joules(), source));
+        for jvm in &cycle.jvms {
+            let result = &jvm.result;
+            assert!(close(
+                result.branches_energy().joules() + result.unattributed_energy().joules(),
+                result.jvm_energy().joules()
+            ));
+        }
+        // Every thread was sampled: the branches of the all file get the source's energy whole.
+        let branches: f64 = cycle
+            .jvms
+            .iter()
+            .map(|jvm| jvm.result.branches_energy().joules())
+            .sum();
+        assert!(close(branches, source));
     }
 
     #[test]
@@ -516,7 +526,7 @@ mod tests {
         )];
         let cycle = end(&mut engine, 1_500_000_000, 0, &input, &Recorded::default());
         assert_eq!(cycle.machine, MachineLoad::BusyCpuNs(Some(300_000_000)));
-        assert!(close(cycle.jvms_energy_j(), 50.0 * 0.5));
+        assert!(close(cycle.jvms_energy().joules(), 50.0 * 0.5));
         let line: serde_json::Value =
             serde_json::from_str(cycle.json_lines().lines().next().unwrap()).unwrap();
         assert_eq!(line["pid"], 1);

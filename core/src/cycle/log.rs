@@ -1,0 +1,40 @@
+//! The cycle log's format: one JSON object per cycle and JVM, one a line (docs/record.md), with
+//! the source's energy, the JVM's share and energy, and what went to no branch.
+
+use serde_json::json;
+
+use super::Cycle;
+use crate::attribution::MachineLoad;
+
+impl Cycle {
+    /// One JSON object per JVM, one a line, for the cycle log.
+    pub fn json_lines(&self) -> String {
+        let mut lines = String::new();
+        for jvm in &self.jvms {
+            let result = &jvm.result;
+            let mut line = json!({
+                "timestamp_ms": self.timestamp_ms,
+                "pid": jvm.pid,
+                "interval_s": self.interval.seconds(),
+                "source_power_w": self.power.watts(),
+                "source_energy_j": self.source_energy().joules(),
+                "jvm_cpu_ns": jvm.cpu_ns,
+                "jvm_share": result.jvm_share,
+                "jvm_energy_j": result.jvm_energy().joules(),
+                "branches_energy_j": result.branches_energy().joules(),
+                "app_energy_j": result.app_energy().joules(),
+                "unattributed_energy_j": result.unattributed_energy().joules(),
+                "coverage": result.coverage,
+                "samples": jvm.samples,
+                "lost_samples": self.lost_samples,
+            });
+            match self.machine {
+                MachineLoad::BusyCpuNs(busy) => line["busy_cpu_ns"] = json!(busy),
+                MachineLoad::SystemLoad(load) => line["system_load"] = json!(load),
+            }
+            lines.push_str(&line.to_string());
+            lines.push('\n');
+        }
+        lines
+    }
+}

@@ -1,0 +1,158 @@
+//! Compiled frames: named by the symbolizer agent's code map (with the methods inlined into them)
+//! when an entry was valid at the sample's time and the live code cache agrees, else by the
+//! nmethod's outer method from the code cache, else by the JDK's perf map; stubs are no Java
+//! frame, and the continuation's return barrier ends a virtual thread's frames on the stack.
+
+use std::collections::HashMap;
+
+use joularcode_core::branch::Branches;
+
+use super::{JitNames, Named, Pc, Resolver};
+use crate::hotspot::HotSpot;
+use crate::jit::codemap::{CodeKind, CodeMap};
+use crate::sampler::monotonic_ns;
+
+impl Resolver {
+    /// A frame in compiled code (or a stub), at the sample's time.
+    pub(super) fn compiled(&mut self, pc: Pc, time_ns: u64, branches: &mut Branches) -> Named {
+        let at = pc.instruction();
+        if let JitNames::Agent(map) = &self.jit {
+            let code = map.lookup(at, time_ns);
+            if pc.caller
+                && code.is_none_or(|code| code.kind == CodeKind::Stub)
+                && returns_to_barrier(map, pc.pc, time_ns)
+            {
+                return Named::Frozen;
+            }
+            if let Some(code) = code {
+                if code.kind == CodeKind::Stub {
+                    return Named::Stub;
+                }
+                let key = (code.start, code.load_ns);
+                let unloaded_late = code
+                    .unload_ns
+                    .is_some_and(|unload| unload >= time_ns.saturating_add(UNLOAD_LAG_NS));
+                let root = code.frames().next().unwrap_or_default();
+                if !unloaded_late
+                    && !still_there(&self.hotspot, &mut self.verified, key, pc.pc, root, time_ns)
+                {
+                    return Named::Unknown;
+                }
+                let before = self.frames.ids.len();
+                for name in code.frames().rev() {
+                    let (class, method) = name.rsplit_once('.').unwrap_or(("", name));
+                    self.frames.push(branches, class, method);
+                }
+                let pushed = self.frames.ids.len() - before;
+                self.tally.inlined_frames += pushed.saturating_sub(1) as u64;
+                return if pushed > 0 {
+                    Named::Frames
+                } else {
+                    Named::Stub
+                };
+            }
+        }
+        match self.hotspot.blob_at(pc.pc) {
+            Some(blob) if !blob.is_nmethod() => Named::Stub,
+            Some(blob) => match self.hotspot.compiled_method_at(pc.pc) {
+                Some(compiled) => {
+                    // Native methods' wrappers are not reported to agents: only compiled Java
+                    // code is worth waiting for.
+                    self.unreported |=
+                        matches!(self.jit, JitNames::Agent(_)) && blob.name == "nmethod";
+                    self.tally.code_cache_frames += 1;
+                    self.frames
+                        .push(branches, &compiled.method.class, &compiled.method.name);
+                    Named::Frames
+                }
+                None => self.named_by_perf_map(at, branches),
+            },
+            None => self.named_by_perf_map(at, branches),
+        }
+    }
+
+    /// The last resort for compiled code: the JDK's perf map, when there is one.
+    fn named_by_perf_map(&mut self, at: u64, branches: &mut Branches) -> Named {
+        let JitNames::PerfMap(map) = &self.jit else {
+            return Named::Unknown;
+        };
+        match map.lookup(at).and_then(|entry| entry.name.rsplit_once('.')) {
+            Some((class, method)) => {
+                self.frames.push(branches, class, method);
+                Named::Frames
+            }
+            None => Named::Unknown,
+        }
+    }
+}
+
+/// How late the agent may write an unload line after HotSpot freed the code: HotSpot posts the
+/// event from its service thread, and the agent writes its buffer every 20 ms.
+const UNLOAD_LAG_NS: u64 = 250_000_000;
+
+/// Most code map entries whose presence in the live code cache is remembered.
+const MAX_VERIFIED: usize = 100_000;
+
+/// Whether the code map's entry `key` (named `root`), which holds `pc`, was still the code at `pc`
+/// at the sample's time `time_ns`, as far as can be told.
+///
+/// The map's load and unload times are when the agent heard of them, after the fact: when code
+/// is freed and its addresses given to new code, the new code can run (and be sampled) before the
+/// map shows the unload or the new load. So an entry not known to be unloaded well after the
+/// sample is checked against the live code cache: if the code at `pc` now still has the entry's
+/// name, it had it at the sample's time too (it was loaded before then); if no code is there any
+/// more, or compiled code whose method cannot be read (unloaded with its class), nothing else
+/// ran there; if other code is there, it replaced the entry at some point the
+/// map cannot place, and the frame is `[unknown]` rather than perhaps misnamed. A check made after the sample's time answers for it, so each entry is read
+/// from the target about once per batch of samples.
+fn still_there(
+    hotspot: &HotSpot,
+    verified: &mut HashMap<(u64, u64), (u64, bool)>,
+    key: (u64, u64),
+    pc: u64,
+    root: &str,
+    time_ns: u64,
+) -> bool {
+    if let Some(&(at, same)) = verified.get(&key) {
+        if at >= time_ns {
+            return same;
+        }
+    }
+    let now = monotonic_ns();
+    let same = match hotspot.compiled_method_at(pc) {
+        Some(live) => {
+            root.rsplit_once('.') == Some((live.method.class.as_str(), live.method.name.as_str()))
+        }
+        // Freed and not reused (or the JVM is gone), or compiled code whose method is gone (its
+        // class was unloaded, the code awaits flushing): nothing else can have run there.
+        None => hotspot.blob_at(pc).is_none_or(|blob| blob.is_nmethod()),
+    };
+    if verified.len() >= MAX_VERIFIED {
+        verified.clear();
+    }
+    verified.insert(key, (now, same));
+    same
+}
+
+/// Names of the continuation return barrier in the code map: the stub that thaws a virtual
+/// thread's next frames (`Cont thaw return barrier` on Java 21, `cont_returnBarrier` on 25).
+const RETURN_BARRIERS: [&str; 2] = ["Cont thaw return barrier", "cont_returnBarrier"];
+
+/// Whether `return_address` is the entry of the continuation return barrier.
+///
+/// When a virtual thread is mounted again, HotSpot copies only its newest frames back from its
+/// stack chunk (on the heap) to the carrier's stack when the chunk is large or holds interpreted
+/// frames, and makes the oldest frame copied return into this barrier, which copies the next ones
+/// when it is reached. A frame returning there is the oldest of the virtual thread's frames on
+/// the stack: the older ones are in the chunk, which the sampler's walker does not read, and
+/// the frames after it are the carrier's.
+fn returns_to_barrier(map: &CodeMap, return_address: u64, time_ns: u64) -> bool {
+    map.lookup(return_address, time_ns).is_some_and(|code| {
+        code.kind == CodeKind::Stub
+            && code.start == return_address
+            && code
+                .frames()
+                .next()
+                .is_some_and(|name| RETURN_BARRIERS.contains(&name))
+    })
+}

@@ -1,0 +1,262 @@
+//! Resolution of recorded samples against a JVM's memory image ([`crate::hotspot::fake`]):
+//! interpreted, compiled, inlined, stub, native and unknown frames, without root and without a JVM.
+
+use super::*;
+use crate::hotspot::fake::FakeJvm;
+use crate::sampler::{StackFrame, WalkEnd};
+
+/// A sample of `frames` (newest first) taken at `time_ns`.
+fn sample(time_ns: u64, frames: Vec<StackFrame>) -> Sample {
+    Sample {
+        pid: std::process::id(),
+        tid: 1,
+        cpu: 0,
+        time_ns,
+        kernel: false,
+        jvm: true,
+        java_thread: true,
+        scanned: false,
+        ip: frames.first().map_or(0, |frame| frame.pc),
+        sp: 0x7000,
+        bp: 0x7100,
+        stack_end: 0x7200,
+        end: WalkEnd::Entry,
+        frames,
+    }
+}
+
+/// A frame at `pc` of `kind`; every frame but the newest is a caller's (its pc a return address).
+fn frame(pc: u64, kind: FrameKind, caller: bool) -> StackFrame {
+    StackFrame {
+        pc,
+        kind,
+        caller,
+        deoptimized: false,
+    }
+}
+
+fn interpreted(pc: u64, method: u64, caller: bool) -> StackFrame {
+    frame(pc, FrameKind::Interpreted { method }, caller)
+}
+
+fn native(pc: u64, caller: bool) -> StackFrame {
+    frame(pc, FrameKind::Native { method_slot: 0 }, caller)
+}
+
+fn compiled(pc: u64, caller: bool) -> StackFrame {
+    frame(
+        pc,
+        FrameKind::Compiled {
+            nmethod: 0,
+            compile_id: 0,
+        },
+        caller,
+    )
+}
+
+/// A JVM image with `demo.Main.run` (interpreted), `demo.Hot.compute` compiled, into which
+/// `demo.Hot.square` is inlined at code offsets 0x40..0x80, and a stub.
+struct Image {
+    resolver: Resolver,
+    branches: Branches,
+    run: u64,
+    interpreter: u64,
+    compute: (u64, u64),
+    stub: u64,
+    free: u64,
+}
+
+/// The code map the agent would write for `compute`'s code, loaded at time 100.
+fn code_map(compute: (u64, u64)) -> JitNames {
+    let mut map = CodeMap::new("fake.map");
+    let text = format!(
+        "joularcode-code-map 1 monotonic 1\nM 0 demo.Hot.compute\nM 1 demo.Hot.square\n\
+         L 100 {:x} {:x} 0 40-80:0,1\n",
+        compute.0,
+        compute.1 - compute.0
+    );
+    map.feed(text.as_bytes()).expect("a well-formed code map");
+    JitNames::Agent(Box::new(map))
+}
+
+impl Image {
+    fn new(agent: bool) -> Image {
+        let mut jvm = FakeJvm::default();
+        let run = jvm.method("demo/Main", "run");
+        let compute_method = jvm.method("demo/Hot", "compute");
+        let compute = jvm.nmethod(compute_method, 7, 0x100);
+        let (stub, _) = jvm.stub("StubRoutines (1)", 0x40);
+        let interpreter = jvm.interpreter().0 + 0x10;
+        let free = jvm.free_code();
+        let jit = if agent {
+            code_map(compute)
+        } else {
+            JitNames::CodeCache
+        };
+        Image {
+            resolver: Resolver::new(jvm.open(std::process::id()), jit, false),
+            branches: Branches::new(&["demo."]),
+            run,
+            interpreter,
+            compute,
+            stub,
+            free,
+        }
+    }
+
+    /// The branch of `frames` resolved at time 1000, and the stats it added.
+    fn resolve(&mut self, frames: Vec<StackFrame>) -> (String, ResolveStats) {
+        let before = self.resolver.stats();
+        let resolved = self
+            .resolver
+            .resolve(&sample(1000, frames), None, &mut self.branches);
+        let after = self.resolver.stats();
+        let added = ResolveStats {
+            samples: after.samples - before.samples,
+            java_frames: after.java_frames - before.java_frames,
+            inlined_frames: after.inlined_frames - before.inlined_frames,
+            code_cache_frames: after.code_cache_frames - before.code_cache_frames,
+            unknown_frames: after.unknown_frames - before.unknown_frames,
+            without_java_frame: after.without_java_frame - before.without_java_frame,
+        };
+        (self.branches.name(resolved.branch).to_string(), added)
+    }
+}
+
+#[test]
+fn an_interpreted_frame_is_named_by_its_method() {
+    let mut image = Image::new(false);
+    let (run, pc) = (image.run, image.interpreter);
+    let (branch, stats) = image.resolve(vec![interpreted(pc, run, false), native(0x1000, true)]);
+    assert_eq!(branch, "demo.Main.run");
+    assert_eq!((stats.samples, stats.java_frames), (1, 1));
+}
+
+#[test]
+fn a_compiled_frame_without_the_agent_is_named_by_its_nmethod() {
+    let mut image = Image::new(false);
+    let (run, pc, code) = (image.run, image.interpreter, image.compute.0);
+    let (branch, stats) = image.resolve(vec![
+        compiled(code + 0x50, false),
+        interpreted(pc, run, true),
+    ]);
+    // Without the agent, the inlined square is not known: the outer method names the frame.
+    assert_eq!(branch, "demo.Main.run;demo.Hot.compute");
+    assert_eq!((stats.java_frames, stats.code_cache_frames), (2, 1));
+}
+
+#[test]
+fn the_agents_code_map_names_the_inlined_methods() {
+    let mut image = Image::new(true);
+    let (run, pc, code) = (image.run, image.interpreter, image.compute.0);
+    let (branch, stats) = image.resolve(vec![
+        compiled(code + 0x50, false),
+        interpreted(pc, run, true),
+    ]);
+    assert_eq!(branch, "demo.Main.run;demo.Hot.compute;demo.Hot.square");
+    assert_eq!(
+        (
+            stats.java_frames,
+            stats.inlined_frames,
+            stats.code_cache_frames
+        ),
+        (3, 1, 0)
+    );
+    // A return address right after the inlined range is the call's: still in square.
+    let (branch, _) = image.resolve(vec![
+        native(0x1000, false),
+        compiled(code + 0x80, true),
+        interpreted(pc, run, true),
+    ]);
+    assert_eq!(branch, "demo.Main.run;demo.Hot.compute;demo.Hot.square");
+    // Outside the inlined range, compute alone.
+    let (branch, _) = image.resolve(vec![compiled(code + 0x10, false)]);
+    assert_eq!(branch, "demo.Hot.compute");
+}
+
+#[test]
+fn compiled_code_the_agent_has_not_reported_yet_waits() {
+    let mut image = Image::new(true);
+    // A sample before the code map's load line: the agent had not reported the code yet.
+    let early = sample(50, vec![compiled(image.compute.0 + 0x50, false)]);
+    assert_eq!(
+        image
+            .resolver
+            .resolve_or_wait(&early, None, &mut image.branches),
+        None
+    );
+    assert_eq!(image.resolver.stats().samples, 0, "nothing counted");
+    let resolved = image.resolver.resolve(&early, None, &mut image.branches);
+    assert_eq!(image.branches.name(resolved.branch), "demo.Hot.compute");
+    assert_eq!(image.resolver.stats().code_cache_frames, 1);
+}
+
+#[test]
+fn stubs_and_native_frames_are_left_out() {
+    let mut image = Image::new(false);
+    let (run, pc, stub) = (image.run, image.interpreter, image.stub);
+    let (branch, stats) = image.resolve(vec![
+        native(0x1000, false),
+        frame(stub + 1, FrameKind::Stub { blob: 0 }, true),
+        interpreted(pc, run, true),
+    ]);
+    assert_eq!(branch, "demo.Main.run");
+    assert_eq!((stats.java_frames, stats.unknown_frames), (1, 0));
+    // Native frames only: the sample is native code's.
+    let (branch, stats) = image.resolve(vec![native(0x1000, false), native(0x2000, true)]);
+    assert_eq!(branch, NATIVE);
+    assert_eq!(stats.without_java_frame, 1);
+}
+
+#[test]
+fn frames_that_cannot_be_named_are_unknown() {
+    let mut image = Image::new(false);
+    let (run, pc, free) = (image.run, image.interpreter, image.free);
+    // A Method* that is no Method, then a run of two pcs in no blob: one [unknown] each run.
+    let (branch, stats) = image.resolve(vec![
+        interpreted(pc, run + 8, false),
+        compiled(free, true),
+        compiled(free + 8, true),
+        interpreted(pc, run, true),
+    ]);
+    assert_eq!(branch, "demo.Main.run;[unknown]");
+    assert_eq!((stats.java_frames, stats.unknown_frames), (1, 3));
+    // No Java frame could be named, but the sample was in Java code.
+    let (branch, stats) = image.resolve(vec![compiled(free, false)]);
+    assert_eq!(branch, UNKNOWN);
+    assert_eq!(stats.without_java_frame, 1);
+}
+
+#[test]
+fn a_jvm_thread_gets_its_pseudo_frame() {
+    let mut image = Image::new(false);
+    let resolved = image.resolver.resolve(
+        &sample(1000, vec![native(0x1000, false)]),
+        Some(JvmThread::Gc),
+        &mut image.branches,
+    );
+    assert_eq!(image.branches.name(resolved.branch), "[GC]");
+}
+
+#[test]
+fn each_pc_gets_the_method_of_its_interpreted_frame() {
+    let sample = sample(
+        5,
+        vec![
+            frame(0x1000, FrameKind::Interpreted { method: 0xa }, false),
+            frame(0x2000, FrameKind::Native { method_slot: 0 }, true),
+            frame(0x3000, FrameKind::Stub { blob: 0xb }, true),
+        ],
+    );
+    let found: Vec<(u64, u64, Option<u64>)> = pcs(&sample)
+        .map(|pc| (pc.pc, pc.instruction(), pc.method_slot))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (0x1000, 0x1000, Some(0xa)),
+            (0x2000, 0x1fff, None),
+            (0x3000, 0x2fff, None),
+        ]
+    );
+}
