@@ -41,7 +41,6 @@ use crate::discovery::{self, Discovery, DiscoveryError, Target};
 use crate::foreign::ForeignError;
 use crate::hotspot::HotSpot;
 use crate::jit::codemap::{CodeMap, CodeMapError};
-use crate::jit::perfmap::PerfMap;
 use crate::jit::stale;
 use crate::launch;
 use crate::resolve::{JitNames, ResolveStats, Resolver};
@@ -962,7 +961,7 @@ fn attach_agent(
     };
     let outer_only = "compiled frames are named by their outer method only (methods inlined into them are not shown)";
     if !matches!(refused, AttachError::AttachDisabled(_)) {
-        if let Ok(perf_map) = PerfMap::from_jvm(&target) {
+        if let Ok(perf_map) = target.perf_map() {
             let message = format!(
                 "{name}: the symbolizer agent cannot be loaded ({refused}); {outer_only}, from its code cache and its perf map (Compiler.perfmap)"
             );

@@ -393,7 +393,7 @@ fn dynamic_agents_refused_but_the_jdk_perfmap_still_works() {
             "Java {}: {err}",
             jdk.major
         );
-        let perf = PerfMap::from_jvm(&attach::Target::new(pid).unwrap()).unwrap();
+        let perf = attach::Target::new(pid).unwrap().perf_map().unwrap();
         assert!(perf.entries().iter().any(|e| e.name == "AgentHot.work"));
         assert!(perf.entries().iter().any(|e| e.name == "Interpreter"));
         assert!(!Path::new(&format!("/tmp/joularcode-{pid}.map")).exists());
@@ -418,7 +418,7 @@ fn not_a_jvm_and_an_unresponsive_jvm_are_told_apart() {
     assert!(matches!(err, AttachError::Timeout { .. }), "{err}");
     let version = attach::jcmd(jvm.pid(), "VM.version").unwrap();
     assert!(version.contains("JDK 17"), "{version}");
-    let perf = PerfMap::from_jvm(&attach::Target::new(jvm.pid()).unwrap()).unwrap();
+    let perf = attach::Target::new(jvm.pid()).unwrap().perf_map().unwrap();
     assert!(perf.entries().iter().any(|e| e.name == "AgentHot.work"));
     let _ = std::fs::remove_file(format!("/tmp/perf-{}.map", jvm.pid()));
 }

@@ -189,7 +189,7 @@ fn assert_paths_agree(jdk: &Jdk, hotspot: &HotSpot, expected: &BTreeSet<String>)
     let agent_perf_map =
         PerfMap::read(Path::new(&format!("/tmp/perf-{pid}.map"))).expect("the agent's perf map");
     let target = joularcode_bpf::attach::Target::new(pid).expect("a JVM");
-    let jdk_perf_map = PerfMap::from_jvm(&target).expect("Compiler.perfmap");
+    let jdk_perf_map = target.perf_map().expect("Compiler.perfmap");
     let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
     let now = monotonic_ns();
     let still: BTreeSet<u32> = compiled(hotspot, expected)

@@ -1,5 +1,5 @@
 //! Finding the JVMs to profile: one given process, or every process of the host that maps
-//! `libjvm.so`, kept current by [`Discovery::update`] (call it on a timer: about once a second is
+//! `libjvm.so`, kept current by [`Discovery::rescan`] (call it on a timer: about once a second is
 //! enough, and a rescan costs one small read per process, plus its maps while it is new).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -7,8 +7,6 @@ use std::fmt;
 use std::fs::{self, File};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-
-use crate::sampler::{Sampler, SamplerError};
 
 mod access;
 
@@ -126,27 +124,6 @@ impl Discovery {
         };
         self.jvms = now;
         changes
-    }
-
-    /// Rescans, and tracks the JVMs that started and untracks those that ended. A JVM that ends
-    /// before it is tracked is left out.
-    pub fn update(&mut self, sampler: &Sampler) -> Result<Changes, SamplerError> {
-        let mut changes = self.rescan();
-        for &pid in &changes.ended {
-            sampler.untrack(pid);
-        }
-        let mut gone = Vec::new();
-        for &pid in &changes.started {
-            if let Err(e) = sampler.track(pid) {
-                if self.proc_root.join(pid.to_string()).exists() {
-                    return Err(e);
-                }
-                gone.push(pid);
-            }
-        }
-        changes.started.retain(|pid| !gone.contains(pid));
-        self.jvms.retain(|pid| !gone.contains(pid));
-        Ok(changes)
     }
 
     fn scan_all(&mut self) -> BTreeSet<u32> {

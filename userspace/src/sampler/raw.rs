@@ -2,13 +2,14 @@
 //! of the raw material (samples, on-CPU time, walk depths, how many walks reached the thread's
 //! first Java frame, losses) before any symbolization.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::{
-    monotonic_ns, privileges, signals, FrameKind, Sample, Sampler, ThreadTime, WalkEnd, WalkedJvm,
-    CONSUME_INTERVAL,
+    monotonic_ns, privileges, signals, FrameKind, Sample, Sampler, SamplerError, ThreadTime,
+    WalkEnd, WalkedJvm, CONSUME_INTERVAL,
 };
 use crate::discovery::{Discovery, Target};
 use crate::hotspot::{HotSpot, HotSpotError};
@@ -37,10 +38,10 @@ struct Walked {
 }
 
 impl Walked {
-    /// Registers the JVMs of `discovery` not registered yet (a starting JVM is tried again at
+    /// Registers the JVMs `tracked` not registered yet (a starting JVM is tried again at
     /// the next call), and keeps the Java threads of the others up to date.
-    fn update(&mut self, sampler: &Sampler, discovery: &Discovery) {
-        for &pid in discovery.jvms() {
+    fn update(&mut self, sampler: &Sampler, tracked: &BTreeSet<u32>) {
+        for &pid in tracked {
             if self.jvms.contains_key(&pid) || self.failed.contains_key(&pid) {
                 continue;
             }
@@ -73,6 +74,30 @@ impl Walked {
     }
 }
 
+/// Rescans, and tracks the JVMs that started and untracks those that ended (`tracked` holds
+/// them). A JVM that ends before it is tracked is left out.
+fn follow(
+    discovery: &mut Discovery,
+    sampler: &Sampler,
+    tracked: &mut BTreeSet<u32>,
+) -> Result<(), SamplerError> {
+    let changes = discovery.rescan();
+    for pid in changes.ended {
+        sampler.untrack(pid);
+        tracked.remove(&pid);
+    }
+    for pid in changes.started {
+        match sampler.track(pid) {
+            Ok(()) => {
+                tracked.insert(pid);
+            }
+            Err(e) if Path::new("/proc").join(pid.to_string()).exists() => return Err(e),
+            Err(_) => {}
+        }
+    }
+    Ok(())
+}
+
 /// Samples the target for `duration` (or until Ctrl-C) at `rate_hz`, then prints one line per
 /// thread that ran, and the totals, to `out`.
 pub fn run(
@@ -91,14 +116,15 @@ pub fn run(
     let mut threads: BTreeMap<(u32, u32), ThreadReport> = BTreeMap::new();
     let mut walked = Walked::default();
     let start = Instant::now();
+    let mut tracked = BTreeSet::new();
     let mut last_scan: Option<Instant> = None;
     while start.elapsed() < duration && !signals::stop_requested() {
         if last_scan.is_none_or(|at| at.elapsed() >= RESCAN_INTERVAL) {
-            discovery.update(&sampler).map_err(|e| e.to_string())?;
+            follow(&mut discovery, &sampler, &mut tracked).map_err(|e| e.to_string())?;
             add_times(&mut threads, sampler.thread_times());
             last_scan = Some(Instant::now());
         }
-        walked.update(&sampler, &discovery);
+        walked.update(&sampler, &tracked);
         std::thread::sleep(CONSUME_INTERVAL.min(duration.saturating_sub(start.elapsed())));
         let samples: Vec<Sample> = sampler.samples().try_iter().collect();
         samples.iter().for_each(|sample| walked.saw(sample));
