@@ -37,7 +37,7 @@ use joularcode_core::branch::{BranchId, Branches, UNKNOWN};
 use joularcode_core::log::{Level, Log};
 
 use crate::attach::{self, AttachError};
-use crate::discovery::{self, Discovery, DiscoveryError, Target};
+use crate::discovery::{self, Discovery, DiscoveryError, Target, RESCAN_INTERVAL};
 use crate::foreign::ForeignError;
 use crate::hotspot::HotSpot;
 use crate::jit::codemap::{CodeMap, CodeMapError};
@@ -47,9 +47,6 @@ use crate::resolve::{JitNames, ResolveStats, Resolver};
 use crate::sampler::{Sample, Sampler, SamplerError, WalkedJvm};
 use crate::threads::{self, JvmThread};
 
-/// How often the JVMs are looked for again (`--pid`, `--all`): a new JVM is picked up within a
-/// second (this, plus one pass of the loop).
-const RESCAN_INTERVAL: Duration = Duration::from_millis(500);
 /// How often opening a starting JVM is retried, and for how long.
 const OPEN_RETRY: Duration = Duration::from_millis(250);
 const OPEN_GIVE_UP: Duration = Duration::from_secs(20);

@@ -4,7 +4,6 @@
 
 use std::io::{BufWriter, Write};
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,26 +14,14 @@ use crate::cli::StacksArgs;
 use crate::launch;
 use crate::output::folded::Folded;
 use crate::sampler::{signals, CONSUME_INTERVAL};
-use crate::session::{Session, SessionOptions, Targets};
+use crate::session::{Session, SessionOptions};
 
 /// Runs `stacks`; returns the exit code (the launched command's, or 0), or the error to print.
 pub fn run(args: &StacksArgs) -> Result<i32, String> {
     let log: Arc<dyn Log> = Arc::new(Stderr::default());
-    let targets = if let Some(pid) = args.pid {
-        Targets::Pids(vec![pid])
-    } else if args.all {
-        Targets::All
-    } else {
-        let (program, rest) = args
-            .command
-            .split_first()
-            .ok_or("give --pid PID, --all, or -- COMMAND ARGS...")?;
-        let mut command = Command::new(program);
-        command.args(rest);
-        Targets::Launch(command)
-    };
+    let targets = args.jvms.targets(&args.command);
     let mut options = SessionOptions::new(log.clone());
-    options.rate_hz = args.rate;
+    options.rate_hz = args.rate.rate;
     args.agent.apply_to(&mut options);
     options.native_frames = args.native;
     // Open the output first: a bad path fails before anything is sampled.

@@ -7,8 +7,13 @@ use std::fmt;
 use std::fs::{self, File};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 mod access;
+
+/// How often the JVMs are looked for again: a new JVM is picked up within a second (this, plus
+/// one pass of the caller's loop).
+pub const RESCAN_INTERVAL: Duration = Duration::from_millis(500);
 
 /// What to profile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

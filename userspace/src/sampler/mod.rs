@@ -10,7 +10,6 @@
 pub mod jvm;
 pub mod perf;
 pub mod privileges;
-pub mod raw;
 mod record;
 pub mod signals;
 

@@ -7,15 +7,14 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::{
+use crate::cli::RawArgs;
+use crate::discovery::{Discovery, Target, RESCAN_INTERVAL};
+use crate::hotspot::{HotSpot, HotSpotError};
+use crate::sampler::{
     monotonic_ns, privileges, signals, FrameKind, Sample, Sampler, SamplerError, ThreadTime,
     WalkEnd, WalkedJvm, CONSUME_INTERVAL,
 };
-use crate::discovery::{Discovery, Target};
-use crate::hotspot::{HotSpot, HotSpotError};
-
-/// How often the JVMs are looked for again, with `--all`.
-const RESCAN_INTERVAL: Duration = Duration::from_secs(1);
+use crate::session::Targets;
 
 /// What one thread did during the run.
 #[derive(Debug, Default)]
@@ -77,38 +76,59 @@ impl Walked {
 /// Rescans, and tracks the JVMs that started and untracks those that ended (`tracked` holds
 /// them). A JVM that ends before it is tracked is left out.
 fn follow(
-    discovery: &mut Discovery,
+    discoveries: &mut [Discovery],
     sampler: &Sampler,
     tracked: &mut BTreeSet<u32>,
 ) -> Result<(), SamplerError> {
-    let changes = discovery.rescan();
-    for pid in changes.ended {
-        sampler.untrack(pid);
-        tracked.remove(&pid);
-    }
-    for pid in changes.started {
-        match sampler.track(pid) {
-            Ok(()) => {
-                tracked.insert(pid);
+    for discovery in discoveries {
+        let changes = discovery.rescan();
+        for pid in changes.ended {
+            sampler.untrack(pid);
+            tracked.remove(&pid);
+        }
+        for pid in changes.started {
+            match sampler.track(pid) {
+                Ok(()) => {
+                    tracked.insert(pid);
+                }
+                Err(e) if Path::new("/proc").join(pid.to_string()).exists() => return Err(e),
+                Err(_) => {}
             }
-            Err(e) if Path::new("/proc").join(pid.to_string()).exists() => return Err(e),
-            Err(_) => {}
         }
     }
     Ok(())
 }
 
-/// Samples the target for `duration` (or until Ctrl-C) at `rate_hz`, then prints one line per
-/// thread that ran, and the totals, to `out`.
-pub fn run(
-    target: Target,
+/// Runs `raw`: samples the JVMs for `--duration` (or until Ctrl-C), then prints one line per
+/// thread that ran, and the totals. Returns the exit code (0), or the error to print.
+pub fn run(args: &RawArgs) -> Result<i32, String> {
+    privileges::check_kernel()?;
+    privileges::check_privileges()?;
+    let discoveries = match args.jvms.targets(&[]) {
+        Targets::Pids(pids) => pids
+            .into_iter()
+            .map(|pid| Discovery::new(Target::Pid(pid)))
+            .collect::<Result<Vec<_>, _>>(),
+        Targets::All | Targets::Launch(_) => Discovery::new(Target::All).map(|d| vec![d]),
+    };
+    let discoveries = discoveries.map_err(|e| e.to_string())?;
+    sample(
+        discoveries,
+        args.duration(),
+        args.rate.rate,
+        &mut std::io::stdout(),
+    )?;
+    Ok(0)
+}
+
+/// Samples the JVMs of `discoveries` for `duration` (or until Ctrl-C) at `rate_hz`, then prints
+/// one line per thread that ran, and the totals, to `out`.
+fn sample(
+    mut discoveries: Vec<Discovery>,
     duration: Duration,
     rate_hz: u64,
     out: &mut impl Write,
 ) -> Result<(), String> {
-    privileges::check_kernel()?;
-    privileges::check_privileges()?;
-    let mut discovery = Discovery::new(target).map_err(|e| e.to_string())?;
     // Before loading: a signal that arrives while the programs load still ends the run cleanly.
     signals::stop_on_signals()?;
     let sampler = Sampler::new(rate_hz).map_err(|e| e.to_string())?;
@@ -120,7 +140,7 @@ pub fn run(
     let mut last_scan: Option<Instant> = None;
     while start.elapsed() < duration && !signals::stop_requested() {
         if last_scan.is_none_or(|at| at.elapsed() >= RESCAN_INTERVAL) {
-            follow(&mut discovery, &sampler, &mut tracked).map_err(|e| e.to_string())?;
+            follow(&mut discoveries, &sampler, &mut tracked).map_err(|e| e.to_string())?;
             add_times(&mut threads, sampler.thread_times());
             last_scan = Some(Instant::now());
         }
@@ -146,7 +166,7 @@ pub fn run(
         seconds: start.elapsed().as_secs_f64(),
         rate_hz,
         cpus: sampler.cpus(),
-        jvms: discovery.jvms().len(),
+        jvms: discoveries.iter().map(|d| d.jvms().len()).sum(),
         drops: sampler.drops(),
         thread_drops: sampler.thread_drops(),
     };
