@@ -20,7 +20,7 @@ use serde_json::json;
 
 use crate::attribution::{self, CycleInput, CycleResult, MachineLoad, Samples};
 use crate::branch::Branches;
-use crate::config::{self, Config};
+use crate::config::Config;
 use crate::log::{Level, Log};
 use crate::machine::MachineMeter;
 use crate::power::PowerSource;
@@ -164,10 +164,7 @@ impl Engine {
             coverage: HashMap::new(),
             machine,
             cpus,
-            jvm_threads: match config.jvm_threads {
-                config::JvmThreads::Own => attribution::JvmThreads::Own,
-                config::JvmThreads::Spread => attribution::JvmThreads::Spread,
-            },
+            jvm_threads: config.jvm_threads,
             rate_ms: config.sample_rate_ms,
             start_ns: now_ns,
             drops: 0,
