@@ -37,7 +37,7 @@ use joularcode_core::branch::{BranchId, Branches, UNKNOWN};
 use joularcode_core::log::{Level, Log};
 
 use crate::attach::{self, AttachError};
-use crate::discovery::{self, Discovery, DiscoveryError, Target, RESCAN_INTERVAL};
+use crate::discovery::{self, Discovery, DiscoveryError, Scope, RESCAN_INTERVAL};
 use crate::foreign::ForeignError;
 use crate::hotspot::HotSpot;
 use crate::jit::codemap::{CodeMap, CodeMapError};
@@ -45,7 +45,7 @@ use crate::jit::stale;
 use crate::launch;
 use crate::resolve::{JitNames, ResolveStats, Resolver};
 use crate::sampler::{Sample, Sampler, SamplerError, WalkedJvm};
-use crate::threads::{self, JvmThread};
+use crate::thread_names::{self, JvmThread};
 
 /// How often opening a starting JVM is retried, and for how long.
 const OPEN_RETRY: Duration = Duration::from_millis(250);
@@ -301,11 +301,11 @@ impl Session {
             Targets::Pids(pids) => {
                 let discoveries = pids
                     .into_iter()
-                    .map(|pid| Discovery::new(Target::Pid(pid)))
+                    .map(|pid| Discovery::new(Scope::Pid(pid)))
                     .collect::<Result<Vec<_>, _>>()?;
                 (discoveries, None)
             }
-            Targets::All => (vec![Discovery::new(Target::All)?], None),
+            Targets::All => (vec![Discovery::new(Scope::All)?], None),
             Targets::Launch(command) => {
                 let agent = agent
                     .as_ref()
@@ -873,8 +873,8 @@ impl ProfiledJvm {
             .thread_kinds
             .entry(sample.tid)
             .or_insert_with(|| {
-                let name = threads::thread_name(sample.pid, sample.tid).unwrap_or_default();
-                let kind = threads::classify(&name);
+                let name = thread_names::thread_name(sample.pid, sample.tid).unwrap_or_default();
+                let kind = thread_names::classify(&name);
                 (name, kind)
             })
             .1;
@@ -923,7 +923,7 @@ impl ProfiledJvm {
 
 /// The code map the agent of a JVM writes (launched JVMs have the agent from their start).
 fn agent_code_map(pid: u32) -> JitNames {
-    let ns_pid = attach::Target::new(pid).map_or(pid, |target| target.ns_pid);
+    let ns_pid = attach::JvmProcess::new(pid).map_or(pid, |target| target.ns_pid);
     JitNames::Agent(Box::new(CodeMap::of_process(pid, ns_pid)))
 }
 
@@ -936,7 +936,7 @@ fn attach_agent(
     name: &str,
     cancel: Arc<AtomicBool>,
 ) -> (JitNames, Option<String>) {
-    let target = match attach::Target::new(pid) {
+    let target = match attach::JvmProcess::new(pid) {
         Ok(target) => target.with_cancel(cancel),
         Err(e) => return (JitNames::CodeCache, Some(format!("{name}: {e}"))),
     };

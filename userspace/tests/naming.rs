@@ -188,7 +188,7 @@ fn assert_paths_agree(jdk: &Jdk, hotspot: &HotSpot, expected: &BTreeSet<String>)
     map.refresh().expect("the agent's code map");
     let agent_perf_map =
         PerfMap::read(Path::new(&format!("/tmp/perf-{pid}.map"))).expect("the agent's perf map");
-    let target = joularcode_bpf::attach::Target::new(pid).expect("a JVM");
+    let target = joularcode_bpf::attach::JvmProcess::new(pid).expect("a JVM");
     let jdk_perf_map = target.perf_map().expect("Compiler.perfmap");
     let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
     let now = monotonic_ns();

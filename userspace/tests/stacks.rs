@@ -16,7 +16,7 @@ use joularcode_bpf::jit::codemap::CodeMap;
 use joularcode_bpf::resolve::{JitNames, ResolveStats, Resolver};
 use joularcode_bpf::sampler::{Sampler, WalkedJvm};
 use joularcode_bpf::session::{Session, SessionOptions, Targets};
-use joularcode_bpf::threads;
+use joularcode_bpf::thread_names;
 use joularcode_core::branch::Branches;
 use joularcode_core::log::Recorded;
 use joularcode_tests::profiler::{java_command, run_stacks, with_command, StacksRun};
@@ -385,8 +385,8 @@ fn code_of_unloaded_classes_never_names_a_later_sample() {
             let _ = resolver.refresh();
             for sample in batch.iter().filter(|s| s.pid == pid) {
                 // As the session does: the JVM's own threads are not walked for Java frames.
-                let name = threads::thread_name(pid, sample.tid).unwrap_or_default();
-                let thread = threads::classify(&name);
+                let name = thread_names::thread_name(pid, sample.tid).unwrap_or_default();
+                let thread = thread_names::classify(&name);
                 let branch = resolver.resolve(sample, thread, &mut branches).branch;
                 for class in ["StacksUnloadA", "StacksUnloadB"] {
                     let stack = branches.name(branch);

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::cli::RawArgs;
-use crate::discovery::{Discovery, Target, RESCAN_INTERVAL};
+use crate::discovery::{Discovery, Scope, RESCAN_INTERVAL};
 use crate::hotspot::{HotSpot, HotSpotError};
 use crate::sampler::{
     monotonic_ns, privileges, signals, FrameKind, Sample, Sampler, SamplerError, ThreadTime,
@@ -107,9 +107,9 @@ pub fn run(args: &RawArgs) -> Result<i32, String> {
     let discoveries = match args.jvms.targets(&[]) {
         Targets::Pids(pids) => pids
             .into_iter()
-            .map(|pid| Discovery::new(Target::Pid(pid)))
+            .map(|pid| Discovery::new(Scope::Pid(pid)))
             .collect::<Result<Vec<_>, _>>(),
-        Targets::All | Targets::Launch(_) => Discovery::new(Target::All).map(|d| vec![d]),
+        Targets::All | Targets::Launch(_) => Discovery::new(Scope::All).map(|d| vec![d]),
     };
     let discoveries = discoveries.map_err(|e| e.to_string())?;
     sample(

@@ -15,9 +15,9 @@ mod access;
 /// one pass of the caller's loop).
 pub const RESCAN_INTERVAL: Duration = Duration::from_millis(500);
 
-/// What to profile.
+/// Which processes a discovery watches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Target {
+pub enum Scope {
     /// One JVM, by pid.
     Pid(u32),
     /// Every JVM of the host, including those that start later.
@@ -77,25 +77,25 @@ impl Seen {
     }
 }
 
-/// The JVMs of one [`Target`], kept current across rescans.
+/// The JVMs of one [`Scope`], kept current across rescans.
 pub struct Discovery {
     proc_root: PathBuf,
-    target: Target,
+    target: Scope,
     jvms: BTreeSet<u32>,
     seen: HashMap<u32, Seen>,
 }
 
 impl Discovery {
-    /// Discovery on the real /proc. For [`Target::Pid`], fails with a clear message unless the
+    /// Discovery on the real /proc. For [`Scope::Pid`], fails with a clear message unless the
     /// process exists and maps libjvm.so.
-    pub fn new(target: Target) -> Result<Discovery, DiscoveryError> {
+    pub fn new(target: Scope) -> Result<Discovery, DiscoveryError> {
         Discovery::with_proc_root("/proc", target)
     }
 
     /// Discovery on a /proc tree mounted (or faked) elsewhere.
     pub fn with_proc_root(
         proc_root: impl Into<PathBuf>,
-        target: Target,
+        target: Scope,
     ) -> Result<Discovery, DiscoveryError> {
         let discovery = Discovery {
             proc_root: proc_root.into(),
@@ -103,7 +103,7 @@ impl Discovery {
             jvms: BTreeSet::new(),
             seen: HashMap::new(),
         };
-        if let Target::Pid(pid) = target {
+        if let Scope::Pid(pid) = target {
             check_jvm(&discovery.proc_root, pid)?;
         }
         Ok(discovery)
@@ -117,11 +117,11 @@ impl Discovery {
     /// Scans /proc and returns the JVMs that started and ended since the previous scan.
     pub fn rescan(&mut self) -> Changes {
         let now: BTreeSet<u32> = match self.target {
-            Target::Pid(pid) => match check_jvm(&self.proc_root, pid) {
+            Scope::Pid(pid) => match check_jvm(&self.proc_root, pid) {
                 Ok(()) => BTreeSet::from([pid]),
                 Err(_) => BTreeSet::new(),
             },
-            Target::All => self.scan_all(),
+            Scope::All => self.scan_all(),
         };
         let changes = Changes {
             started: now.difference(&self.jvms).copied().collect(),
@@ -309,15 +309,15 @@ mod tests {
         let proc = FakeProc::new("pid");
         proc.process(10, "java", 5, JVM_MAPS);
         proc.process(11, "bash", 5, OTHER_MAPS);
-        assert!(Discovery::with_proc_root(&proc.0, Target::Pid(10)).is_ok());
-        let not_jvm = Discovery::with_proc_root(&proc.0, Target::Pid(11))
+        assert!(Discovery::with_proc_root(&proc.0, Scope::Pid(10)).is_ok());
+        let not_jvm = Discovery::with_proc_root(&proc.0, Scope::Pid(11))
             .err()
             .expect("not a JVM");
         assert_eq!(
             not_jvm.to_string(),
             "process 11 is not a JVM (it does not map libjvm.so)"
         );
-        let missing = Discovery::with_proc_root(&proc.0, Target::Pid(12))
+        let missing = Discovery::with_proc_root(&proc.0, Scope::Pid(12))
             .err()
             .expect("missing");
         assert_eq!(missing, DiscoveryError::NoProcess(12));
@@ -328,7 +328,7 @@ mod tests {
         let proc = FakeProc::new("all");
         proc.process(10, "java", 5, JVM_MAPS);
         proc.process(11, "bash", 5, OTHER_MAPS);
-        let mut discovery = Discovery::with_proc_root(&proc.0, Target::All).expect("discovery");
+        let mut discovery = Discovery::with_proc_root(&proc.0, Scope::All).expect("discovery");
         assert_eq!(
             discovery.rescan(),
             Changes {
@@ -354,7 +354,7 @@ mod tests {
     fn a_process_that_loads_the_jvm_late_or_execs_one_is_found() {
         let proc = FakeProc::new("late");
         proc.process(20, "launcher", 7, OTHER_MAPS);
-        let mut discovery = Discovery::with_proc_root(&proc.0, Target::All).expect("discovery");
+        let mut discovery = Discovery::with_proc_root(&proc.0, Scope::All).expect("discovery");
         for _ in 0..CHECKS_BEFORE_VERDICT {
             assert_eq!(discovery.rescan(), Changes::default());
         }

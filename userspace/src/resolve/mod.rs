@@ -39,7 +39,7 @@ use crate::hotspot::{HotSpot, JavaMethod};
 use crate::jit::codemap::{CodeKind, CodeMap};
 use crate::jit::perfmap::PerfMap;
 use crate::sampler::{monotonic_ns, FrameKind, Sample};
-use crate::threads::JvmThread;
+use crate::thread_names::JvmThread;
 use native::NativeNames;
 
 /// Pseudo-frame of an application thread's sample whose frames were all native code (JNI, the
