@@ -14,7 +14,7 @@ use joularcode_bpf::attach::{self, AttachError};
 use joularcode_bpf::jit::codemap::{CodeKind, CodeMap};
 use joularcode_bpf::jit::perfmap::PerfMap;
 use joularcode_bpf::sampler::monotonic_ns;
-use joularcode_tests::{agent_library, all_jdks, jdk, workload_classes, Jdk, Jvm};
+use joularcode_testkit::{agent_library, all_jdks, jdk, workload_classes, Jdk, Jvm};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 

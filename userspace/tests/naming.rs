@@ -16,9 +16,9 @@ use joularcode_bpf::hotspot::{CompiledFrame, HotSpot};
 use joularcode_bpf::jit::codemap::CodeMap;
 use joularcode_bpf::jit::perfmap::PerfMap;
 use joularcode_bpf::sampler::monotonic_ns;
-use joularcode_tests::jfr::{Recording, SamplePeriod};
-use joularcode_tests::profiler::{java_command, run_stacks, with_command};
-use joularcode_tests::{agent_library, all_jdks, target_dir, workload_modules, Jdk, Jvm};
+use joularcode_testkit::jfr::{Recording, SamplePeriod};
+use joularcode_testkit::profiler::{java_command, run_stacks, with_command};
+use joularcode_testkit::{agent_library, all_jdks, target_dir, workload_modules, Jdk, Jvm};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 

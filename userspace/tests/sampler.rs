@@ -1,5 +1,5 @@
 //! End-to-end tests of the sampler: the real BPF programs, loaded into this kernel (they need
-//! root, and fail saying so without it), against real JVMs running tests/java/Sampler*.java.
+//! root, and fail saying so without it), against real JVMs running testkit/java/Sampler*.java.
 //!
 //! They measure CPU time, so they run one at a time (LOCK), whatever --test-threads says.
 
@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use joularcode_bpf::discovery::{Discovery, Scope};
 use joularcode_bpf::sampler::{monotonic_ns, Sample, Sampler, ThreadTime, CONSUME_INTERVAL};
-use joularcode_tests::{bpf_programs_of as programs_held_by, jdk, Jvm};
+use joularcode_testkit::{bpf_programs_of as programs_held_by, jdk, Jvm};
 
 fn sampler() -> Sampler {
     sampler_at(100)

@@ -1,4 +1,4 @@
-//! Helpers shared by the end-to-end tests: the JDKs, the Java workloads of `tests/java`, and the
+//! Helpers shared by the end-to-end tests: the JDKs, the Java workloads of `testkit/java`, and the
 //! JVMs they run in; [`jfr`], the JVM's own sampler as an oracle; [`profiler`], runs of the
 //! profiler itself.
 //!
@@ -26,7 +26,7 @@ pub mod record_run;
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
-        .expect("tests/ has a parent")
+        .expect("testkit/ has a parent")
         .to_path_buf()
 }
 
@@ -77,14 +77,14 @@ pub fn all_jdks() -> Vec<Jdk> {
     [17, 21, 25].into_iter().map(jdk).collect()
 }
 
-/// The folder holding the compiled classes of `tests/java/*.java`, compiled once per test process
+/// The folder holding the compiled classes of `testkit/java/*.java`, compiled once per test process
 /// with javac 17 (`--release 17`, so that every JDK runs them).
 pub fn workload_classes() -> &'static Path {
     static CLASSES: OnceLock<PathBuf> = OnceLock::new();
     CLASSES.get_or_init(|| {
-        let sources: Vec<PathBuf> = std::fs::read_dir(repo_root().join("tests/java"))
-            .expect("tests/java is readable")
-            .map(|entry| entry.expect("tests/java entry").path())
+        let sources: Vec<PathBuf> = std::fs::read_dir(repo_root().join("testkit/java"))
+            .expect("testkit/java is readable")
+            .map(|entry| entry.expect("testkit/java entry").path())
             .filter(|path| path.extension().is_some_and(|ext| ext == "java"))
             .collect();
         let out = target_dir().join(format!("java-classes-{}", std::process::id()));
@@ -95,12 +95,12 @@ pub fn workload_classes() -> &'static Path {
             .args(&sources)
             .status()
             .unwrap_or_else(|e| panic!("cannot run {}: {e}", javac.display()));
-        assert!(status.success(), "javac failed on tests/java");
+        assert!(status.success(), "javac failed on testkit/java");
         out
     })
 }
 
-/// The module path holding the named modules of `tests/java/modules/<module>/` (sources with
+/// The module path holding the named modules of `testkit/java/modules/<module>/` (sources with
 /// their `module-info.java`), compiled once per test process with javac 17 (`--release 17`).
 /// Run a workload that uses them with `-p <this> --add-modules <module>`.
 pub fn workload_modules() -> &'static Path {
@@ -108,10 +108,10 @@ pub fn workload_modules() -> &'static Path {
     MODULES.get_or_init(|| {
         let out = target_dir().join(format!("java-modules-{}", std::process::id()));
         let javac = jdk(17).home.join("bin/javac");
-        let modules = std::fs::read_dir(repo_root().join("tests/java/modules"))
-            .expect("tests/java/modules is readable");
+        let modules = std::fs::read_dir(repo_root().join("testkit/java/modules"))
+            .expect("testkit/java/modules is readable");
         for module in modules {
-            let module = module.expect("tests/java/modules entry").path();
+            let module = module.expect("testkit/java/modules entry").path();
             let name = module.file_name().expect("a module folder").to_owned();
             let status = Command::new(&javac)
                 .args(["--release", "17", "-g", "-d"])

@@ -3,7 +3,7 @@
 //! branches burned the CPU.
 //!
 //! ```no_run
-//! use joularcode_tests::{jdk, jfr::{Recording, SamplePeriod}};
+//! use joularcode_testkit::{jdk, jfr::{Recording, SamplePeriod}};
 //!
 //! let jdk = jdk(21);
 //! let recording = Recording::new("/tmp/run.jfr");

@@ -3,7 +3,7 @@
 //! and the agent cross-compiled for `x86_64-pc-windows-gnu` with MinGW.
 //!
 //! Wine 8.0 lacks `bcryptprimitives.dll`, which Rust's standard library imports (ProcessPrng): a
-//! stand-in built from `tests/windows/bcryptprimitives.c` is put into the Wine prefix's
+//! stand-in built from `testkit/windows/bcryptprimitives.c` is put into the Wine prefix's
 //! system32, as the only test-only piece (real Windows 10 and later have the DLL). The prefix is
 //! the test's own, under the target folder, made on first use.
 
@@ -73,7 +73,7 @@ impl Windows {
             let mut shim = Command::new("x86_64-w64-mingw32-gcc");
             shim.args(["-shared", "-O2", "-o"])
                 .arg(system32.join("bcryptprimitives.dll"))
-                .arg(repo_root().join("tests/windows/bcryptprimitives.c"))
+                .arg(repo_root().join("testkit/windows/bcryptprimitives.c"))
                 .arg("-ladvapi32");
             run(
                 shim,
