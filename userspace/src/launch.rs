@@ -16,7 +16,8 @@ use joularcode_core::log::{Level, Log};
 use nix::sys::signal::{self, Signal};
 use nix::unistd::Pid;
 
-use crate::sampler::{signals, Sampler};
+use crate::sampler::Sampler;
+use crate::signals;
 
 /// The file name of the symbolizer agent library.
 pub const AGENT_LIBRARY: &str = "libjvm_symbolizer_agent.so";

@@ -11,10 +11,11 @@ use crate::cli::RawArgs;
 use crate::discovery::{Discovery, Scope, RESCAN_INTERVAL};
 use crate::hotspot::{HotSpot, HotSpotError};
 use crate::sampler::{
-    monotonic_ns, privileges, signals, FrameKind, Sample, Sampler, SamplerError, ThreadTime,
-    WalkEnd, WalkedJvm, CONSUME_INTERVAL,
+    monotonic_ns, privileges, FrameKind, Sample, Sampler, SamplerError, ThreadTime, WalkEnd,
+    WalkedJvm, CONSUME_INTERVAL,
 };
 use crate::session::Targets;
+use crate::signals;
 
 /// What one thread did during the run.
 #[derive(Debug, Default)]

@@ -13,8 +13,9 @@ use joularcode_core::output::path::{create_file, Mode};
 use crate::cli::StacksArgs;
 use crate::launch;
 use crate::output::folded::Folded;
-use crate::sampler::{signals, CONSUME_INTERVAL};
+use crate::sampler::CONSUME_INTERVAL;
 use crate::session::{Session, SessionOptions};
+use crate::signals;
 
 /// Runs `stacks`; returns the exit code (the launched command's, or 0), or the error to print.
 pub fn run(args: &StacksArgs) -> Result<i32, String> {

@@ -20,8 +20,8 @@ use super::results::folder_name;
 use super::Recording;
 use crate::attach;
 use crate::launch;
-use crate::sampler::signals;
 use crate::session::Targets;
+use crate::signals;
 
 /// How often the loop looks at the JVMs and the clock.
 const POLL: Duration = Duration::from_millis(100);

@@ -30,8 +30,9 @@ use joularcode_core::threads::{cycle_samples, ThreadCpu};
 
 use crate::discovery;
 use crate::launch;
-use crate::sampler::{monotonic_ns, signals, Sampler, CONSUME_INTERVAL};
+use crate::sampler::{monotonic_ns, Sampler, CONSUME_INTERVAL};
 use crate::session::{BranchLimit, Session, SessionOptions, Targets};
+use crate::signals;
 use cycle_log::CycleLog;
 use options::ConfigOptions;
 use results::Results;

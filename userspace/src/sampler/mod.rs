@@ -11,7 +11,6 @@ pub mod jvm;
 pub mod perf;
 pub mod privileges;
 mod record;
-pub mod signals;
 
 use std::fmt;
 use std::fs;

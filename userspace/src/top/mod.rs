@@ -12,7 +12,7 @@ use joularcode_core::log::Log;
 
 use crate::profile::BranchSet;
 use crate::record::sink::{CycleView, Sink};
-use crate::sampler::signals;
+use crate::signals;
 use screen::Screen;
 use state::{JvmSnapshot, Snapshot, Top};
 
