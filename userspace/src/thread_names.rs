@@ -1,6 +1,6 @@
 //! The JVM's own threads, told apart from application threads by their names
-//! (docs/architecture.md, decision 7; the classification is core's, shared with the agent):
-//! garbage collection, JIT compilation and the VM's other service threads get pseudo-frames
+//! (docs/architecture.md, "Decisions, and why", 7; the classification is core's, shared with the
+//! agent): garbage collection, JIT compilation and the VM's other service threads get pseudo-frames
 //! (`[GC]`, `[JIT compiler]`, `[VM]`) instead of Java branches. Their names are read from
 //! `/proc/PID/task/TID/comm`.
 

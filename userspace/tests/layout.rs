@@ -116,6 +116,55 @@ fn no_module_uses_itself_through_others() {
     }
 }
 
+/// The modules of docs/architecture.md's table of `userspace/src`, in its order (the cells of a
+/// row such as `` `top/`, `daemon/` `` name several modules of one rank).
+fn documented_order() -> BTreeMap<String, usize> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/architecture.md");
+    let text = std::fs::read_to_string(path).expect("read docs/architecture.md");
+    let table = text
+        .split("Inside `userspace/src`")
+        .nth(1)
+        .expect("the table of userspace/src");
+    let mut order = BTreeMap::new();
+    let rows = table
+        .lines()
+        .skip_while(|line| !line.starts_with('|'))
+        .take_while(|line| line.starts_with('|'))
+        .skip(2);
+    for (rank, row) in rows.enumerate() {
+        let cell = row.split('|').nth(1).unwrap_or_default();
+        for name in cell.split('`').skip(1).step_by(2) {
+            order.insert(name.trim_end_matches('/').to_string(), rank);
+        }
+    }
+    order
+}
+
+#[test]
+fn each_module_uses_only_those_below_it_in_the_architecture_table() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut graph = Graph::new();
+    add_files(&src, &src, &mut graph);
+    let order = documented_order();
+    for (module, uses) in &graph {
+        let rank = order.get(module).unwrap_or_else(|| {
+            panic!("userspace/src/{module} is missing from docs/architecture.md's table")
+        });
+        for used in uses {
+            assert!(
+                order.get(used).is_some_and(|below| below > rank),
+                "{module} uses {used}, which docs/architecture.md's table does not list below it"
+            );
+        }
+    }
+    for module in order.keys() {
+        assert!(
+            graph.contains_key(module),
+            "docs/architecture.md lists {module}, which userspace/src does not hold"
+        );
+    }
+}
+
 #[test]
 fn the_check_finds_a_cycle_and_reads_only_code() {
     let graph: Graph = [("a", "b"), ("b", "c"), ("c", "a"), ("d", "a")]
