@@ -119,7 +119,7 @@ const POLL: Duration = Duration::from_millis(20);
 /// before the command has. The profiler should have stopped sampling first.
 pub fn end(child: &mut Child, grace: Duration, log: &dyn Log) -> Result<i32, String> {
     let failed = |error: std::io::Error| format!("cannot wait for the command: {error}");
-    signals::stop_on_signals()?;
+    signals::stop_on_signals().map_err(|e| e.to_string())?;
     let before = signals::received();
     let hurry = || signals::received() > before || before >= 2;
     if let Some(status) = child.try_wait().map_err(failed)? {

@@ -14,9 +14,17 @@ extern "C" fn count(_: libc::c_int) {
     RECEIVED.fetch_add(1, Ordering::Relaxed);
 }
 
+/// A signal whose handler could not be installed.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot handle {signal}: {source}")]
+pub struct SignalError {
+    signal: Signal,
+    source: nix::Error,
+}
+
 /// Makes SIGINT and SIGTERM counted ([`received`]) instead of ending the process. Calling it
 /// again changes nothing.
-pub fn stop_on_signals() -> Result<(), String> {
+pub fn stop_on_signals() -> Result<(), SignalError> {
     let action = SigAction::new(
         SigHandler::Handler(count),
         SaFlags::SA_RESTART,
@@ -24,8 +32,7 @@ pub fn stop_on_signals() -> Result<(), String> {
     );
     for signal in [Signal::SIGINT, Signal::SIGTERM] {
         // SAFETY: the handler only adds to an atomic, which is async-signal-safe.
-        unsafe { sigaction(signal, &action) }
-            .map_err(|e| format!("cannot handle {signal}: {e}"))?;
+        unsafe { sigaction(signal, &action) }.map_err(|source| SignalError { signal, source })?;
     }
     Ok(())
 }

@@ -103,8 +103,8 @@ fn follow(
 /// Runs `raw`: samples the JVMs for `--duration` (or until Ctrl-C), then prints one line per
 /// thread that ran, and the totals. Returns the exit code (0), or the error to print.
 pub fn run(args: &RawArgs) -> Result<i32, String> {
-    privileges::check_kernel()?;
-    privileges::check_privileges()?;
+    privileges::check_kernel().map_err(|e| e.to_string())?;
+    privileges::check_privileges().map_err(|e| e.to_string())?;
     let discoveries = match args.jvms.targets(&[]) {
         Targets::Pids(pids) => pids
             .into_iter()
@@ -131,7 +131,7 @@ fn sample(
     out: &mut impl Write,
 ) -> Result<(), String> {
     // Before loading: a signal that arrives while the programs load still ends the run cleanly.
-    signals::stop_on_signals()?;
+    signals::stop_on_signals().map_err(|e| e.to_string())?;
     let sampler = Sampler::new(rate_hz).map_err(|e| e.to_string())?;
 
     let mut threads: BTreeMap<(u32, u32), ThreadReport> = BTreeMap::new();

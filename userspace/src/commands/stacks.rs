@@ -30,7 +30,7 @@ pub fn run(args: &StacksArgs) -> Result<i32, String> {
         Some(path) => Box::new(BufWriter::new(create_output(path)?)),
         None => Box::new(BufWriter::new(std::io::stdout())),
     };
-    signals::stop_on_signals()?;
+    signals::stop_on_signals().map_err(|e| e.to_string())?;
     let mut session = Session::start(targets, &options).map_err(|e| e.to_string())?;
     let start = Instant::now();
     let duration = args.duration.map(Duration::from_secs_f64);

@@ -52,7 +52,7 @@ pub fn run(args: &Recording, config: &Config, log: &dyn Log) -> Result<i32, Stri
     let working_dir = std::env::current_dir()
         .map_err(|error| format!("cannot read the working directory: {error}"))?;
     let deadline = args.duration.map(|duration| Instant::now() + duration);
-    signals::stop_on_signals()?;
+    signals::stop_on_signals().map_err(|e| e.to_string())?;
     match &args.targets {
         Targets::Launch(command) => {
             let program = command.get_program().to_os_string();

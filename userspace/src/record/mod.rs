@@ -181,7 +181,7 @@ pub fn run_with(args: Recording, mut outputs: Outputs) -> Result<i32, String> {
     session_options.agent_path = args.agent_path.clone();
     session_options.attach_agent = args.attach_agent;
     session_options.branch_limit = args.branch_limit;
-    signals::stop_on_signals()?;
+    signals::stop_on_signals().map_err(|e| e.to_string())?;
     let none_profiled = args.none_profiled();
     let mut session = Session::with_sampler(sampler, args.targets, &session_options)
         .map_err(|error| error.to_string())?;
