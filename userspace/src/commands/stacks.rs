@@ -51,7 +51,7 @@ pub fn run(args: &StacksArgs) -> Result<i32, String> {
         .and_then(|()| out.flush())
         .map_err(|e| format!("cannot write the stacks: {e}"))?;
     match child {
-        Some(mut child) => launch::end(&mut child, launch::GRACE, &*log),
+        Some(mut child) => launch::end(&mut child, launch::GRACE, &*log).map_err(|e| e.to_string()),
         None => Ok(0),
     }
 }

@@ -10,6 +10,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 mod access;
+mod launched;
+
+pub use launched::Launched;
 
 /// How often the JVMs are looked for again: a new JVM is picked up within a second (this, plus
 /// one pass of the caller's loop).

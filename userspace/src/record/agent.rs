@@ -20,7 +20,7 @@ use super::results::folder_name;
 use super::Recording;
 use crate::attach;
 use crate::launch;
-use crate::session::Targets;
+use crate::session::{main_class_of, Targets};
 use crate::signals;
 
 /// How often the loop looks at the JVMs and the clock.
@@ -48,7 +48,7 @@ pub fn run(args: &Recording, config: &Config, log: &dyn Log) -> Result<i32, Stri
     if args.cycle_log.is_some() && args.pids().len() > 1 {
         return Err("--cycle-log takes one JVM in agent mode: give one --pid.".into());
     }
-    let agent = launch::find_agent(args.agent_path.as_deref())?;
+    let agent = launch::find_agent(args.agent_path.as_deref()).map_err(|e| e.to_string())?;
     let working_dir = std::env::current_dir()
         .map_err(|error| format!("cannot read the working directory: {error}"))?;
     let deadline = args.duration.map(|duration| Instant::now() + duration);
@@ -137,7 +137,7 @@ fn launch_command(
         }
         if signals::stop_requested() || deadline.is_some_and(|deadline| Instant::now() >= deadline)
         {
-            return launch::end(&mut child, launch::GRACE, log);
+            return launch::end(&mut child, launch::GRACE, log).map_err(|e| e.to_string());
         }
         std::thread::sleep(POLL);
     }
@@ -157,7 +157,7 @@ fn attach_all(
     let mut attached = Vec::new();
     for &pid in args.pids() {
         let results: PathBuf = if args.pids().len() > 1 {
-            root.join(folder_name(pid, &main_class(pid)))
+            root.join(folder_name(pid, &main_class_of(pid)))
         } else {
             root.clone()
         };
@@ -206,20 +206,6 @@ fn attach_all(
         }
     }
     Ok(())
-}
-
-/// The main class of JVM `pid`, as `record` names its folder.
-fn main_class(pid: u32) -> String {
-    let args: Vec<String> = std::fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|bytes| {
-            bytes
-                .split(|&b| b == 0)
-                .filter(|arg| !arg.is_empty())
-                .map(|arg| String::from_utf8_lossy(arg).into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    crate::session::main_class(&args)
 }
 
 #[cfg(test)]

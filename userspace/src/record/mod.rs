@@ -202,7 +202,7 @@ pub fn run_with(args: Recording, mut outputs: Outputs) -> Result<i32, String> {
         .fold(Ok(()), Result::and);
     // A launched command is ended even when recording failed, rather than left behind.
     let exit = match session.stop() {
-        Some(mut child) => launch::end(&mut child, launch::GRACE, &*log),
+        Some(mut child) => launch::end(&mut child, launch::GRACE, &*log).map_err(|e| e.to_string()),
         None => Ok(0),
     };
     let summary = recorded?;
