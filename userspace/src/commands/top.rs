@@ -11,6 +11,7 @@ use joularcode_core::log::Stderr;
 use crate::cli::TopArgs;
 use crate::record::sink::Sink;
 use crate::record::{self, Outputs};
+use crate::signals;
 use crate::top::screen::Screen;
 use crate::top::state::Top;
 use crate::top::View;
@@ -20,6 +21,9 @@ use crate::top::View;
 pub fn run(args: &TopArgs) -> Result<i32, String> {
     let recording = args.recording();
     record::check_targets(&recording)?;
+    // Counted from now on, not from when the recording starts: a SIGTERM while the BPF programs
+    // load would otherwise end the process with the terminal still taken over.
+    signals::stop_on_signals().map_err(|e| e.to_string())?;
     if std::io::stdout().is_terminal() {
         let screen = Screen::start()?;
         let log = screen.log();

@@ -135,13 +135,13 @@ fn exit_marker(stop: &str) -> String {
 
 /// The terminal is as before `top` ran: the main screen, the cursor shown, the same stty modes.
 fn assert_restored(tmux: &Tmux, stop: &str, before: &Path, after: &Path) {
-    tmux.wait_for("the shell back", |screen| {
+    let screen = tmux.wait_for("the shell back", |screen| {
         exit_status(screen, stop).is_some()
     });
     assert_eq!(
         tmux.display("#{alternate_on}"),
         "0",
-        "left the alternate screen"
+        "{stop}: left the alternate screen\n{screen}"
     );
     assert_eq!(tmux.display("#{cursor_flag}"), "1", "the cursor shows");
     assert_eq!(
