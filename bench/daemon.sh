@@ -4,7 +4,7 @@
 #
 #   sudo -E bash bench/daemon.sh [SECONDS]      # default 60 s measured per case, after 10 s
 #
-# Each case starts its JVMs (tests/java/RecordBusy: 0 busy threads and 4 sleeping ones, or 2
+# Each case starts its JVMs (testkit/java/RecordBusy: 0 busy threads and 4 sleeping ones, or 2
 # busy threads each), then the daemon (vm power source, 100 W), lets it settle for 10 s, and
 # reads its CPU time (/proc/PID/stat, utime + stime) over the next SECONDS and its RSS at the end.
 set -euo pipefail
@@ -14,7 +14,7 @@ seconds=${1:-60}
 bin=${JOULAR_BENCH_BIN:-target/release/joularcode-bpf}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-"$JOULAR_JDK17/bin/javac" --release 17 -d "$work/classes" tests/java/RecordBusy.java
+"$JOULAR_JDK17/bin/javac" --release 17 -d "$work/classes" testkit/java/RecordBusy.java
 echo 100 > "$work/watts"
 ticks=$(getconf CLK_TCK)
 

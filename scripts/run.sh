@@ -17,7 +17,7 @@ fi
 demo="$JOULAR_ROOT/target/demo"
 rm -rf "$demo/results"
 mkdir -p "$demo/classes"
-"$JOULAR_JDK17/bin/javac" --release 17 -d "$demo/classes" tests/java/DemoShop.java
+"$JOULAR_JDK17/bin/javac" --release 17 -d "$demo/classes" testkit/java/DemoShop.java
 echo "== joularcode-bpf record -- java DemoShop 10 (results in $demo/results)"
 "$profiler" record --results-path "$demo/results" --methods-filtering-prefix DemoShop \
     -- "$JOULAR_JDK17/bin/java" -cp "$demo/classes" DemoShop 10

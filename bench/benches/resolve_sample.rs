@@ -1,5 +1,5 @@
 //! Speed of `Resolver::resolve`, which runs for every sample: a live JVM (Java 17) runs
-//! `tests/java/StacksDeep.java` with the symbolizer agent, a stack of 22 Java frames where
+//! `testkit/java/StacksDeep.java` with the symbolizer agent, a stack of 22 Java frames where
 //! interpreted and compiled (C1/C2, nothing inlined) methods alternate; samples of it are
 //! recorded with the BPF sampler, then resolved again and again against the live JVM (Method*
 //! reads from its memory, code map lookups). Needs root and the JDKs of scripts/setup.sh:
@@ -17,7 +17,7 @@ use joularcode_bpf::jit::codemap::CodeMap;
 use joularcode_bpf::resolve::{JitNames, Resolver};
 use joularcode_bpf::sampler::{Sample, Sampler, WalkedJvm};
 use joularcode_core::branch::Branches;
-use joularcode_tests::{agent_library, jdk, Jvm};
+use joularcode_testkit::{agent_library, jdk, Jvm};
 
 /// Samples of the deep thread: at least this many frames in the walk.
 const DEEP: usize = 20;

@@ -1,7 +1,7 @@
 //! What walking a stack in BPF costs per sample, against copying the stack for userspace to walk:
 //! `cargo bench -p joularcode-bench --bench walk_cost` as root (see bench/README.md).
 //!
-//! A Java 17 JVM runs `tests/java/StacksDeep.java` at a given depth, without
+//! A Java 17 JVM runs `testkit/java/StacksDeep.java` at a given depth, without
 //! -XX:+PreserveFramePointer, nothing inlined, every other method kept interpreted (or, for the
 //! "compiled" rows, none). For each depth the sampler walks its stacks at 1000 Hz for a few
 //! seconds, with kernel.bpf_stats_enabled on: the kernel's run time / run count of the sampling
@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use joularcode_bpf::hotspot::HotSpot;
 use joularcode_bpf::sampler::{perf, Sampler, WalkEnd, WalkedJvm};
-use joularcode_tests::{jdk, Jvm};
+use joularcode_testkit::{jdk, Jvm};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, RingBufferBuilder};
 

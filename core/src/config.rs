@@ -100,14 +100,8 @@ pub enum VmFormat {
     Watts,
 }
 
-/// What to do with the JVM's own threads (`jvm-threads`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum JvmThreads {
-    /// They are branches of their own (`[GC]`, `[JIT compiler]`...) in the all-file only.
-    Own,
-    /// Their CPU is spread over the Java threads, as Joular Code for Java does.
-    Spread,
-}
+/// What to do with the JVM's own threads (`jvm-threads`): the attribution's choice.
+pub use crate::attribution::JvmThreads;
 
 /// A setting that cannot be used. The caller turns it into "monitoring off" as Joular does, or
 /// into a one-line error and a non-zero exit on the command line.

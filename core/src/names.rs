@@ -59,6 +59,65 @@ pub fn fit_for_file_name(name: &str) -> String {
         .collect()
 }
 
+/// Launcher options followed by a separate value.
+const OPTIONS_WITH_VALUE: &[&str] = &[
+    "-cp",
+    "-classpath",
+    "--class-path",
+    "-p",
+    "--module-path",
+    "--upgrade-module-path",
+    "--add-modules",
+    "--limit-modules",
+    "--add-reads",
+    "--add-exports",
+    "--add-opens",
+    "--patch-module",
+    "--enable-native-access",
+    "--source",
+];
+
+/// The main class of a JVM from its command line (`args[0]` is the program): the first argument
+/// after the options, the jar's file name for `-jar x.jar`, the class (or module) for
+/// `-m module/class`; the program's name when there is none. Characters other than letters,
+/// digits, `.`, `_`, `-` and `$` become `_`, so it fits in a folder name.
+pub fn main_class(args: &[String]) -> String {
+    let mut rest = args.iter().skip(1);
+    let mut found = None;
+    while let Some(arg) = rest.next() {
+        match arg.as_str() {
+            "-jar" => {
+                found = rest
+                    .next()
+                    .map(|jar| jar.rsplit('/').next().unwrap_or(jar).to_string());
+                break;
+            }
+            "-m" | "--module" => {
+                found = rest
+                    .next()
+                    .map(|module| module.rsplit('/').next().unwrap_or(module).to_string());
+                break;
+            }
+            option if OPTIONS_WITH_VALUE.contains(&option) => {
+                rest.next();
+            }
+            option if option.starts_with('-') => {}
+            class => {
+                found = Some(class.to_string());
+                break;
+            }
+        }
+    }
+    let name = found
+        .or_else(|| {
+            args.first()
+                .map(|program| program.rsplit('/').next().unwrap_or(program).to_string())
+        })
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "jvm".to_string());
+    fit_for_file_name(&name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,5 +171,37 @@ mod tests {
             class_name_from_signature("Ljava/lang/invoke/LambdaForm$MH.0x00007fdb40001000;"),
             "java.lang.invoke.LambdaForm$MH/0x00007fdb40001000"
         );
+    }
+
+    fn args(line: &str) -> Vec<String> {
+        line.split(' ').map(str::to_string).collect()
+    }
+
+    #[test]
+    fn main_classes_from_command_lines() {
+        for (line, class) in [
+            (
+                "java -cp /a:/b -Xint com.example.Main arg",
+                "com.example.Main",
+            ),
+            (
+                "/usr/bin/java -jar /opt/app/my-app.jar --port 80",
+                "my-app.jar",
+            ),
+            (
+                "java --module-path mods -m app.mod/com.example.App",
+                "com.example.App",
+            ),
+            ("java --module app.mod", "app.mod"),
+            (
+                "java -XX:+UseG1GC -Dx=1 --add-opens java.base/java.lang=ALL-UNNAMED Main",
+                "Main",
+            ),
+            ("java -version", "java"),
+            ("java Weird:Name*", "Weird_Name_"),
+        ] {
+            assert_eq!(main_class(&args(line)), class, "{line}");
+        }
+        assert_eq!(main_class(&[]), "jvm");
     }
 }

@@ -1,5 +1,5 @@
 //! Attribution, one test per case of Joular Code for Java's PowerModelTest, then the eBPF mode's
-//! inputs and the JVM's own threads (docs/architecture.md, decision 7).
+//! inputs and the JVM's own threads (docs/architecture.md, "Decisions, and why", 7).
 
 use std::collections::HashMap;
 
@@ -319,7 +319,7 @@ fn unreadable_power_attributes_nothing() {
     }
 }
 
-// The JVM's own threads (docs/architecture.md, decision 7)
+// The JVM's own threads (docs/architecture.md, "Decisions, and why", 7)
 
 /// A Java thread and a GC thread, 3:1 in CPU time, under `jvm_threads`.
 fn java_and_gc(jvm_threads: JvmThreads) -> (CycleResult, Branches) {

@@ -183,7 +183,8 @@ fn app_name_without_prefixes_is_the_name() {
     );
 }
 
-/// Decision 7: pseudo-frames have a name of their own and never belong to the application.
+/// docs/architecture.md, "Decisions, and why", 7: pseudo-frames have a name of their own and
+/// never belong to the application.
 #[test]
 fn jvm_pseudo_frames_are_named_alone_and_never_in_the_app_name() {
     let mut branches = Branches::default();

@@ -4,7 +4,7 @@
 #[path = "../fuzz/checks.rs"]
 mod checks;
 
-joularcode_tests::fuzz_checks!(
+joularcode_testkit::fuzz_checks!(
     concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/seeds"),
     properties,
     vm_file,

@@ -7,8 +7,8 @@ use joularcode_bpf::discovery::parse_stat;
 use joularcode_bpf::hotspot::maps::parse_maps;
 use joularcode_bpf::jit::codemap::CodeMap;
 use joularcode_bpf::jit::perfmap::PerfMap;
-use joularcode_bpf::session::main_class as main_class_of;
 use joularcode_core::log::quote;
+use joularcode_core::names::main_class as main_class_of;
 use jvm_symbolizer_agent::format;
 use jvm_symbolizer_agent::options::Options;
 

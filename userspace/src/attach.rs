@@ -17,12 +17,13 @@ use std::time::{Duration, Instant};
 use joularcode_core::log::quote;
 
 use crate::foreign::{ForeignError, ProcessDir};
+use crate::jit::perfmap::{self, PerfMap};
 
 /// How long the JVM has to open its attach socket after SIGQUIT.
 const SOCKET_WAIT: Duration = Duration::from_secs(10);
 /// How long a command may run (an agent replaying a big code cache takes a while).
 const REPLY_WAIT: Duration = Duration::from_secs(60);
-/// How often a wait looks whether it was cancelled ([`Target::with_cancel`]).
+/// How often a wait looks whether it was cancelled ([`JvmProcess::with_cancel`]).
 const CANCEL_POLL: Duration = Duration::from_millis(100);
 /// Largest reply read: the commands sent answer in a few lines (a perf map goes to a file).
 const MAX_REPLY: usize = 1 << 20;
@@ -107,7 +108,7 @@ pub enum AttachError {
         /// What was wrong.
         reason: String,
     },
-    /// The profiler stopped while waiting ([`Target::with_cancel`]).
+    /// The profiler stopped while waiting ([`JvmProcess::with_cancel`]).
     #[error("attaching to the JVM {0} was abandoned: the profiler is stopping")]
     Cancelled(u32),
     /// A file or socket operation failed.
@@ -115,9 +116,10 @@ pub enum AttachError {
     Io(String),
 }
 
-/// A process to attach to.
+/// A JVM process to attach to, seen through its namespaces: its pid on this host and the pid it
+/// sees itself as.
 #[derive(Debug, Clone)]
-pub struct Target {
+pub struct JvmProcess {
     /// Its pid on this host.
     pub pid: u32,
     /// Its pid as it sees itself (innermost PID namespace).
@@ -125,9 +127,9 @@ pub struct Target {
     cancel: Arc<AtomicBool>,
 }
 
-impl Target {
+impl JvmProcess {
     /// Checks that `pid` runs a HotSpot JVM and reads the pid it sees itself as.
-    pub fn new(pid: u32) -> Result<Target, AttachError> {
+    pub fn new(pid: u32) -> Result<JvmProcess, AttachError> {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
             .map_err(|_| AttachError::NoProcess(pid))?;
         let ns_pid = ns_pid(&status).ok_or(AttachError::NoProcess(pid))?;
@@ -136,7 +138,7 @@ impl Target {
         if !maps.lines().any(|line| line.ends_with("/libjvm.so")) {
             return Err(AttachError::NotAJvm(pid));
         }
-        Ok(Target {
+        Ok(JvmProcess {
             pid,
             ns_pid,
             cancel: Arc::default(),
@@ -145,7 +147,7 @@ impl Target {
 
     /// The target, whose waits for the JVM (its socket, its answer) end with
     /// [`AttachError::Cancelled`] (removing the trigger file) once `cancel` is set.
-    pub fn with_cancel(mut self, cancel: Arc<AtomicBool>) -> Target {
+    pub fn with_cancel(mut self, cancel: Arc<AtomicBool>) -> JvmProcess {
         self.cancel = cancel;
         self
     }
@@ -384,6 +386,21 @@ impl Target {
         Ok(output)
     }
 
+    /// Asks the JVM for a fresh perf map (`jcmd Compiler.perfmap`, no agent needed), reads it
+    /// from the JVM's /tmp, and removes it there (it would only go stale): only a regular file of
+    /// the JVM's user is read or removed.
+    pub fn perf_map(&self) -> Result<PerfMap, AttachError> {
+        self.jcmd("Compiler.perfmap")?;
+        let tmp = self.tmp()?;
+        let name = format!("perf-{}.map", self.ns_pid);
+        let map = tmp
+            .open_file(&name, perfmap::MAX_FILE)
+            .and_then(|opened| PerfMap::read_opened(opened, &tmp.path().join(&name)))
+            .map_err(|e| AttachError::Io(e.to_string()));
+        tmp.remove_file(&name);
+        map
+    }
+
     /// Loads the agent library `agent` with `options` into the JVM.
     ///
     /// When the JVM is in another mount namespace (a container), the library is first copied
@@ -455,8 +472,8 @@ pub struct Background<T> {
 }
 
 impl<T: Send + 'static> Background<T> {
-    /// Runs `work` in a thread named `name`; `work` gets the flag to give its [`Target`]s
-    /// ([`Target::with_cancel`]).
+    /// Runs `work` in a thread named `name`; `work` gets the flag to give its [`JvmProcess`]s
+    /// ([`JvmProcess::with_cancel`]).
     pub fn spawn(
         name: &str,
         work: impl FnOnce(Arc<AtomicBool>) -> T + Send + 'static,
@@ -500,21 +517,21 @@ impl<T> Drop for Background<T> {
 }
 
 /// Runs a diagnostic command (`jcmd <pid> <command>`) in the JVM of host pid `pid`; returns its
-/// output ([`Target::jcmd`]).
+/// output ([`JvmProcess::jcmd`]).
 pub fn jcmd(pid: u32, command: &str) -> Result<String, AttachError> {
-    Target::new(pid)?.jcmd(command)
+    JvmProcess::new(pid)?.jcmd(command)
 }
 
 /// Loads the agent library `agent` with `options` into the JVM of host pid `pid`
-/// ([`Target::load_agent`]).
+/// ([`JvmProcess::load_agent`]).
 pub fn load_agent(pid: u32, agent: &Path, options: &str) -> Result<(), AttachError> {
-    Target::new(pid)?.load_agent(agent, options)
+    JvmProcess::new(pid)?.load_agent(agent, options)
 }
 
 /// Copies the agent library into the target's /tmp (once per content); returns its path there.
 /// The copy is written under a new name in that folder (entered without following links), then
 /// renamed over the old one.
-fn copy_into(target: &Target, agent: &Path) -> Result<String, AttachError> {
+fn copy_into(target: &JvmProcess, agent: &Path) -> Result<String, AttachError> {
     let io = |e: std::io::Error| {
         AttachError::Io(format!(
             "copying {} into the JVM {}: {e}",
@@ -565,10 +582,10 @@ mod tests {
 
     #[test]
     fn a_process_without_libjvm_is_not_a_jvm() {
-        let err = Target::new(std::process::id()).unwrap_err();
+        let err = JvmProcess::new(std::process::id()).unwrap_err();
         assert!(matches!(err, AttachError::NotAJvm(_)), "{err}");
         assert!(matches!(
-            Target::new(u32::MAX - 1),
+            JvmProcess::new(u32::MAX - 1),
             Err(AttachError::NoProcess(_))
         ));
     }

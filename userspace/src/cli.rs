@@ -5,11 +5,11 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgGroup, Args, Parser, Subcommand};
 
-use crate::discovery::Target;
 use crate::record::options::ConfigOptions;
-use crate::session::{BranchLimit, SessionOptions};
+use crate::record::{Mode, Recording};
+use crate::session::{BranchLimit, SessionOptions, Targets};
 
 /// Energy per Java execution branch, for one JVM or every JVM of this host, sampled from
 /// outside the JVM with eBPF. Needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE).
@@ -69,6 +69,49 @@ impl AgentArgs {
     }
 }
 
+/// Which running JVMs to profile: `--pid PID` (repeated for several) or `--all`, shared by the
+/// subcommands that profile (`raw`, `stacks`, `record`, `top`); each says whether one is required
+/// and whether a command to launch is the other choice.
+#[derive(Debug, Clone, Default, Args)]
+pub struct JvmArgs {
+    /// The JVM with this process id (repeat it for several JVMs).
+    #[arg(
+        long = "pid",
+        value_name = "PID",
+        conflicts_with = "all",
+        allow_negative_numbers = true
+    )]
+    pub pids: Vec<u32>,
+    /// Every JVM of the host, including those that start while it runs.
+    #[arg(long)]
+    pub all: bool,
+}
+
+impl JvmArgs {
+    /// What these options (and `command`, the command line after `--`, if any) ask to profile:
+    /// the command's JVMs when there is one, else every JVM with `--all` or when no pid is given,
+    /// else the pids.
+    pub fn targets(&self, command: &[OsString]) -> Targets {
+        if let Some((program, rest)) = command.split_first() {
+            let mut command = std::process::Command::new(program);
+            command.args(rest);
+            Targets::Launch(command)
+        } else if self.all || self.pids.is_empty() {
+            Targets::All
+        } else {
+            Targets::Pids(self.pids.clone())
+        }
+    }
+}
+
+/// The sample rate of the subcommands that take it as an option (`raw`, `stacks`).
+#[derive(Debug, Clone, Args)]
+pub struct RateArgs {
+    /// Samples per second of CPU time of each thread.
+    #[arg(long, value_name = "HZ", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=10_000), allow_negative_numbers = true)]
+    pub rate: u64,
+}
+
 /// `joularcode-bpf daemon`.
 #[derive(Debug, Args)]
 pub struct DaemonArgs {
@@ -105,17 +148,17 @@ pub struct DaemonArgs {
 impl DaemonArgs {
     /// The recording the daemon makes: `record --all` with no end but a signal, each JVM's
     /// branches bounded.
-    pub fn recording(&self) -> RecordArgs {
-        RecordArgs {
+    pub fn recording(&self) -> Recording {
+        Recording {
             branch_limit: Some(BranchLimit {
                 max: self.max_branches as usize,
                 idle: Duration::from_secs_f64(self.branch_idle),
             }),
-            ..RecordArgs::of_jvms(
-                Vec::new(),
+            ..of_jvms(
+                Targets::All,
                 None,
                 self.config.clone(),
-                self.agent.clone(),
+                &self.agent,
                 self.options.clone(),
             )
         }
@@ -133,17 +176,9 @@ impl DaemonArgs {
 /// `joularcode-bpf top`.
 #[derive(Debug, Args)]
 pub struct TopArgs {
-    /// The JVM with this process id (repeat it for several; default: every JVM of the host).
-    #[arg(
-        long = "pid",
-        value_name = "PID",
-        conflicts_with = "all",
-        allow_negative_numbers = true
-    )]
-    pub pids: Vec<u32>,
-    /// Every JVM of the host, including those that start while it runs (the default).
-    #[arg(long)]
-    pub all: bool,
+    /// Which JVMs (default: every JVM of the host).
+    #[command(flatten)]
+    pub jvms: JvmArgs,
     /// Stop after this many seconds (else at q, Ctrl-C, SIGTERM, or when the JVMs given end).
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds, allow_negative_numbers = true)]
     pub duration: Option<f64>,
@@ -164,12 +199,12 @@ pub struct TopArgs {
 
 impl TopArgs {
     /// The recording `top` makes: the same as `record` would with these options.
-    pub fn recording(&self) -> RecordArgs {
-        RecordArgs::of_jvms(
-            self.pids.clone(),
+    pub fn recording(&self) -> Recording {
+        of_jvms(
+            self.jvms.targets(&[]),
             self.duration,
             self.config.clone(),
-            self.agent.clone(),
+            &self.agent,
             self.options.clone(),
         )
     }
@@ -223,40 +258,19 @@ pub struct ReportArgs {
     pub fail_above: Option<f64>,
 }
 
-/// Which JVMs to profile: `--pid PID` or `--all`.
-#[derive(Debug, Args)]
-#[group(required = true, multiple = false)]
-pub struct TargetArgs {
-    /// The JVM with this process id.
-    #[arg(long, value_name = "PID", allow_negative_numbers = true)]
-    pub pid: Option<u32>,
-    /// Every JVM of the host, including those that start while it runs.
-    #[arg(long)]
-    pub all: bool,
-}
-
-impl TargetArgs {
-    /// The target these flags name.
-    pub fn target(&self) -> Target {
-        match self.pid {
-            Some(pid) => Target::Pid(pid),
-            None => Target::All,
-        }
-    }
-}
-
 /// `joularcode-bpf raw`.
 #[derive(Debug, Args)]
+#[command(group(ArgGroup::new("target").required(true).args(["pids", "all"])))]
 pub struct RawArgs {
     /// Which JVMs.
     #[command(flatten)]
-    pub target: TargetArgs,
+    pub jvms: JvmArgs,
     /// How long to sample, in seconds (Ctrl-C stops earlier).
     #[arg(long, value_name = "SECONDS", default_value_t = 5.0, value_parser = parse_seconds, allow_negative_numbers = true)]
     pub duration: f64,
-    /// Samples per second of CPU time of each thread.
-    #[arg(long, value_name = "HZ", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=10_000), allow_negative_numbers = true)]
-    pub rate: u64,
+    /// The sample rate.
+    #[command(flatten)]
+    pub rate: RateArgs,
 }
 
 impl RawArgs {
@@ -268,27 +282,24 @@ impl RawArgs {
 
 /// `joularcode-bpf stacks`.
 #[derive(Debug, Args)]
-#[command(group(ArgGroup::new("target").required(true).args(["pid", "all", "command"])))]
+#[command(group(ArgGroup::new("target").required(true).args(["pids", "all", "command"])))]
 #[command(mut_arg("no_attach", |arg| arg.help(
     "Do not load the symbolizer agent into running JVMs (`--pid`, `--all`): their compiled \
      frames are then named by their outer methods only"
 )))]
 pub struct StacksArgs {
-    /// The JVM with this process id.
-    #[arg(long, value_name = "PID", allow_negative_numbers = true)]
-    pub pid: Option<u32>,
-    /// Every JVM of the host, including those that start while it runs.
-    #[arg(long)]
-    pub all: bool,
+    /// Which running JVMs.
+    #[command(flatten)]
+    pub jvms: JvmArgs,
     /// How long to sample, in seconds (default: until the JVMs or the command end, or Ctrl-C).
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds, allow_negative_numbers = true)]
     pub duration: Option<f64>,
     /// Write the stacks to FILE instead of the standard output.
     #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// Samples per second of CPU time of each thread.
-    #[arg(long, value_name = "HZ", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=10_000), allow_negative_numbers = true)]
-    pub rate: u64,
+    /// The sample rate.
+    #[command(flatten)]
+    pub rate: RateArgs,
     /// Add the native frames (libjvm.so, libc, ...) newer than the Java frames of each stack.
     #[arg(long)]
     pub native: bool,
@@ -297,7 +308,7 @@ pub struct StacksArgs {
     pub agent: AgentArgs,
     /// Run this command and sample the JVMs it starts, until it ends; exit with its exit code.
     #[arg(last = true, value_name = "COMMAND")]
-    pub command: Vec<String>,
+    pub command: Vec<OsString>,
 }
 
 /// `joularcode-bpf record`.
@@ -308,17 +319,9 @@ pub struct StacksArgs {
      are then named from their code caches, by their outer methods only"
 )))]
 pub struct RecordArgs {
-    /// The JVM with this process id (repeat it for several JVMs).
-    #[arg(
-        long = "pid",
-        value_name = "PID",
-        conflicts_with_all = ["all", "command"],
-        allow_negative_numbers = true
-    )]
-    pub pids: Vec<u32>,
-    /// Every JVM of the host, including those that start while it runs.
-    #[arg(long, conflicts_with = "command")]
-    pub all: bool,
+    /// Which running JVMs.
+    #[command(flatten)]
+    pub jvms: JvmArgs,
     /// Stop after this many seconds (else at Ctrl-C, SIGTERM, or when the JVMs or the command end).
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds, allow_negative_numbers = true)]
     pub duration: Option<f64>,
@@ -357,52 +360,46 @@ pub struct RecordArgs {
     /// first instant; record ends when it ends, with its exit code.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
-    /// Set by the daemon, not an option: a bound on each JVM's branches.
-    #[arg(skip)]
-    pub branch_limit: Option<BranchLimit>,
-}
-
-/// How `record` profiles the JVMs (`--mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Mode {
-    /// The eBPF sampler, and the agent's sampling mode when the BPF programs cannot be loaded.
-    Auto,
-    /// The eBPF sampler only.
-    Bpf,
-    /// The agent's sampling mode only.
-    Agent,
 }
 
 impl RecordArgs {
-    /// A recording of the JVMs `pids` (every JVM of the host when empty) that writes no file of
-    /// its own but Joular's CSV files: what `top` and the daemon run.
-    pub fn of_jvms(
-        pids: Vec<u32>,
-        duration: Option<f64>,
-        config: Option<PathBuf>,
-        agent: AgentArgs,
-        options: ConfigOptions,
-    ) -> RecordArgs {
-        RecordArgs {
-            all: pids.is_empty(),
-            pids,
-            duration,
-            config,
-            cycle_log: None,
-            agent,
-            flamegraph: None,
-            pprof: None,
-            app: false,
-            mode: Mode::Bpf,
-            options,
-            command: Vec::new(),
-            branch_limit: None,
+    /// The recording these options ask for.
+    pub fn recording(&self) -> Recording {
+        Recording {
+            cycle_log: self.cycle_log.clone(),
+            mode: self.mode,
+            views: self.flamegraph.is_some() || self.pprof.is_some(),
+            ..of_jvms(
+                self.jvms.targets(&self.command),
+                self.duration,
+                self.config.clone(),
+                &self.agent,
+                self.options.clone(),
+            )
         }
     }
+}
 
-    /// `--duration` as a Duration.
-    pub fn duration(&self) -> Option<Duration> {
-        self.duration.map(Duration::from_secs_f64)
+/// A recording of `targets` that writes no file of its own but Joular's CSV files, in the eBPF
+/// mode: what `top` and the daemon run, and what `record` adds its own options to.
+fn of_jvms(
+    targets: Targets,
+    duration: Option<f64>,
+    config: Option<PathBuf>,
+    agent: &AgentArgs,
+    options: ConfigOptions,
+) -> Recording {
+    Recording {
+        targets,
+        duration: duration.map(Duration::from_secs_f64),
+        config,
+        options,
+        agent_path: agent.agent_path.clone(),
+        attach_agent: !agent.no_attach,
+        mode: Mode::Bpf,
+        cycle_log: None,
+        views: false,
+        branch_limit: None,
     }
 }
 
@@ -443,15 +440,16 @@ mod tests {
         let Command::Raw(raw) = cli.command else {
             panic!("raw parsed as {:?}", cli.command)
         };
-        assert_eq!(raw.target.target(), Target::Pid(42));
+        assert!(matches!(raw.jvms.targets(&[]), Targets::Pids(pids) if pids == [42]));
         assert_eq!(raw.duration(), Duration::from_secs(2));
-        assert_eq!(raw.rate, 100);
+        assert_eq!(raw.rate.rate, 100);
         let cli = Cli::try_parse_from(["joularcode-bpf", "raw", "--all", "--rate", "1000"])
             .expect("valid");
         let Command::Raw(raw) = cli.command else {
             panic!("raw parsed as {:?}", cli.command)
         };
-        assert_eq!((raw.target.target(), raw.rate), (Target::All, 1000));
+        assert!(matches!(raw.jvms.targets(&[]), Targets::All));
+        assert_eq!(raw.rate.rate, 1000);
         for bad in [
             &["joularcode-bpf", "raw"][..],
             &["joularcode-bpf", "raw", "--pid", "1", "--all"],
@@ -488,11 +486,11 @@ mod tests {
             }
         };
         let host = top(&[]).expect("valid").recording();
-        assert!(host.all && host.pids.is_empty() && host.command.is_empty());
+        assert!(matches!(host.targets, Targets::All));
         let two = top(&["--pid", "3", "--pid", "4", "--power-source-type", "vm"])
             .expect("valid")
             .recording();
-        assert_eq!((two.all, &two.pids[..]), (false, &[3, 4][..]));
+        assert!(matches!(two.targets, Targets::Pids(pids) if pids == [3, 4]));
         assert_eq!(two.options.values, [("power-source-type", "vm".into())]);
         for bad in [&["--pid", "1", "--all"][..], &["--duration", "0"]] {
             assert!(top(bad).is_err(), "{bad:?}");
@@ -525,15 +523,15 @@ mod tests {
     fn stacks_takes_a_pid_all_or_a_command() {
         let args = stacks(&["--pid", "7", "--duration", "3", "--native"]).expect("valid");
         assert_eq!(
-            (args.pid, args.duration, args.native),
-            (Some(7), Some(3.0), true)
+            (&args.jvms.pids[..], args.duration, args.native),
+            (&[7][..], Some(3.0), true)
         );
         let args =
             stacks(&["--output", "out.folded", "--", "java", "-Xint", "Main"]).expect("valid");
         assert_eq!(args.command, ["java", "-Xint", "Main"]);
         assert_eq!(args.output, Some(PathBuf::from("out.folded")));
-        assert_eq!((args.rate, args.duration), (100, None));
-        assert!(stacks(&["--all"]).expect("valid").all);
+        assert_eq!((args.rate.rate, args.duration), (100, None));
+        assert!(stacks(&["--all"]).expect("valid").jvms.all);
         for bad in [
             &[][..],
             &["--pid", "1", "--all"],
@@ -547,8 +545,8 @@ mod tests {
     #[test]
     fn record_takes_pids_all_or_a_command() {
         let args = record(&["--pid", "4", "--pid", "5", "--duration", "1.5"]).expect("valid");
-        assert_eq!(args.pids, [4, 5]);
-        assert_eq!(args.duration(), Some(Duration::from_millis(1500)));
+        assert_eq!(args.jvms.pids, [4, 5]);
+        assert_eq!(args.recording().duration, Some(Duration::from_millis(1500)));
         let args = record(&[
             "--results-path",
             "out",
@@ -571,6 +569,7 @@ mod tests {
         assert!(
             record(&["--all", "--cycle-log", "c.json"])
                 .expect("valid")
+                .jvms
                 .all
         );
         for bad in [

@@ -16,7 +16,8 @@ use joularcode_core::log::{Level, Log};
 use nix::sys::signal::{self, Signal};
 use nix::unistd::Pid;
 
-use crate::sampler::{signals, Sampler};
+use crate::sampler::{Sampler, SamplerError};
+use crate::signals::{self, SignalError};
 
 /// The file name of the symbolizer agent library.
 pub const AGENT_LIBRARY: &str = "libjvm_symbolizer_agent.so";
@@ -25,46 +26,78 @@ pub const AGENT_LIBRARY: &str = "libjvm_symbolizer_agent.so";
 /// a perf map left in /tmp would be stale after the run).
 pub const AGENT_OPTIONS: &str = "perfmap=no";
 
+/// Why the agent library cannot be used, or a command could not be launched or ended. Each says
+/// in one line what failed and how to fix it.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// `--agent-path` names no file.
+    #[error("--agent-path {}: no such file (give the path of {AGENT_LIBRARY})", .0.display())]
+    NoAgentFile(PathBuf),
+    /// The running executable, beside which the agent is looked for, cannot be found.
+    #[error("cannot find the running executable to look for {AGENT_LIBRARY}: {0}")]
+    NoExecutable(std::io::Error),
+    /// No agent beside the running executable.
+    #[error(
+        "no {AGENT_LIBRARY} beside {} (build it with `cargo build -p jvm-symbolizer-agent`): \
+         give its path with --agent-path FILE",
+        .0.display()
+    )]
+    NoAgentBeside(PathBuf),
+    /// The agent's path cannot be carried by `JAVA_TOOL_OPTIONS`.
+    #[error(
+        "the agent path {} holds a space or is not UTF-8, which JAVA_TOOL_OPTIONS cannot carry: \
+         give a plain path with --agent-path FILE",
+        .0.display()
+    )]
+    UnusableAgentPath(PathBuf),
+    /// The sampler cannot follow the command from its first instant.
+    #[error("{0}")]
+    Follow(#[from] SamplerError),
+    /// The command could not be started.
+    #[error("cannot run {program}: {source}")]
+    Run {
+        /// The program.
+        program: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The command could not be waited for.
+    #[error("cannot wait for the command: {0}")]
+    Wait(std::io::Error),
+    /// The command could not be sent SIGTERM.
+    #[error("cannot stop the command: {0}")]
+    Stop(nix::Error),
+    /// Ctrl-C and SIGTERM cannot be counted while the command ends.
+    #[error("{0}")]
+    Signals(#[from] SignalError),
+}
+
 /// The agent library: `explicit` (from `--agent-path`) if given, else `libjvm_symbolizer_agent.so`
 /// beside the running executable (or one folder up, for Cargo's test executables in `deps/`).
-pub fn find_agent(explicit: Option<&Path>) -> Result<PathBuf, String> {
+pub fn find_agent(explicit: Option<&Path>) -> Result<PathBuf, LaunchError> {
     if let Some(path) = explicit {
         return if path.is_file() {
             Ok(path.to_path_buf())
         } else {
-            Err(format!(
-                "--agent-path {}: no such file (give the path of {AGENT_LIBRARY})",
-                path.display()
-            ))
+            Err(LaunchError::NoAgentFile(path.to_path_buf()))
         };
     }
-    let exe = std::env::current_exe().map_err(|e| {
-        format!("cannot find the running executable to look for {AGENT_LIBRARY}: {e}")
-    })?;
+    let exe = std::env::current_exe().map_err(LaunchError::NoExecutable)?;
     let dir = exe.parent().unwrap_or(Path::new("/"));
     [dir.join(AGENT_LIBRARY), dir.join("..").join(AGENT_LIBRARY)]
         .into_iter()
         .find(|path| path.is_file())
         .map(|path| path.canonicalize().unwrap_or(path))
-        .ok_or_else(|| {
-            format!(
-                "no {AGENT_LIBRARY} beside {} (build it with `cargo build -p jvm-symbolizer-agent`): \
-                 give its path with --agent-path FILE",
-                exe.display()
-            )
-        })
+        .ok_or(LaunchError::NoAgentBeside(exe))
 }
 
 /// The value of `JAVA_TOOL_OPTIONS` for a launched command: the user's `existing` value, then
 /// the agent.
-pub fn java_tool_options(existing: Option<&OsStr>, agent: &Path) -> Result<OsString, String> {
-    let agent_text = agent.to_str().filter(|text| !text.contains(char::is_whitespace)).ok_or_else(|| {
-        format!(
-            "the agent path {} holds a space or is not UTF-8, which JAVA_TOOL_OPTIONS cannot carry: \
-             give a plain path with --agent-path FILE",
-            agent.display()
-        )
-    })?;
+pub fn java_tool_options(existing: Option<&OsStr>, agent: &Path) -> Result<OsString, LaunchError> {
+    let agent_text = agent
+        .to_str()
+        .filter(|text| !text.contains(char::is_whitespace))
+        .ok_or_else(|| LaunchError::UnusableAgentPath(agent.to_path_buf()))?;
     let mut value = OsString::new();
     if let Some(existing) = existing.filter(|value| !value.is_empty()) {
         value.push(existing);
@@ -77,7 +110,7 @@ pub fn java_tool_options(existing: Option<&OsStr>, agent: &Path) -> Result<OsStr
 /// Starts `command` with the agent in its JVMs' options, followed by `sampler` from its first
 /// instant. Should the profiler die without ending it ([`end`]), killed itself, the command is
 /// killed too (`PR_SET_PDEATHSIG`): it is never left running on its own.
-pub fn spawn(mut command: Command, agent: &Path, sampler: &Sampler) -> Result<Child, String> {
+pub fn spawn(mut command: Command, agent: &Path, sampler: &Sampler) -> Result<Child, LaunchError> {
     use std::os::unix::process::CommandExt;
     let existing = std::env::var_os("JAVA_TOOL_OPTIONS");
     let options = java_tool_options(existing.as_deref(), agent)?;
@@ -99,10 +132,10 @@ pub fn spawn(mut command: Command, agent: &Path, sampler: &Sampler) -> Result<Ch
     }
     let program = command.get_program().to_string_lossy().into_owned();
     let me = std::process::id();
-    sampler.follow(me).map_err(|e| e.to_string())?;
+    sampler.follow(me)?;
     let child = command.spawn();
     sampler.untrack(me);
-    child.map_err(|e| format!("cannot run {program}: {e}"))
+    child.map_err(|source| LaunchError::Run { program, source })
 }
 
 /// How long a launched command still running when the profiler stops has to end after SIGTERM
@@ -116,15 +149,16 @@ const POLL: Duration = Duration::from_millis(20);
 /// SIGTERM the profiler gets (a second Ctrl-C: at once if two have come already), it is killed
 /// with SIGKILL. Signals are only counted meanwhile ([`signals`]), so the profiler never exits
 /// before the command has. The profiler should have stopped sampling first.
-pub fn end(child: &mut Child, grace: Duration, log: &dyn Log) -> Result<i32, String> {
-    let failed = |error: std::io::Error| format!("cannot wait for the command: {error}");
+pub fn end(child: &mut Child, grace: Duration, log: &dyn Log) -> Result<i32, LaunchError> {
+    let failed = LaunchError::Wait;
     signals::stop_on_signals()?;
     let before = signals::received();
     let hurry = || signals::received() > before || before >= 2;
     if let Some(status) = child.try_wait().map_err(failed)? {
         return Ok(exit_code(status));
     }
-    let pid = Pid::from_raw(i32::try_from(child.id()).map_err(|e| e.to_string())?);
+    let pid =
+        Pid::from_raw(i32::try_from(child.id()).map_err(|_| LaunchError::Stop(nix::Error::ESRCH))?);
     let seconds = grace.as_secs_f64();
     log.log(
         Level::Info,
@@ -133,7 +167,7 @@ pub fn end(child: &mut Child, grace: Duration, log: &dyn Log) -> Result<i32, Str
         ),
     );
     // The child is not reaped yet (try_wait said so), so its pid is still its own.
-    signal::kill(pid, Signal::SIGTERM).map_err(|e| format!("cannot stop the command: {e}"))?;
+    signal::kill(pid, Signal::SIGTERM).map_err(LaunchError::Stop)?;
     let deadline = Instant::now() + grace;
     loop {
         if let Some(status) = child.try_wait().map_err(failed)? {
@@ -177,14 +211,14 @@ mod tests {
             "-Xmx1g -agentpath:/opt/jp/libjvm_symbolizer_agent.so=perfmap=no"
         );
         let err = java_tool_options(None, Path::new("/my agents/lib.so")).unwrap_err();
-        assert!(err.contains("--agent-path"), "{err}");
+        assert!(err.to_string().contains("--agent-path"), "{err}");
     }
 
     #[test]
     fn a_missing_agent_path_is_named() {
         let err = find_agent(Some(Path::new("/nonexistent/lib.so"))).unwrap_err();
         assert_eq!(
-            err,
+            err.to_string(),
             "--agent-path /nonexistent/lib.so: no such file (give the path of libjvm_symbolizer_agent.so)"
         );
     }
@@ -206,14 +240,14 @@ mod tests {
         let log = joularcode_core::log::Recorded::default();
         let mut ended = Command::new("true").spawn().expect("true runs");
         ended.wait().expect("true ends");
-        assert_eq!(end(&mut ended, GRACE, &log), Ok(0), "already ended");
+        assert_eq!(end(&mut ended, GRACE, &log).ok(), Some(0), "already ended");
         assert!(log.messages().is_empty());
 
         let mut sleeper = Command::new("sleep")
             .arg("1000")
             .spawn()
             .expect("sleep runs");
-        assert_eq!(end(&mut sleeper, GRACE, &log), Ok(128 + 15));
+        assert_eq!(end(&mut sleeper, GRACE, &log).ok(), Some(128 + 15));
         assert_eq!(log.messages().len(), 1, "{:?}", log.messages());
 
         let deaf = "trap '' TERM; echo ready; while :; do sleep 1; done";
@@ -228,7 +262,7 @@ mod tests {
             &mut ready,
         )
         .expect("sh says it is ready");
-        assert_eq!(end(&mut stubborn, Duration::ZERO, &log), Ok(128 + 9));
+        assert_eq!(end(&mut stubborn, Duration::ZERO, &log).ok(), Some(128 + 9));
         assert!(log.messages()[2].1.contains("killed (SIGKILL)"));
     }
 }

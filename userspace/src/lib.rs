@@ -17,5 +17,6 @@ pub mod report;
 pub mod resolve;
 pub mod sampler;
 pub mod session;
-pub mod threads;
+pub mod signals;
+pub mod thread_names;
 pub mod top;

@@ -14,7 +14,7 @@ use joularcode_bpf::attach::{self, AttachError};
 use joularcode_bpf::jit::codemap::{CodeKind, CodeMap};
 use joularcode_bpf::jit::perfmap::PerfMap;
 use joularcode_bpf::sampler::monotonic_ns;
-use joularcode_tests::{agent_library, all_jdks, jdk, workload_classes, Jdk, Jvm};
+use joularcode_testkit::{agent_library, all_jdks, jdk, workload_classes, Jdk, Jvm};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -340,7 +340,7 @@ fn attach_across_pid_and_mount_namespaces() {
     let _serial = serial();
     for jdk in all_jdks() {
         let jvm = Contained::start(&jdk);
-        let target = attach::Target::new(jvm.java).unwrap();
+        let target = attach::JvmProcess::new(jvm.java).unwrap();
         assert_ne!(
             target.ns_pid, jvm.java,
             "the JVM has a pid of its own namespace"
@@ -393,7 +393,7 @@ fn dynamic_agents_refused_but_the_jdk_perfmap_still_works() {
             "Java {}: {err}",
             jdk.major
         );
-        let perf = PerfMap::from_jvm(&attach::Target::new(pid).unwrap()).unwrap();
+        let perf = attach::JvmProcess::new(pid).unwrap().perf_map().unwrap();
         assert!(perf.entries().iter().any(|e| e.name == "AgentHot.work"));
         assert!(perf.entries().iter().any(|e| e.name == "Interpreter"));
         assert!(!Path::new(&format!("/tmp/joularcode-{pid}.map")).exists());
@@ -418,7 +418,10 @@ fn not_a_jvm_and_an_unresponsive_jvm_are_told_apart() {
     assert!(matches!(err, AttachError::Timeout { .. }), "{err}");
     let version = attach::jcmd(jvm.pid(), "VM.version").unwrap();
     assert!(version.contains("JDK 17"), "{version}");
-    let perf = PerfMap::from_jvm(&attach::Target::new(jvm.pid()).unwrap()).unwrap();
+    let perf = attach::JvmProcess::new(jvm.pid())
+        .unwrap()
+        .perf_map()
+        .unwrap();
     assert!(perf.entries().iter().any(|e| e.name == "AgentHot.work"));
     let _ = std::fs::remove_file(format!("/tmp/perf-{}.map", jvm.pid()));
 }

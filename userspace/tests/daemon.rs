@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use std::thread::sleep;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use joularcode_tests::{agent_library, jdk, workload_classes, Jvm};
+use joularcode_testkit::{agent_library, jdk, workload_classes, Jvm};
 
 /// The tests measure energy: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());

@@ -11,10 +11,10 @@ use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use joularcode_tests::jfr::{self, Recording, SamplePeriod};
-use joularcode_tests::procfs::{cpu_ticks, short_lived_share};
-use joularcode_tests::results::{assert_conservation, cycles, energy_of, rows, Row};
-use joularcode_tests::{agent_library, all_jdks, jdk, workload_classes, Jdk, Jvm};
+use joularcode_testkit::jfr::{self, Recording, SamplePeriod};
+use joularcode_testkit::procfs::{cpu_ticks, short_lived_share};
+use joularcode_testkit::results::{assert_conservation, cycles, energy_of, rows, Row};
+use joularcode_testkit::{agent_library, all_jdks, jdk, workload_classes, Jdk, Jvm};
 
 /// The tests measure CPU shares: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());

@@ -5,9 +5,9 @@
 
 use std::process::Stdio;
 
-use joularcode_tests::results::{assert_conservation, cycles, energy_of, rows_ending};
-use joularcode_tests::wine::{windows_agent, windows_path, Windows};
-use joularcode_tests::workload_classes;
+use joularcode_testkit::results::{assert_conservation, cycles, energy_of, rows_ending};
+use joularcode_testkit::wine::{windows_agent, windows_path, Windows};
+use joularcode_testkit::workload_classes;
 
 #[test]
 fn a_windows_jvm_under_wine_profiles_itself_into_both_files() {

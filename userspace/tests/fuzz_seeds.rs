@@ -7,7 +7,7 @@ mod checks;
 
 use proptest::prelude::*;
 
-joularcode_tests::fuzz_checks!(
+joularcode_testkit::fuzz_checks!(
     concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/seeds"),
     code_map,
     code_map_round_trip,

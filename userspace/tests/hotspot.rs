@@ -6,7 +6,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use joularcode_bpf::hotspot::{HotSpot, HotSpotError, JavaMethod};
-use joularcode_tests::{all_jdks, workload_classes, Jvm};
+use joularcode_testkit::{all_jdks, workload_classes, Jvm};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
@@ -196,7 +196,7 @@ fn compiled_methods_are_named_by_their_nmethods() {
 #[test]
 fn garbage_gives_none_or_errors_never_a_panic() {
     let _serial = serial();
-    let jdk = joularcode_tests::jdk(25);
+    let jdk = joularcode_testkit::jdk(25);
     let jvm = Jvm::start(&jdk, &["-XX:-TieredCompilation"], "HotSpotHot", &[]);
     let hs = open(&jvm);
     let (interp_begin, _) = hs.code_cache().interpreter();
@@ -241,7 +241,7 @@ fn garbage_gives_none_or_errors_never_a_panic() {
 #[test]
 fn a_starting_jvm_says_try_again_until_it_is_ready() {
     let _serial = serial();
-    let jdk = joularcode_tests::jdk(17);
+    let jdk = joularcode_testkit::jdk(17);
     let mut child = Command::new(jdk.java())
         .arg("-cp")
         .arg(workload_classes())

@@ -10,8 +10,8 @@ use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
 
 use joularcode_bpf::resolve::ResolveStats;
-use joularcode_tests::jfr::{self, Profile, Recording, SamplePeriod};
-use joularcode_tests::{all_jdks, jdk, target_dir, workload_classes, Jdk};
+use joularcode_testkit::jfr::{self, Profile, Recording, SamplePeriod};
+use joularcode_testkit::{all_jdks, jdk, target_dir, workload_classes, Jdk};
 use regex::Regex;
 
 mod common;

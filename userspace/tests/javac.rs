@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
-use joularcode_tests::jfr::{Recording, SamplePeriod};
-use joularcode_tests::{all_jdks, jdk, target_dir, Jdk};
+use joularcode_testkit::jfr::{Recording, SamplePeriod};
+use joularcode_testkit::{all_jdks, jdk, target_dir, Jdk};
 
 mod common;
 

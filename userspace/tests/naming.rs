@@ -16,9 +16,9 @@ use joularcode_bpf::hotspot::{CompiledFrame, HotSpot};
 use joularcode_bpf::jit::codemap::CodeMap;
 use joularcode_bpf::jit::perfmap::PerfMap;
 use joularcode_bpf::sampler::monotonic_ns;
-use joularcode_tests::jfr::{Recording, SamplePeriod};
-use joularcode_tests::profiler::{java_command, run_stacks, with_command};
-use joularcode_tests::{agent_library, all_jdks, target_dir, workload_modules, Jdk, Jvm};
+use joularcode_testkit::jfr::{Recording, SamplePeriod};
+use joularcode_testkit::profiler::{java_command, run_stacks, with_command};
+use joularcode_testkit::{agent_library, all_jdks, target_dir, workload_modules, Jdk, Jvm};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -188,8 +188,8 @@ fn assert_paths_agree(jdk: &Jdk, hotspot: &HotSpot, expected: &BTreeSet<String>)
     map.refresh().expect("the agent's code map");
     let agent_perf_map =
         PerfMap::read(Path::new(&format!("/tmp/perf-{pid}.map"))).expect("the agent's perf map");
-    let target = joularcode_bpf::attach::Target::new(pid).expect("a JVM");
-    let jdk_perf_map = PerfMap::from_jvm(&target).expect("Compiler.perfmap");
+    let target = joularcode_bpf::attach::JvmProcess::new(pid).expect("a JVM");
+    let jdk_perf_map = target.perf_map().expect("Compiler.perfmap");
     let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
     let now = monotonic_ns();
     let still: BTreeSet<u32> = compiled(hotspot, expected)

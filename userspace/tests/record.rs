@@ -7,11 +7,11 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use joularcode_tests::procfs::{cpu_ticks, short_lived_share};
-use joularcode_tests::profiler::{java_command, with_command};
-use joularcode_tests::record_run::RecordRun;
-use joularcode_tests::results::{assert_conservation, energy_of, rows, Row};
-use joularcode_tests::{all_jdks, jdk, one_at_a_time, one_error_line, processes_with, Jvm};
+use joularcode_testkit::procfs::{cpu_ticks, short_lived_share};
+use joularcode_testkit::profiler::{java_command, with_command};
+use joularcode_testkit::record_run::RecordRun;
+use joularcode_testkit::results::{assert_conservation, energy_of, rows, Row};
+use joularcode_testkit::{all_jdks, jdk, one_at_a_time, one_error_line, processes_with, Jvm};
 use regex::Regex;
 
 /// The power the `vm` source reads, in W.

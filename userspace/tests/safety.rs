@@ -12,10 +12,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use joularcode_tests::host::{Tmpfs, User};
-use joularcode_tests::profiler::java_command;
-use joularcode_tests::record_run::RecordRun;
-use joularcode_tests::{jdk, one_at_a_time, one_error_line, processes_with, Jvm};
+use joularcode_testkit::host::{Tmpfs, User};
+use joularcode_testkit::profiler::java_command;
+use joularcode_testkit::record_run::RecordRun;
+use joularcode_testkit::{jdk, one_at_a_time, one_error_line, processes_with, Jvm};
 
 /// How long `record` may take beyond its `--duration` before it is taken for hung.
 const HANG: Duration = Duration::from_secs(60);

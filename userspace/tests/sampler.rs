@@ -1,5 +1,5 @@
 //! End-to-end tests of the sampler: the real BPF programs, loaded into this kernel (they need
-//! root, and fail saying so without it), against real JVMs running tests/java/Sampler*.java.
+//! root, and fail saying so without it), against real JVMs running testkit/java/Sampler*.java.
 //!
 //! They measure CPU time, so they run one at a time (LOCK), whatever --test-threads says.
 
@@ -10,9 +10,9 @@ use std::sync::{Mutex, MutexGuard};
 use std::thread::sleep;
 use std::time::Duration;
 
-use joularcode_bpf::discovery::{Discovery, Target};
+use joularcode_bpf::discovery::{Discovery, Scope};
 use joularcode_bpf::sampler::{monotonic_ns, Sample, Sampler, ThreadTime, CONSUME_INTERVAL};
-use joularcode_tests::{bpf_programs_of as programs_held_by, jdk, Jvm};
+use joularcode_testkit::{bpf_programs_of as programs_held_by, jdk, Jvm};
 
 fn sampler() -> Sampler {
     sampler_at(100)
@@ -519,14 +519,14 @@ fn sigint_and_sigterm_end_the_raw_command_with_its_report_and_unload_it() {
 #[test]
 fn discovery_finds_a_jvm_that_starts_and_loses_it_when_it_ends() {
     let _serial = serial();
-    let mut discovery = Discovery::new(Target::All).expect("discovery of every JVM");
+    let mut discovery = Discovery::new(Scope::All).expect("discovery of every JVM");
     let before = discovery.rescan();
     let mut jvm = Jvm::start(&jdk(17), &[], "SamplerBusy", &[]);
     let pid = jvm.pid();
     assert!(!before.started.contains(&pid));
     let started = discovery.rescan();
     assert!(started.started.contains(&pid), "{started:?}");
-    assert!(Discovery::new(Target::Pid(pid)).is_ok());
+    assert!(Discovery::new(Scope::Pid(pid)).is_ok());
     jvm.child.kill().expect("stop the JVM");
     jvm.child.wait().expect("the JVM ends");
     let ended = discovery.rescan();

@@ -16,11 +16,11 @@ use joularcode_bpf::jit::codemap::CodeMap;
 use joularcode_bpf::resolve::{JitNames, ResolveStats, Resolver};
 use joularcode_bpf::sampler::{Sampler, WalkedJvm};
 use joularcode_bpf::session::{Session, SessionOptions, Targets};
-use joularcode_bpf::threads;
+use joularcode_bpf::thread_names;
 use joularcode_core::branch::Branches;
 use joularcode_core::log::Recorded;
-use joularcode_tests::profiler::{java_command, run_stacks, with_command, StacksRun};
-use joularcode_tests::{agent_library, all_jdks, workload_classes, Jdk, Jvm};
+use joularcode_testkit::profiler::{java_command, run_stacks, with_command, StacksRun};
+use joularcode_testkit::{agent_library, all_jdks, workload_classes, Jdk, Jvm};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -300,7 +300,7 @@ fn a_jvm_that_refuses_attach_is_named_from_its_code_cache() {
 #[test]
 fn a_jvm_that_refuses_agents_is_named_from_its_code_cache_and_perf_map() {
     let _serial = serial();
-    for jdk in [joularcode_tests::jdk(21), joularcode_tests::jdk(25)] {
+    for jdk in [joularcode_testkit::jdk(21), joularcode_testkit::jdk(25)] {
         let flags = ["-XX:-EnableDynamicAgentLoading"];
         let run = profile_running(&jdk, &flags, Duration::from_secs(2));
         assert_main_share(&run, &jdk, "StacksChain.main;StacksChain.run", 0.99);
@@ -385,8 +385,8 @@ fn code_of_unloaded_classes_never_names_a_later_sample() {
             let _ = resolver.refresh();
             for sample in batch.iter().filter(|s| s.pid == pid) {
                 // As the session does: the JVM's own threads are not walked for Java frames.
-                let name = threads::thread_name(pid, sample.tid).unwrap_or_default();
-                let thread = threads::classify(&name);
+                let name = thread_names::thread_name(pid, sample.tid).unwrap_or_default();
+                let thread = thread_names::classify(&name);
                 let branch = resolver.resolve(sample, thread, &mut branches).branch;
                 for class in ["StacksUnloadA", "StacksUnloadB"] {
                     let stack = branches.name(branch);
@@ -497,7 +497,7 @@ fn jvm_threads_are_classified_and_native_frames_named() {
 #[test]
 fn every_jvm_gets_a_root_frame_with_all() {
     let _serial = serial();
-    let jdk = joularcode_tests::jdk(21);
+    let jdk = joularcode_testkit::jdk(21);
     let jvms: Vec<Jvm> = (0..2)
         .map(|_| Jvm::start(&jdk, &[], "StacksChain", &[]))
         .collect();

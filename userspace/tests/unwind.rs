@@ -17,7 +17,7 @@ use joularcode_bpf::hotspot::HotSpot;
 use joularcode_bpf::sampler::{FrameKind, Sample, Sampler, Walk, WalkEnd, WalkedJvm};
 use joularcode_bpf::session::{Session, SessionOptions, Targets};
 use joularcode_core::log::Recorded;
-use joularcode_tests::{agent_library, all_jdks, target_dir, workload_classes, Jdk, Jvm};
+use joularcode_testkit::{agent_library, all_jdks, target_dir, workload_classes, Jdk, Jvm};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 

@@ -22,7 +22,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::attribution::{self, CycleInput, CycleResult, CycleThreads, MachineLoad};
 use crate::branch::Branches;
-use crate::config::{self, Config};
+use crate::config::Config;
 use crate::energy::{Energy, Interval, Power};
 use crate::log::{Level, Log};
 use crate::machine::MachineMeter;
@@ -129,10 +129,7 @@ impl Engine {
             coverage: HashMap::new(),
             machine,
             cpus,
-            jvm_threads: match config.jvm_threads {
-                config::JvmThreads::Own => attribution::JvmThreads::Own,
-                config::JvmThreads::Spread => attribution::JvmThreads::Spread,
-            },
+            jvm_threads: config.jvm_threads,
             rate_ms: config.sample_rate_ms,
             start_ns: now_ns,
             drops: 0,

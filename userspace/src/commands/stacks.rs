@@ -4,7 +4,6 @@
 
 use std::io::{BufWriter, Write};
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,27 +13,16 @@ use joularcode_core::output::path::{create_file, Mode};
 use crate::cli::StacksArgs;
 use crate::launch;
 use crate::output::folded::Folded;
-use crate::sampler::{signals, CONSUME_INTERVAL};
-use crate::session::{Session, SessionOptions, Targets};
+use crate::sampler::CONSUME_INTERVAL;
+use crate::session::{Session, SessionOptions};
+use crate::signals;
 
 /// Runs `stacks`; returns the exit code (the launched command's, or 0), or the error to print.
 pub fn run(args: &StacksArgs) -> Result<i32, String> {
     let log: Arc<dyn Log> = Arc::new(Stderr::default());
-    let targets = if let Some(pid) = args.pid {
-        Targets::Pids(vec![pid])
-    } else if args.all {
-        Targets::All
-    } else {
-        let (program, rest) = args
-            .command
-            .split_first()
-            .ok_or("give --pid PID, --all, or -- COMMAND ARGS...")?;
-        let mut command = Command::new(program);
-        command.args(rest);
-        Targets::Launch(command)
-    };
+    let targets = args.jvms.targets(&args.command);
     let mut options = SessionOptions::new(log.clone());
-    options.rate_hz = args.rate;
+    options.rate_hz = args.rate.rate;
     args.agent.apply_to(&mut options);
     options.native_frames = args.native;
     // Open the output first: a bad path fails before anything is sampled.
@@ -42,7 +30,7 @@ pub fn run(args: &StacksArgs) -> Result<i32, String> {
         Some(path) => Box::new(BufWriter::new(create_output(path)?)),
         None => Box::new(BufWriter::new(std::io::stdout())),
     };
-    signals::stop_on_signals()?;
+    signals::stop_on_signals().map_err(|e| e.to_string())?;
     let mut session = Session::start(targets, &options).map_err(|e| e.to_string())?;
     let start = Instant::now();
     let duration = args.duration.map(Duration::from_secs_f64);
@@ -63,7 +51,7 @@ pub fn run(args: &StacksArgs) -> Result<i32, String> {
         .and_then(|()| out.flush())
         .map_err(|e| format!("cannot write the stacks: {e}"))?;
     match child {
-        Some(mut child) => launch::end(&mut child, launch::GRACE, &*log),
+        Some(mut child) => launch::end(&mut child, launch::GRACE, &*log).map_err(|e| e.to_string()),
         None => Ok(0),
     }
 }

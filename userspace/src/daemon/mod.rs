@@ -1,9 +1,7 @@
-//! `joularcode-bpf daemon`: profiles every JVM of the host, always, and exports their energy on a
-//! Prometheus endpoint (see docs/daemon.md).
-//!
-//! It is `record --all` ([`record::run_with`]) with no end but a signal, whose cycles go to the
-//! [`Metrics`] the endpoint serves (and to Joular's CSV files when `--results-path` is given),
-//! with each JVM's branches bounded ([`BranchLimit`]) so that its memory stays bounded for weeks.
+//! The host daemon's parts (the command is `commands/daemon.rs`, see docs/daemon.md): it is
+//! `record --all` with no end but a signal, whose cycles go to the [`Metrics`] the endpoint
+//! serves (and to Joular's CSV files when `--results-path` is given), with each JVM's branches
+//! bounded ([`crate::session::BranchLimit`]) so that its memory stays bounded for weeks.
 
 pub mod container;
 pub mod metrics;
@@ -11,59 +9,19 @@ pub mod ranked;
 pub mod selfstat;
 pub mod server;
 
-use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use joularcode_core::log::{Log, Stderr};
+use joularcode_core::log::Log;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
-use prometheus_client::registry::Registry;
 
-use crate::cli::DaemonArgs;
 use crate::record::sink::{CycleView, Sink};
-use crate::record::{self, Outputs};
-use metrics::{ExportOptions, Metrics};
-
-/// Runs the daemon until SIGTERM or Ctrl-C (the cycle in progress is written first). Errors are
-/// one line each: the address cannot be listened on, the options or the power source are wrong,
-/// BPF cannot be loaded.
-pub fn run(args: &DaemonArgs) -> Result<i32, String> {
-    let server = server::bind(args.listen)?;
-    // The port the system chose for port 0, else the one asked for.
-    let listening = server
-        .server_addr()
-        .to_ip()
-        .map_or_else(|| args.listen.to_string(), |address| address.to_string());
-    let metrics = Shared(Arc::new(Mutex::new(Metrics::new(
-        ExportOptions {
-            top: usize::from(args.top),
-            idle: Duration::from_secs_f64(args.branch_idle),
-            keep_ended: Duration::from_secs_f64(args.keep_ended),
-        },
-        Path::new("/proc"),
-    ))));
-    let mut registry = Registry::default();
-    registry.register_collector(Box::new(metrics.clone()));
-    server::serve(server, Arc::new(registry))?;
-    let log: Arc<dyn Log> = Arc::new(Stderr::default());
-    log.log(
-        joularcode_core::log::Level::Info,
-        &format!("Metrics at http://{listening}/metrics"),
-    );
-    record::run_with(
-        &args.recording(),
-        Outputs {
-            log,
-            csv: args.writes_csv(),
-            sinks: vec![Box::new(metrics)],
-        },
-    )
-}
+use metrics::Metrics;
 
 /// The metrics, shared by the cycles that update them and the scrapes that read them.
 #[derive(Debug, Clone)]
-struct Shared(Arc<Mutex<Metrics>>);
+pub struct Shared(pub Arc<Mutex<Metrics>>);
 
 impl Sink for Shared {
     fn cycle(&mut self, cycle: &CycleView<'_>) {

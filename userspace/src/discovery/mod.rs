@@ -1,5 +1,5 @@
 //! Finding the JVMs to profile: one given process, or every process of the host that maps
-//! `libjvm.so`, kept current by [`Discovery::update`] (call it on a timer: about once a second is
+//! `libjvm.so`, kept current by [`Discovery::rescan`] (call it on a timer: about once a second is
 //! enough, and a rescan costs one small read per process, plus its maps while it is new).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -7,14 +7,20 @@ use std::fmt;
 use std::fs::{self, File};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-
-use crate::sampler::{Sampler, SamplerError};
+use std::time::Duration;
 
 mod access;
+mod launched;
 
-/// What to profile.
+pub use launched::Launched;
+
+/// How often the JVMs are looked for again: a new JVM is picked up within a second (this, plus
+/// one pass of the caller's loop).
+pub const RESCAN_INTERVAL: Duration = Duration::from_millis(500);
+
+/// Which processes a discovery watches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Target {
+pub enum Scope {
     /// One JVM, by pid.
     Pid(u32),
     /// Every JVM of the host, including those that start later.
@@ -74,25 +80,25 @@ impl Seen {
     }
 }
 
-/// The JVMs of one [`Target`], kept current across rescans.
+/// The JVMs of one [`Scope`], kept current across rescans.
 pub struct Discovery {
     proc_root: PathBuf,
-    target: Target,
+    target: Scope,
     jvms: BTreeSet<u32>,
     seen: HashMap<u32, Seen>,
 }
 
 impl Discovery {
-    /// Discovery on the real /proc. For [`Target::Pid`], fails with a clear message unless the
+    /// Discovery on the real /proc. For [`Scope::Pid`], fails with a clear message unless the
     /// process exists and maps libjvm.so.
-    pub fn new(target: Target) -> Result<Discovery, DiscoveryError> {
+    pub fn new(target: Scope) -> Result<Discovery, DiscoveryError> {
         Discovery::with_proc_root("/proc", target)
     }
 
     /// Discovery on a /proc tree mounted (or faked) elsewhere.
     pub fn with_proc_root(
         proc_root: impl Into<PathBuf>,
-        target: Target,
+        target: Scope,
     ) -> Result<Discovery, DiscoveryError> {
         let discovery = Discovery {
             proc_root: proc_root.into(),
@@ -100,7 +106,7 @@ impl Discovery {
             jvms: BTreeSet::new(),
             seen: HashMap::new(),
         };
-        if let Target::Pid(pid) = target {
+        if let Scope::Pid(pid) = target {
             check_jvm(&discovery.proc_root, pid)?;
         }
         Ok(discovery)
@@ -114,11 +120,11 @@ impl Discovery {
     /// Scans /proc and returns the JVMs that started and ended since the previous scan.
     pub fn rescan(&mut self) -> Changes {
         let now: BTreeSet<u32> = match self.target {
-            Target::Pid(pid) => match check_jvm(&self.proc_root, pid) {
+            Scope::Pid(pid) => match check_jvm(&self.proc_root, pid) {
                 Ok(()) => BTreeSet::from([pid]),
                 Err(_) => BTreeSet::new(),
             },
-            Target::All => self.scan_all(),
+            Scope::All => self.scan_all(),
         };
         let changes = Changes {
             started: now.difference(&self.jvms).copied().collect(),
@@ -126,27 +132,6 @@ impl Discovery {
         };
         self.jvms = now;
         changes
-    }
-
-    /// Rescans, and tracks the JVMs that started and untracks those that ended. A JVM that ends
-    /// before it is tracked is left out.
-    pub fn update(&mut self, sampler: &Sampler) -> Result<Changes, SamplerError> {
-        let mut changes = self.rescan();
-        for &pid in &changes.ended {
-            sampler.untrack(pid);
-        }
-        let mut gone = Vec::new();
-        for &pid in &changes.started {
-            if let Err(e) = sampler.track(pid) {
-                if self.proc_root.join(pid.to_string()).exists() {
-                    return Err(e);
-                }
-                gone.push(pid);
-            }
-        }
-        changes.started.retain(|pid| !gone.contains(pid));
-        self.jvms.retain(|pid| !gone.contains(pid));
-        Ok(changes)
     }
 
     fn scan_all(&mut self) -> BTreeSet<u32> {
@@ -327,15 +312,15 @@ mod tests {
         let proc = FakeProc::new("pid");
         proc.process(10, "java", 5, JVM_MAPS);
         proc.process(11, "bash", 5, OTHER_MAPS);
-        assert!(Discovery::with_proc_root(&proc.0, Target::Pid(10)).is_ok());
-        let not_jvm = Discovery::with_proc_root(&proc.0, Target::Pid(11))
+        assert!(Discovery::with_proc_root(&proc.0, Scope::Pid(10)).is_ok());
+        let not_jvm = Discovery::with_proc_root(&proc.0, Scope::Pid(11))
             .err()
             .expect("not a JVM");
         assert_eq!(
             not_jvm.to_string(),
             "process 11 is not a JVM (it does not map libjvm.so)"
         );
-        let missing = Discovery::with_proc_root(&proc.0, Target::Pid(12))
+        let missing = Discovery::with_proc_root(&proc.0, Scope::Pid(12))
             .err()
             .expect("missing");
         assert_eq!(missing, DiscoveryError::NoProcess(12));
@@ -346,7 +331,7 @@ mod tests {
         let proc = FakeProc::new("all");
         proc.process(10, "java", 5, JVM_MAPS);
         proc.process(11, "bash", 5, OTHER_MAPS);
-        let mut discovery = Discovery::with_proc_root(&proc.0, Target::All).expect("discovery");
+        let mut discovery = Discovery::with_proc_root(&proc.0, Scope::All).expect("discovery");
         assert_eq!(
             discovery.rescan(),
             Changes {
@@ -372,7 +357,7 @@ mod tests {
     fn a_process_that_loads_the_jvm_late_or_execs_one_is_found() {
         let proc = FakeProc::new("late");
         proc.process(20, "launcher", 7, OTHER_MAPS);
-        let mut discovery = Discovery::with_proc_root(&proc.0, Target::All).expect("discovery");
+        let mut discovery = Discovery::with_proc_root(&proc.0, Scope::All).expect("discovery");
         for _ in 0..CHECKS_BEFORE_VERDICT {
             assert_eq!(discovery.rescan(), Changes::default());
         }

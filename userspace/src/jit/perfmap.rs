@@ -7,11 +7,10 @@
 use std::io::Read;
 use std::path::Path;
 
-use crate::attach::{AttachError, Target};
 use crate::foreign::{self, ForeignError, ForeignFile};
 
 /// Largest perf map read (the JDK's are a few MB for big applications).
-const MAX_FILE: u64 = 64 << 20;
+pub const MAX_FILE: u64 = 64 << 20;
 
 /// One line of a perf map.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,7 +52,7 @@ impl PerfMap {
     }
 
     /// Reads and parses the perf map `opened` (at `path`).
-    fn read_opened(opened: ForeignFile, path: &Path) -> Result<PerfMap, ForeignError> {
+    pub fn read_opened(opened: ForeignFile, path: &Path) -> Result<PerfMap, ForeignError> {
         let mut bytes = Vec::new();
         opened
             .file
@@ -64,21 +63,6 @@ impl PerfMap {
                 source,
             })?;
         Ok(PerfMap::parse(&String::from_utf8_lossy(&bytes)))
-    }
-
-    /// Asks the JVM `target` for a fresh perf map (`jcmd Compiler.perfmap` over the attach
-    /// socket, no agent needed), reads it from the JVM's /tmp, and removes it there (it would
-    /// only go stale): only a regular file of the JVM's user is read or removed.
-    pub fn from_jvm(target: &Target) -> Result<PerfMap, AttachError> {
-        target.jcmd("Compiler.perfmap")?;
-        let tmp = target.tmp()?;
-        let name = format!("perf-{}.map", target.ns_pid);
-        let map = tmp
-            .open_file(&name, MAX_FILE)
-            .and_then(|opened| PerfMap::read_opened(opened, &tmp.path().join(&name)))
-            .map_err(|e| AttachError::Io(e.to_string()));
-        tmp.remove_file(&name);
-        map
     }
 
     /// The entries, by start address.

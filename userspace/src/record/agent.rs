@@ -8,7 +8,7 @@
 //! paths made absolute) as options, every key of it and no file of its own (`config=`), so that
 //! a JVM with another working folder profiles exactly as asked.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
@@ -17,47 +17,50 @@ use joularcode_core::config::Config;
 use joularcode_core::log::{Level, Log};
 
 use super::results::folder_name;
+use super::Recording;
 use crate::attach;
-use crate::cli::RecordArgs;
 use crate::launch;
-use crate::sampler::signals;
+use crate::session::{main_class_of, Targets};
+use crate::signals;
 
 /// How often the loop looks at the JVMs and the clock.
 const POLL: Duration = Duration::from_millis(100);
 
 /// Runs `record` in agent mode; returns the exit code (the launched command's, else 0).
-pub fn run(args: &RecordArgs, config: &Config, log: &dyn Log) -> Result<i32, String> {
-    if args.all {
+pub fn run(args: &Recording, config: &Config, log: &dyn Log) -> Result<i32, String> {
+    if args.all() {
         return Err(
             "--all needs the eBPF sampler: in agent mode, give --pid PID or a command to launch."
                 .into(),
         );
     }
-    if args.flamegraph.is_some() || args.pprof.is_some() {
+    if args.views {
         return Err("--flamegraph and --pprof need the eBPF mode: in agent mode, make them from \
              the results afterwards with joularcode-bpf report RESULTS --flamegraph FILE --pprof FILE."
             .into());
     }
-    if args.agent.no_attach {
+    if !args.attach_agent {
         return Err(
             "--no-attach cannot be used with --mode agent, which loads the agent into the JVMs."
                 .into(),
         );
     }
-    if args.cycle_log.is_some() && args.pids.len() > 1 {
+    if args.cycle_log.is_some() && args.pids().len() > 1 {
         return Err("--cycle-log takes one JVM in agent mode: give one --pid.".into());
     }
-    let agent = launch::find_agent(args.agent.agent_path.as_deref())?;
+    let agent = launch::find_agent(args.agent_path.as_deref()).map_err(|e| e.to_string())?;
     let working_dir = std::env::current_dir()
         .map_err(|error| format!("cannot read the working directory: {error}"))?;
-    let deadline = args.duration().map(|duration| Instant::now() + duration);
-    signals::stop_on_signals()?;
-    match args.command.split_first() {
-        Some((program, rest)) => {
+    let deadline = args.duration.map(|duration| Instant::now() + duration);
+    signals::stop_on_signals().map_err(|e| e.to_string())?;
+    match &args.targets {
+        Targets::Launch(command) => {
+            let program = command.get_program().to_os_string();
+            let rest: Vec<OsString> = command.get_args().map(OsStr::to_os_string).collect();
             let options = agent_options(config, &working_dir, args.cycle_log.as_deref(), None);
-            launch_command(program, rest, &agent, &options, deadline, log)
+            launch_command(&program, &rest, &agent, &options, deadline, log)
         }
-        None => {
+        Targets::Pids(_) | Targets::All => {
             attach_all(args, config, &working_dir, &agent, deadline, log)?;
             Ok(0)
         }
@@ -134,7 +137,7 @@ fn launch_command(
         }
         if signals::stop_requested() || deadline.is_some_and(|deadline| Instant::now() >= deadline)
         {
-            return launch::end(&mut child, launch::GRACE, log);
+            return launch::end(&mut child, launch::GRACE, log).map_err(|e| e.to_string());
         }
         std::thread::sleep(POLL);
     }
@@ -143,7 +146,7 @@ fn launch_command(
 /// Attaches the agent to each `--pid` JVM (each in its own folder when there are several), and
 /// ends their profiles when the duration is over or a signal comes, unless they ended first.
 fn attach_all(
-    args: &RecordArgs,
+    args: &Recording,
     config: &Config,
     working_dir: &Path,
     agent: &Path,
@@ -152,9 +155,9 @@ fn attach_all(
 ) -> Result<(), String> {
     let root = working_dir.join(&config.results_path);
     let mut attached = Vec::new();
-    for &pid in &args.pids {
-        let results: PathBuf = if args.pids.len() > 1 {
-            root.join(folder_name(pid, &main_class(pid)))
+    for &pid in args.pids() {
+        let results: PathBuf = if args.pids().len() > 1 {
+            root.join(folder_name(pid, &main_class_of(pid)))
         } else {
             root.clone()
         };
@@ -203,20 +206,6 @@ fn attach_all(
         }
     }
     Ok(())
-}
-
-/// The main class of JVM `pid`, as `record` names its folder.
-fn main_class(pid: u32) -> String {
-    let args: Vec<String> = std::fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|bytes| {
-            bytes
-                .split(|&b| b == 0)
-                .filter(|arg| !arg.is_empty())
-                .map(|arg| String::from_utf8_lossy(arg).into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    crate::session::main_class(&args)
 }
 
 #[cfg(test)]

@@ -1,9 +1,10 @@
-//! `joularcode-bpf record`: energy per Java branch for one JVM, a launched command, or every JVM
-//! of the host, written in Joular Code for Java's CSV files (see docs/record.md).
+//! A recording: energy per Java branch for one JVM, a launched command, or every JVM of the host
+//! (`record`, `top` and the daemon are recordings; see docs/record.md).
 //!
 //! A thin loop over a [`Session`] (which samples, follows the JVMs and counts samples per thread
 //! and branch): at the end of each power window, core's cycle [`Engine`] shares the power read out
-//! between the JVMs, and each JVM's rows go to its results folder ([`results::Results`]).
+//! between the JVMs, and each JVM's rows go to its results folder ([`results::Results`]) and the
+//! [`Outputs`]' sinks.
 
 pub mod agent;
 pub mod cycle_log;
@@ -14,11 +15,11 @@ pub mod status;
 pub mod views;
 
 use std::collections::HashSet;
-use std::path::Path;
-use std::process::Command;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use clap::ValueEnum;
 use joularcode_core::config::{Config, SourceKind};
 use joularcode_core::cycle::{Engine, JvmInput};
 use joularcode_core::log::{Level, Log, Recorded};
@@ -27,20 +28,81 @@ use joularcode_core::output::losses::Lost;
 use joularcode_core::power::{self, PowerSource, SystemClock, SystemRoots};
 use joularcode_core::threads::{cycle_threads, ThreadCpu};
 
-use crate::cli::{Mode, RecordArgs};
 use crate::discovery;
 use crate::launch;
-use crate::profile::BranchSet;
-use crate::sampler::{monotonic_ns, signals, Sampler, CONSUME_INTERVAL};
-use crate::session::{Session, SessionOptions, Targets};
+use crate::sampler::{monotonic_ns, Sampler, CONSUME_INTERVAL};
+use crate::session::{BranchLimit, Session, SessionOptions, Targets};
+use crate::signals;
 use cycle_log::CycleLog;
+use options::ConfigOptions;
 use results::Results;
 use sink::{CycleView, JvmView, Sink};
-use status::{StatusLine, Terminal};
-use views::ViewFiles;
 
 /// How long the loop waits for samples between two looks at the clock.
 const PUMP_INTERVAL: Duration = Duration::from_millis(100);
+
+/// What a recording profiles and how: `record`, `top` and the daemon each build one from their
+/// options ([`crate::cli`]).
+#[derive(Debug)]
+pub struct Recording {
+    /// The JVMs to profile.
+    pub targets: Targets,
+    /// Stop after this long (else at Ctrl-C, SIGTERM, or when the JVMs or the command end).
+    pub duration: Option<Duration>,
+    /// The properties file to read instead of ./joularcodejava.properties (it must exist).
+    pub config: Option<PathBuf>,
+    /// The keys of joularcodejava.properties given as options.
+    pub options: ConfigOptions,
+    /// The symbolizer agent library (by default found beside the executable).
+    pub agent_path: Option<PathBuf>,
+    /// Whether the agent is loaded into running JVMs.
+    pub attach_agent: bool,
+    /// How the JVMs are profiled.
+    pub mode: Mode,
+    /// Where one JSON line per cycle and JVM goes, if asked for.
+    pub cycle_log: Option<PathBuf>,
+    /// Whether a flame graph or a pprof profile is asked for (the eBPF mode alone makes them).
+    pub views: bool,
+    /// A bound on each JVM's branches (the daemon's).
+    pub branch_limit: Option<BranchLimit>,
+}
+
+impl Recording {
+    /// The pids given (none for `--all` or a command).
+    pub fn pids(&self) -> &[u32] {
+        match &self.targets {
+            Targets::Pids(pids) => pids,
+            Targets::All | Targets::Launch(_) => &[],
+        }
+    }
+
+    /// Whether every JVM of the host is profiled.
+    pub fn all(&self) -> bool {
+        matches!(self.targets, Targets::All)
+    }
+
+    /// Why a recording of these targets would have profiled no JVM.
+    fn none_profiled(&self) -> &'static str {
+        match self.targets {
+            Targets::Launch(_) => {
+                "the command started no JVM, or none that ran long enough to be seen (about 0.1 s)"
+            }
+            Targets::All => "no JVM ran on this host during the recording",
+            Targets::Pids(_) => "the JVMs ended before they could be profiled",
+        }
+    }
+}
+
+/// How a recording profiles the JVMs (`--mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Mode {
+    /// The eBPF sampler, and the agent's sampling mode when the BPF programs cannot be loaded.
+    Auto,
+    /// The eBPF sampler only.
+    Bpf,
+    /// The agent's sampling mode only.
+    Agent,
+}
 
 /// Where a recording's cycles go.
 pub struct Outputs {
@@ -52,61 +114,38 @@ pub struct Outputs {
     pub sinks: Vec<Box<dyn Sink>>,
 }
 
-/// Runs `record` until its duration is over, a signal arrives, or the JVMs (or the command) end.
-/// Returns the exit code: the launched command's (ended with SIGTERM if it still runs then:
-/// [`launch::end`]), else 0; 1 (unless the command's is not 0) when rows could not be written.
-/// Errors are one line each.
-pub fn run(args: &RecordArgs) -> Result<i32, String> {
-    check_targets(args)?;
-    let terminal = Arc::new(Terminal::new());
-    let mut sinks: Vec<Box<dyn Sink>> = vec![Box::new(StatusLine::new(terminal.clone()))];
-    let views = ViewFiles::create(
-        args.flamegraph.as_deref(),
-        args.pprof.as_deref(),
-        BranchSet::from_app_flag(args.app),
-    )?;
-    if let Some(views) = views {
-        sinks.push(Box::new(views));
-    }
-    run_with(
-        args,
-        Outputs {
-            log: terminal,
-            csv: true,
-            sinks,
-        },
-    )
-}
-
 /// Checks that each pid given is a JVM this process can read: the one line a mistyped pid gives,
 /// before anything else is said or done (the configuration read, the power source chosen).
-pub fn check_targets(args: &RecordArgs) -> Result<(), String> {
-    for &pid in &args.pids {
+pub fn check_targets(recording: &Recording) -> Result<(), String> {
+    for &pid in recording.pids() {
         discovery::check_jvm(Path::new("/proc"), pid).map_err(|error| error.to_string())?;
     }
     Ok(())
 }
 
-/// Runs a recording as [`run`] does, its cycles going to `outputs`.
-pub fn run_with(args: &RecordArgs, mut outputs: Outputs) -> Result<i32, String> {
+/// Runs `recording` until its duration is over, a signal arrives, or the JVMs (or the command)
+/// end, its cycles going to `outputs`. Returns the exit code: the launched command's (ended with
+/// SIGTERM if it still runs then: [`launch::end`]), else 0; 1 (unless the command's is not 0)
+/// when rows could not be written. Errors are one line each.
+pub fn run_with(args: Recording, mut outputs: Outputs) -> Result<i32, String> {
     let log = outputs.log.clone();
     let working_dir = std::env::current_dir()
         .map_err(|error| format!("cannot read the working directory: {error}"))?;
     let config = options::load(args.config.as_deref(), &args.options, &working_dir, &*log)?;
     let rate_hz = 1000 / config.sample_rate_ms;
     let sampler = match args.mode {
-        Mode::Agent => return agent_mode(args, &config, &*log),
+        Mode::Agent => return agent_mode(&args, &config, &*log),
         Mode::Bpf => Sampler::new(rate_hz).map_err(|error| error.to_string())?,
         Mode::Auto => match Sampler::new(rate_hz) {
             Ok(sampler) => sampler,
-            Err(error) if error.is_unavailable() && !args.all => {
+            Err(error) if error.is_unavailable() && !args.all() => {
                 log.log(
                     Level::Warning,
                     &format!(
                         "The BPF programs cannot be loaded ({error}): the JVMs profile themselves with the agent's sampling mode instead (--mode agent)."
                     ),
                 );
-                return agent_mode(args, &config, &*log);
+                return agent_mode(&args, &config, &*log);
             }
             Err(error) => return Err(error.to_string()),
         },
@@ -114,7 +153,7 @@ pub fn run_with(args: &RecordArgs, mut outputs: Outputs) -> Result<i32, String> 
     let results = if outputs.csv {
         Some(Results::new(
             &config.results_path,
-            args.all || args.pids.len() > 1,
+            args.all() || args.pids().len() > 1,
         )?)
     } else {
         None
@@ -139,19 +178,21 @@ pub fn run_with(args: &RecordArgs, mut outputs: Outputs) -> Result<i32, String> 
     let mut session_options = SessionOptions::new(log.clone());
     session_options.rate_hz = rate_hz;
     session_options.prefixes = config.methods_filtering_prefix.clone();
-    args.agent.apply_to(&mut session_options);
+    session_options.agent_path = args.agent_path.clone();
+    session_options.attach_agent = args.attach_agent;
     session_options.branch_limit = args.branch_limit;
-    signals::stop_on_signals()?;
-    let mut session = Session::with_sampler(sampler, targets(args), &session_options)
+    signals::stop_on_signals().map_err(|e| e.to_string())?;
+    let none_profiled = args.none_profiled();
+    let mut session = Session::with_sampler(sampler, args.targets, &session_options)
         .map_err(|error| error.to_string())?;
     let recorded = record(
-        args,
+        args.cycle_log.as_deref(),
+        args.duration,
         &config,
         source,
         results,
         &mut session,
-        &mut outputs.sinks,
-        &*log,
+        &mut outputs,
     );
     // What was gathered is written even when recording failed.
     let finished = outputs
@@ -161,12 +202,12 @@ pub fn run_with(args: &RecordArgs, mut outputs: Outputs) -> Result<i32, String> 
         .fold(Ok(()), Result::and);
     // A launched command is ended even when recording failed, rather than left behind.
     let exit = match session.stop() {
-        Some(mut child) => launch::end(&mut child, launch::GRACE, &*log),
+        Some(mut child) => launch::end(&mut child, launch::GRACE, &*log).map_err(|e| e.to_string()),
         None => Ok(0),
     };
     let summary = recorded?;
     finished?;
-    Ok(conclude(&summary, exit?, args, &*log))
+    Ok(conclude(&summary, exit?, none_profiled, &*log))
 }
 
 /// What a run did, for its last words.
@@ -179,15 +220,9 @@ struct Summary {
 
 /// Says what the run missed, and returns its exit code: `code` (the command's), or 1 when rows
 /// were lost and `code` is 0.
-fn conclude(summary: &Summary, code: i32, args: &RecordArgs, log: &dyn Log) -> i32 {
+/// `why` says why no JVM was profiled, when none was.
+fn conclude(summary: &Summary, code: i32, why: &str, log: &dyn Log) -> i32 {
     if summary.profiled == 0 {
-        let why = if !args.command.is_empty() {
-            "the command started no JVM, or none that ran long enough to be seen (about 0.1 s)"
-        } else if args.all {
-            "no JVM ran on this host during the recording"
-        } else {
-            "the JVMs ended before they could be profiled"
-        };
         log.log(
             Level::Warning,
             &format!("No JVM was profiled: {why}. Nothing was written."),
@@ -213,19 +248,17 @@ fn conclude(summary: &Summary, code: i32, args: &RecordArgs, log: &dyn Log) -> i
 /// Records the cycles of `session` into `results` and `sinks` until its duration is over, a
 /// signal arrives, or the JVMs (or the command) end.
 fn record(
-    args: &RecordArgs,
+    cycle_log: Option<&Path>,
+    duration: Option<Duration>,
     config: &Config,
     source: Box<dyn PowerSource>,
     results: Option<Results>,
     session: &mut Session,
-    sinks: &mut [Box<dyn Sink>],
-    log: &dyn Log,
+    outputs: &mut Outputs,
 ) -> Result<Summary, String> {
-    let cycle_log = args
-        .cycle_log
-        .as_deref()
-        .map(CycleLog::create)
-        .transpose()?;
+    let log = &*outputs.log.clone();
+    let sinks = &mut outputs.sinks;
+    let cycle_log = cycle_log.map(CycleLog::create).transpose()?;
     let cpus = u32::try_from(session.sampler().cpus()).unwrap_or(u32::MAX);
     let mut recorder = Recorder {
         threads: ThreadCpu::default(),
@@ -239,7 +272,7 @@ fn record(
     let machine = Box::new(BusyCpu::start(CpuSource::proc_stat(Path::new("/proc"))));
     let mut engine = Engine::start(source, config, machine, cpus, monotonic_ns());
 
-    let deadline = args.duration().map(|duration| Instant::now() + duration);
+    let deadline = duration.map(|duration| Instant::now() + duration);
     loop {
         session
             .pump(PUMP_INTERVAL)
@@ -272,8 +305,8 @@ fn record(
 /// `record --mode agent` ([`agent`]), after the checks `record` makes before anything starts:
 /// the results path, and the power source (opened here and closed, what it says kept quiet: the
 /// agent says it).
-fn agent_mode(args: &RecordArgs, config: &Config, log: &dyn Log) -> Result<i32, String> {
-    Results::new(&config.results_path, args.pids.len() > 1)?;
+fn agent_mode(args: &Recording, config: &Config, log: &dyn Log) -> Result<i32, String> {
+    Results::new(&config.results_path, args.pids().len() > 1)?;
     let quiet = Recorded::default();
     let mut source = power::open(
         config,
@@ -289,19 +322,6 @@ fn agent_mode(args: &RecordArgs, config: &Config, log: &dyn Log) -> Result<i32, 
     }
     drop(source);
     agent::run(args, config, log)
-}
-
-/// What the command line asks to profile.
-fn targets(args: &RecordArgs) -> Targets {
-    match args.command.split_first() {
-        Some((program, rest)) => {
-            let mut command = Command::new(program);
-            command.args(rest);
-            Targets::Launch(command)
-        }
-        None if args.all => Targets::All,
-        None => Targets::Pids(args.pids.clone()),
-    }
 }
 
 /// The state of the loop between cycles, and where the cycles' results go.

@@ -1,6 +1,6 @@
 //! Turning one stack sample of a JVM thread into Java frames and a branch of
-//! `joularcode_core::branch` (architecture decision 4). For each pc of the sampled frame-pointer
-//! walk, newest first:
+//! `joularcode_core::branch` (docs/architecture.md, "Decisions, and why", 4). For each pc of the
+//! sampled frame-pointer walk, newest first:
 //!
 //! - a pc in the template interpreter: the frame's `Method*` (the slot the sampler read at fp-3
 //!   words) names it through VMStructs;
@@ -41,7 +41,7 @@ use crate::hotspot::HotSpot;
 use crate::jit::codemap::CodeMap;
 use crate::jit::perfmap::PerfMap;
 use crate::sampler::{FrameKind, Sample};
-use crate::threads::JvmThread;
+use crate::thread_names::JvmThread;
 use interpreted::MethodRead;
 use native::NativeNames;
 use stack::Stack;

@@ -10,11 +10,8 @@
 pub mod jvm;
 pub mod perf;
 pub mod privileges;
-pub mod raw;
 mod record;
-pub mod signals;
 
-use std::fmt;
 use std::fs;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, IntoRawFd};
@@ -83,34 +80,26 @@ pub struct ProgramStats {
 /// was tracked (or since the thread started, if later), its name the comm of its last update.
 pub use joularcode_core::threads::ThreadTime;
 
-/// Why the sampler could not start or could not change what it tracks.
-#[derive(Debug)]
+/// Why the sampler could not start or could not change what it tracks. Each says in one line what
+/// failed and how to fix it.
+#[derive(Debug, thiserror::Error)]
 pub enum SamplerError {
     /// Not root, and without the capabilities needed (the message names them).
+    #[error("{0}")]
     Privileges(String),
     /// The kernel is too old, or a file describing it is unreadable.
+    #[error("{0}")]
     Kernel(String),
     /// The BPF programs could not be opened, loaded or attached.
+    #[error("{0}")]
     Bpf(String),
     /// A perf event could not be opened.
+    #[error("{0}")]
     Perf(String),
     /// A process to track does not exist or cannot be read.
+    #[error("{0}")]
     Process(String),
 }
-
-impl fmt::Display for SamplerError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SamplerError::Privileges(msg)
-            | SamplerError::Kernel(msg)
-            | SamplerError::Bpf(msg)
-            | SamplerError::Perf(msg)
-            | SamplerError::Process(msg) => f.write_str(msg),
-        }
-    }
-}
-
-impl std::error::Error for SamplerError {}
 
 impl SamplerError {
     /// Whether eBPF sampling cannot run on this machine at all (no privileges, an old kernel, BPF
@@ -145,14 +134,14 @@ impl Sampler {
 
     /// [`Sampler::new`], with the given way of walking stacks.
     pub fn with_walk(rate_hz: u64, walk: Walk) -> Result<Sampler, SamplerError> {
-        privileges::check_kernel().map_err(SamplerError::Kernel)?;
-        privileges::check_privileges().map_err(SamplerError::Privileges)?;
+        privileges::check_kernel()?;
+        privileges::check_privileges()?;
         if rate_hz == 0 || rate_hz > 10_000 {
             return Err(SamplerError::Perf(format!(
                 "a sample rate of {rate_hz} Hz is out of range: use 1 to 10000 Hz"
             )));
         }
-        let cpus = perf::online_cpus().map_err(SamplerError::Kernel)?;
+        let cpus = perf::online_cpus()?;
         // The skeleton borrows the storage of its object for its whole life, which is the
         // sampler's: these few bytes are leaked (the object itself is freed with the skeleton).
         let storage: &'static mut MaybeUninit<OpenObject> =

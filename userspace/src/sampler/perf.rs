@@ -6,6 +6,8 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::time::Duration;
 
 use joularcode_core::cpu_list;
+
+use super::SamplerError;
 use perf_event_open_sys::bindings::{
     perf_event_attr, PERF_COUNT_SW_CPU_CLOCK, PERF_FLAG_FD_CLOEXEC, PERF_TYPE_SOFTWARE, PERIOD,
 };
@@ -14,14 +16,14 @@ use perf_event_open_sys::bindings::{
 pub const ONLINE_CPUS: &str = "/sys/devices/system/cpu/online";
 
 /// The online CPUs, from [`ONLINE_CPUS`].
-pub fn online_cpus() -> Result<Vec<u32>, String> {
-    let text =
-        fs::read_to_string(ONLINE_CPUS).map_err(|e| format!("cannot read {ONLINE_CPUS}: {e}"))?;
+pub fn online_cpus() -> Result<Vec<u32>, SamplerError> {
+    let text = fs::read_to_string(ONLINE_CPUS)
+        .map_err(|e| SamplerError::Kernel(format!("cannot read {ONLINE_CPUS}: {e}")))?;
     cpu_list::parse(&text).ok_or_else(|| {
-        format!(
+        SamplerError::Kernel(format!(
             "{ONLINE_CPUS} holds {:?}, not a CPU list like 0-3,8",
             text.trim()
-        )
+        ))
     })
 }
 

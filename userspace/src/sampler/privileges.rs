@@ -4,6 +4,8 @@
 
 use std::fs;
 
+use super::SamplerError;
+
 /// Where the kernel tells its release.
 const OS_RELEASE: &str = "/proc/sys/kernel/osrelease";
 /// The oldest kernel that runs the sampler: bpf_task_pt_regs came in 5.15 (the ring buffer in
@@ -23,22 +25,22 @@ pub fn parse_release(release: &str) -> Option<(u32, u32)> {
 }
 
 /// Fails, naming the version needed, when the running kernel is older than [`MIN_KERNEL`].
-pub fn check_kernel() -> Result<(), String> {
-    let release =
-        fs::read_to_string(OS_RELEASE).map_err(|e| format!("cannot read {OS_RELEASE}: {e}"))?;
+pub fn check_kernel() -> Result<(), SamplerError> {
+    let release = fs::read_to_string(OS_RELEASE)
+        .map_err(|e| SamplerError::Kernel(format!("cannot read {OS_RELEASE}: {e}")))?;
     let version = parse_release(&release).ok_or_else(|| {
-        format!(
+        SamplerError::Kernel(format!(
             "{OS_RELEASE} holds {:?}, not a kernel release",
             release.trim()
-        )
+        ))
     })?;
     if version < MIN_KERNEL {
-        return Err(format!(
+        return Err(SamplerError::Kernel(format!(
             "Linux {} is too old: joularcode-bpf needs Linux {}.{} or newer (for bpf_task_pt_regs)",
             release.trim(),
             MIN_KERNEL.0,
             MIN_KERNEL.1
-        ));
+        )));
     }
     Ok(())
 }
@@ -59,22 +61,22 @@ pub fn missing_capabilities(effective: u64) -> Vec<&'static str> {
 
 /// Fails with one line naming what is needed when this process may not load BPF programs and
 /// open system-wide perf events.
-pub fn check_privileges() -> Result<(), String> {
+pub fn check_privileges() -> Result<(), SamplerError> {
     let status = fs::read_to_string("/proc/self/status")
-        .map_err(|e| format!("cannot read /proc/self/status: {e}"))?;
+        .map_err(|e| SamplerError::Privileges(format!("cannot read /proc/self/status: {e}")))?;
     let effective = status
         .lines()
         .find_map(|line| line.strip_prefix("CapEff:"))
         .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
-        .ok_or("/proc/self/status has no CapEff line")?;
+        .ok_or_else(|| SamplerError::Privileges("/proc/self/status has no CapEff line".into()))?;
     let missing = missing_capabilities(effective);
     if missing.is_empty() {
         return Ok(());
     }
-    Err(format!(
+    Err(SamplerError::Privileges(format!(
         "loading the BPF sampler needs root, or the capabilities CAP_BPF and CAP_PERFMON (missing: {}): run it with sudo",
         missing.join(", ")
-    ))
+    )))
 }
 
 #[cfg(test)]

@@ -1,63 +1,23 @@
-//! `joularcode-bpf top`: a live view of the energy of the host's JVMs (or of the chosen ones),
+//! The view of `top` (the command is `commands/top.rs`): a live view of the energy of the JVMs,
 //! refreshed every cycle: per JVM its power and share of the CPU power, and for the selected one
-//! its methods or branches by power. It records as `record` does ([`record::run_with`]), without
-//! CSV files; its cycles go to the view. When the standard output is not a terminal, it prints
-//! the view as plain text after each cycle instead.
+//! its methods or branches by power; on the terminal ([`screen`]), or as plain text after each
+//! cycle when the standard output is not a terminal.
 
 pub mod screen;
 pub mod state;
 
-use std::io::{IsTerminal, Write};
-use std::sync::Arc;
+use std::io::Write;
 
-use joularcode_core::log::{Log, Stderr};
+use joularcode_core::log::Log;
 
-use crate::cli::TopArgs;
 use crate::profile::BranchSet;
 use crate::record::sink::{CycleView, Sink};
-use crate::record::{self, Outputs};
-use crate::sampler::signals;
+use crate::signals;
 use screen::Screen;
 use state::{JvmSnapshot, Snapshot, Top};
 
-/// Runs `top` until q, Ctrl-C, SIGTERM, `--duration`, the end of the JVMs given by `--pid`, or,
-/// in plain text, the end of the reader of its output.
-pub fn run(args: &TopArgs) -> Result<i32, String> {
-    let recording = args.recording();
-    record::check_targets(&recording)?;
-    // Counted from now on, not from when the recording starts: a SIGTERM while the BPF programs
-    // load would otherwise end the process with the terminal still taken over.
-    signals::stop_on_signals()?;
-    if std::io::stdout().is_terminal() {
-        let screen = Screen::start()?;
-        let log = screen.log();
-        let sinks: Vec<Box<dyn Sink>> = vec![Box::new(View::Screen(screen))];
-        record::run_with(
-            &recording,
-            Outputs {
-                log,
-                csv: false,
-                sinks,
-            },
-        )
-    } else {
-        let sinks: Vec<Box<dyn Sink>> = vec![Box::new(View::Plain {
-            top: Top::default(),
-            lines: args.top,
-        })];
-        record::run_with(
-            &recording,
-            Outputs {
-                log: Arc::new(Stderr::default()),
-                csv: false,
-                sinks,
-            },
-        )
-    }
-}
-
-/// Where the cycles are shown.
-enum View {
+/// Where the cycles are shown: the sink of `top`'s recording.
+pub enum View {
     /// On the terminal.
     Screen(Screen),
     /// As plain text on the standard output, with the first `lines` methods of each JVM.

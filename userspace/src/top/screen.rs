@@ -24,7 +24,7 @@ use ratatui::widgets::{Block, Cell, Paragraph, Row, Table, TableState};
 use ratatui::{Frame, Terminal};
 
 use super::state::{Key, Snapshot, Top};
-use crate::sampler::signals;
+use crate::signals;
 
 /// How long the view waits for a key before it looks for new cycles.
 const KEY_POLL: Duration = Duration::from_millis(100);

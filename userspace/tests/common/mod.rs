@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use joularcode_bpf::session::{Session, SessionOptions, Targets};
 use joularcode_core::log::Recorded;
-use joularcode_tests::agent_library;
+use joularcode_testkit::agent_library;
 
 /// Profiles `command` in a session at `rate_hz` with native frames (as `stacks --native` does),
 /// until it has ended and its last samples are in, and checks that it exited with 0 (`what`

@@ -3,7 +3,7 @@
 
 use super::*;
 
-/// What the browser saw of a flame graph (tests/browser/flamegraph.mjs), its screenshots in
+/// What the browser saw of a flame graph (testkit/browser/flamegraph.mjs), its screenshots in
 /// the artifacts' folder.
 fn open_in_browser(svg: &Path, click: &str, search: &str) -> serde_json::Value {
     let artifacts = artifacts();

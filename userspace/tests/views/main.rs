@@ -18,7 +18,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-use joularcode_tests::{agent_library, jdk, repo_root, target_dir, workload_classes, Jvm};
+use joularcode_testkit::{agent_library, jdk, repo_root, target_dir, workload_classes, Jvm};
 use protobuf::reflect::{FileDescriptor, ReflectValueRef};
 use protobuf::Message as _;
 
@@ -167,12 +167,12 @@ fn demo_recording() -> &'static Recording {
     })
 }
 
-/// Runs `node tests/browser/SCRIPT ARGS` (playwright-core driving Debian's chromium) and returns
+/// Runs `node testkit/browser/SCRIPT ARGS` (playwright-core driving Debian's chromium) and returns
 /// what it printed.
 fn browser(script: &str, args: &[&std::ffi::OsStr]) -> Vec<u8> {
     assert!(
         repo_root()
-            .join("tests/browser/node_modules/playwright-core")
+            .join("testkit/browser/node_modules/playwright-core")
             .is_dir(),
         "playwright-core is missing: run scripts/setup.sh"
     );
@@ -181,7 +181,7 @@ fn browser(script: &str, args: &[&std::ffi::OsStr]) -> Vec<u8> {
         "chromium is missing: run scripts/setup.sh"
     );
     let output = Command::new("node")
-        .arg(repo_root().join("tests/browser").join(script))
+        .arg(repo_root().join("testkit/browser").join(script))
         .args(args)
         .stdin(Stdio::null())
         .output()

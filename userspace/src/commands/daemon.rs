@@ -1,0 +1,51 @@
+//! `joularcode-bpf daemon`: profiles every JVM of the host, always, and exports their energy on a
+//! Prometheus endpoint (see docs/daemon.md). It is `record --all` ([`record::run_with`]) with no
+//! end but a signal, whose cycles go to the metrics ([`crate::daemon`]) the endpoint serves.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use joularcode_core::log::{Log, Stderr};
+use prometheus_client::registry::Registry;
+
+use crate::cli::DaemonArgs;
+use crate::daemon::metrics::{ExportOptions, Metrics};
+use crate::daemon::{server, Shared};
+use crate::record::{self, Outputs};
+
+/// Runs the daemon until SIGTERM or Ctrl-C (the cycle in progress is written first). Errors are
+/// one line each: the address cannot be listened on, the options or the power source are wrong,
+/// BPF cannot be loaded.
+pub fn run(args: &DaemonArgs) -> Result<i32, String> {
+    let server = server::bind(args.listen)?;
+    // The port the system chose for port 0, else the one asked for.
+    let listening = server
+        .server_addr()
+        .to_ip()
+        .map_or_else(|| args.listen.to_string(), |address| address.to_string());
+    let metrics = Shared(Arc::new(Mutex::new(Metrics::new(
+        ExportOptions {
+            top: usize::from(args.top),
+            idle: Duration::from_secs_f64(args.branch_idle),
+            keep_ended: Duration::from_secs_f64(args.keep_ended),
+        },
+        Path::new("/proc"),
+    ))));
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(metrics.clone()));
+    server::serve(server, Arc::new(registry))?;
+    let log: Arc<dyn Log> = Arc::new(Stderr::default());
+    log.log(
+        joularcode_core::log::Level::Info,
+        &format!("Metrics at http://{listening}/metrics"),
+    );
+    record::run_with(
+        args.recording(),
+        Outputs {
+            log,
+            csv: args.writes_csv(),
+            sinks: vec![Box::new(metrics)],
+        },
+    )
+}

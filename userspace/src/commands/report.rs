@@ -1,0 +1,260 @@
+//! `joularcode-bpf report`: the table of a recording's branches that used the most energy, its
+//! energy flame graph and pprof profile, or its comparison with a baseline recording
+//! ([`crate::report`] reads and ranks the CSV files).
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::cli::ReportArgs;
+use crate::output::{flamegraph, pprof, OutputFile};
+use crate::profile::{BranchSet, EnergyProfile};
+use crate::report::compare::Comparison;
+use crate::report::{read, table, REGRESSION_EXIT};
+
+/// Runs `report`: prints the table (and says where the files asked for went); returns the exit
+/// status (0, or [`REGRESSION_EXIT`]), or the error to print.
+pub fn run(args: &ReportArgs) -> Result<i32, String> {
+    let (text, code) = report(args)?;
+    print!("{text}");
+    Ok(code)
+}
+
+/// What `report` prints, and its exit status (0, or [`REGRESSION_EXIT`]).
+fn report(args: &ReportArgs) -> Result<(String, i32), String> {
+    let set = BranchSet::from_app_flag(args.app);
+    match &args.baseline {
+        Some(after) => compare_runs(args, after, set),
+        None => {
+            let mut out = table(&args.results, args.all_branches, args.top)?;
+            if args.flamegraph.is_some() || args.pprof.is_some() {
+                let profile = read::profile(&args.results, set)?;
+                if let Some(path) = &args.flamegraph {
+                    OutputFile::create("--flamegraph", path)?
+                        .write(|out| flamegraph::write(&profile, out))?;
+                    let _ = writeln!(out, "flame graph of {}: {}", what(&profile), path.display());
+                }
+                if let Some(path) = &args.pprof {
+                    OutputFile::create("--pprof", path)?
+                        .write(|out| pprof::write(&profile, out))?;
+                    let _ = writeln!(
+                        out,
+                        "pprof profile of {}: {}",
+                        what(&profile),
+                        path.display()
+                    );
+                }
+            }
+            Ok((out, 0))
+        }
+    }
+}
+
+/// What a profile written holds, for the line that says where it went.
+fn what(profile: &EnergyProfile) -> String {
+    format!(
+        "{} ({}, {})",
+        profile.subject(),
+        crate::profile::format_joules(profile.joules()),
+        profile.set.describe()
+    )
+}
+
+/// `report BEFORE --baseline AFTER`: the comparison's table (of the app file, or the all file
+/// with `--all-branches`), the differential flame graph of `set`, and the gate.
+fn compare_runs(
+    args: &ReportArgs,
+    after_path: &Path,
+    set: BranchSet,
+) -> Result<(String, i32), String> {
+    let table_set = if args.all_branches {
+        BranchSet::All
+    } else {
+        BranchSet::App
+    };
+    let read = |set| -> Result<(EnergyProfile, EnergyProfile), String> {
+        Ok((
+            read::profile(&args.results, set)?.masked(),
+            read::profile(after_path, set)?.masked(),
+        ))
+    };
+    let (before, after) = read(table_set)?;
+    let comparison = Comparison::new(&before, &after);
+    let mut out = format!(
+        "== {}: {} (after) compared with {} (before), per second of run\n",
+        table_set.describe(),
+        after_path.display(),
+        args.results.display()
+    );
+    out.push_str(&comparison.render(args.top));
+    if let Some(path) = &args.flamegraph {
+        let (before, after) = if set == table_set {
+            (before, after)
+        } else {
+            read(set)?
+        };
+        OutputFile::create("--flamegraph", path)?
+            .write(|out| flamegraph::write_diff(&before, &after, out))?;
+        let _ = writeln!(
+            out,
+            "\ndifferential flame graph of {}: {}",
+            set.describe(),
+            path.display()
+        );
+    }
+    let regressions = args
+        .fail_above
+        .map(|percent| comparison.regressions(percent, args.top))
+        .unwrap_or_default();
+    for line in &regressions {
+        let _ = writeln!(out, "energy regression: {line}");
+    }
+    Ok((
+        out,
+        if regressions.is_empty() {
+            0
+        } else {
+            REGRESSION_EXIT
+        },
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::read::tests::FILE;
+    use crate::report::render;
+    use joularcode_core::output::csv::{ALL_FILE, APP_FILE};
+    use std::path::PathBuf;
+
+    fn args(results: &Path) -> ReportArgs {
+        ReportArgs {
+            results: results.to_path_buf(),
+            all_branches: false,
+            top: 10,
+            flamegraph: None,
+            pprof: None,
+            app: false,
+            baseline: None,
+            fail_above: None,
+        }
+    }
+
+    #[test]
+    fn the_table_ranks_the_branches_of_each_file() {
+        let file = read::file_energy(FILE).unwrap();
+        let text = render(Path::new("r.csv"), &file, 1);
+        assert!(text.starts_with("r.csv: 5.000 J in 3 rows (1 unreadable rows left out)\n"));
+        assert!(text.contains("4.000   80.0%  a.A.run;a.A.x\n"), "{text}");
+        assert!(!text.contains("a.A.y"), "top 1 only: {text}");
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(APP_FILE), FILE).unwrap();
+        assert!(table(dir.path(), false, 10).unwrap().contains("80.0%"));
+        assert!(table(dir.path(), true, 10).is_err(), "no all file");
+    }
+
+    /// As Joular Code for Java writes its files: both in results-path, the rows of a window in
+    /// no particular order, a branch name quoted for its comma, two runs appended.
+    const JOULAR: &str = "timestamp,branch,power_watts,energy_joules,interval_seconds,coverage\n\
+        1746000001000,java.lang.Thread.run;com.app.Main.run;com.app.Main.sort,3.000000000,3.000000000,1.000000000,0.7500\n\
+        1746000001000,java.lang.Thread.run;com.app.Main.run,1.000000000,1.000000000,1.000000000,0.7500\n\
+        1746000002000,\"java.lang.Thread.run;com.app.Main$$Lambda/0x00000008000c5898.run;com.app.Main.f,g\",2.000000000,2.000000000,1.000000000,0.9000\n\
+        1746000010000,java.lang.Thread.run;com.app.Main.run;com.app.Main.sort,4.000000000,4.000000000,1.000000000,1.0000\n";
+
+    #[test]
+    fn joular_code_for_javas_files_are_drawn_too() {
+        let dir = tempfile::tempdir().unwrap();
+        for file in [ALL_FILE, APP_FILE] {
+            std::fs::write(dir.path().join(file), JOULAR).unwrap();
+        }
+        let mut args = args(dir.path());
+        args.flamegraph = Some(dir.path().join("fg.svg"));
+        let (text, _) = report(&args).unwrap();
+        assert!(text.contains("10.000 J in 4 rows"), "{text}");
+        let svg = std::fs::read_to_string(dir.path().join("fg.svg")).unwrap();
+        // From the start of the first window to the end of the last: the time between runs too.
+        assert!(svg.contains(&format!(
+            "Energy of {}: 10.000 J in 10.0 s",
+            dir.path().display()
+        )));
+        assert!(svg.contains("power source not recorded in the CSV files"));
+        assert!(
+            svg.contains("<title>com.app.Main.sort (7.000 J, 70.00%)</title>"),
+            "{svg}"
+        );
+        assert!(
+            svg.contains("<title>com.app.Main.f,g (2.000 J, 20.00%)</title>"),
+            "{svg}"
+        );
+        assert!(svg.contains("com.app.Main$$Lambda/0x00000008000c5898.run (2.000 J"));
+    }
+
+    #[test]
+    fn outputs_are_written_after_the_table() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(APP_FILE), FILE).unwrap();
+        std::fs::write(
+            dir.path().join(ALL_FILE),
+            FILE.replace("3.000000000,1", "9.000000000,1"),
+        )
+        .unwrap();
+        let mut args = args(dir.path());
+        args.flamegraph = Some(dir.path().join("fg.svg"));
+        args.pprof = Some(dir.path().join("p.pb.gz"));
+        let (text, code) = report(&args).unwrap();
+        assert_eq!(code, 0);
+        assert!(
+            text.contains(&format!(
+                "flame graph of {} (11.000 J, all branches)",
+                dir.path().display()
+            )),
+            "{text}"
+        );
+        let svg = std::fs::read_to_string(dir.path().join("fg.svg")).unwrap();
+        assert!(
+            svg.contains("a.A.x (10.000 J, 90.91%)"),
+            "the all file by default"
+        );
+        args.app = true;
+        report(&args).unwrap();
+        let svg = std::fs::read_to_string(dir.path().join("fg.svg")).unwrap();
+        assert!(svg.contains("a.A.x (4.000 J, 80.00%)"), "--app");
+        assert!(std::fs::metadata(dir.path().join("p.pb.gz")).unwrap().len() > 0);
+    }
+
+    #[test]
+    fn a_comparison_exits_with_its_own_status_on_a_regression() {
+        let dir = tempfile::tempdir().unwrap();
+        let (before, after) = (dir.path().join("before"), dir.path().join("after"));
+        for (path, hot) in [(&before, "1.000000000"), (&after, "2.000000000")] {
+            std::fs::create_dir(path).unwrap();
+            let text = format!(
+                "{}\n1000,m.M.run;m.M.hot,{hot},{hot},1.000000000,1.0000\n\
+                 1000,m.M.run;m.M.cold,1.000000000,1.000000000,1.000000000,1.0000\n",
+                joularcode_core::output::csv::HEADER
+            );
+            for file in [APP_FILE, ALL_FILE] {
+                std::fs::write(path.join(file), &text).unwrap();
+            }
+        }
+        let mut args = args(&before);
+        args.baseline = Some(after.clone());
+        args.flamegraph = Some(dir.path().join("diff.svg"));
+        let (text, code) = report(&args).unwrap();
+        assert_eq!(code, 0, "no gate without --fail-above");
+        assert!(text.contains("+100.0%  m.M.hot"), "{text}");
+        assert!(std::fs::read_to_string(dir.path().join("diff.svg"))
+            .unwrap()
+            .contains("J/s"));
+        args.fail_above = Some(20.0);
+        let (text, code) = report(&args).unwrap();
+        assert_eq!(code, REGRESSION_EXIT);
+        assert!(text.contains("energy regression: the total energy per second grew from 2.0000 to 3.0000 J/s (+50.0%)"), "{text}");
+        assert!(
+            text.contains("energy regression: method m.M.hot grew"),
+            "{text}"
+        );
+        args.results = PathBuf::from(&after);
+        args.baseline = Some(before);
+        assert_eq!(report(&args).unwrap().1, 0, "a drop passes");
+    }
+}

@@ -1,0 +1,53 @@
+//! `joularcode-bpf top`: a live view of the energy of the host's JVMs (or of the chosen ones),
+//! refreshed every cycle. It records as `record` does ([`record::run_with`]), without CSV files;
+//! its cycles go to the view ([`crate::top`]): on the terminal, or as plain text after each cycle
+//! when the standard output is not a terminal.
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+
+use joularcode_core::log::Stderr;
+
+use crate::cli::TopArgs;
+use crate::record::sink::Sink;
+use crate::record::{self, Outputs};
+use crate::signals;
+use crate::top::screen::Screen;
+use crate::top::state::Top;
+use crate::top::View;
+
+/// Runs `top` until q, Ctrl-C, SIGTERM, `--duration`, the end of the JVMs given by `--pid`, or,
+/// in plain text, the end of the reader of its output.
+pub fn run(args: &TopArgs) -> Result<i32, String> {
+    let recording = args.recording();
+    record::check_targets(&recording)?;
+    // Counted from now on, not from when the recording starts: a SIGTERM while the BPF programs
+    // load would otherwise end the process with the terminal still taken over.
+    signals::stop_on_signals().map_err(|e| e.to_string())?;
+    if std::io::stdout().is_terminal() {
+        let screen = Screen::start()?;
+        let log = screen.log();
+        let sinks: Vec<Box<dyn Sink>> = vec![Box::new(View::Screen(screen))];
+        record::run_with(
+            recording,
+            Outputs {
+                log,
+                csv: false,
+                sinks,
+            },
+        )
+    } else {
+        let sinks: Vec<Box<dyn Sink>> = vec![Box::new(View::Plain {
+            top: Top::default(),
+            lines: args.top,
+        })];
+        record::run_with(
+            recording,
+            Outputs {
+                log: Arc::new(Stderr::default()),
+                csv: false,
+                sinks,
+            },
+        )
+    }
+}

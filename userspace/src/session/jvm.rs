@@ -1,0 +1,459 @@
+//! One JVM of a session and its state machine: opening (its samples wait while it starts), ready
+//! (samples resolved as they come), or failed (samples `[unknown]`); its branches, its counts
+//! ([`Counts`]), its threads' kinds, the attach of the agent in progress, and the stack walker's
+//! knowledge of it.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use joularcode_core::attribution::ThreadKind;
+use joularcode_core::branch::{Branches, UNKNOWN};
+use joularcode_core::log::{Level, Log};
+use joularcode_core::names;
+
+use super::agent::{self, Attacher, Attaching};
+use super::counts::{BranchLimit, Counts, NativeStack};
+use super::SessionOptions;
+use crate::discovery;
+use crate::hotspot::HotSpot;
+use crate::jit::codemap::CodeMapError;
+use crate::jit::stale;
+use crate::resolve::{JitNames, ResolveStats, Resolver};
+use crate::sampler::{Sample, Sampler, SamplerError, WalkedJvm};
+use crate::thread_names::{self, JvmThread};
+
+pub use joularcode_core::threads::ThreadCounts;
+
+/// How often opening a starting JVM is retried, and for how long.
+const OPEN_RETRY: Duration = Duration::from_millis(250);
+const OPEN_GIVE_UP: Duration = Duration::from_secs(20);
+/// Samples kept per JVM while it cannot be opened yet (resolved once it can).
+const MAX_PENDING: usize = 20_000;
+/// How long an agent's code map may stay unreadable (not written yet) before it is given up.
+const MAP_PATIENCE: Duration = Duration::from_secs(10);
+
+/// How far a JVM is from being resolvable.
+enum State {
+    /// Not opened yet: its samples wait.
+    Opening {
+        since: Instant,
+        next_try: Instant,
+        pending: Vec<Sample>,
+    },
+    /// Opened: samples are resolved as they come.
+    Ready(Box<Resolver>),
+    /// It could not be opened: its samples are `[unknown]`.
+    Failed,
+}
+
+/// One JVM of the session.
+pub struct ProfiledJvm {
+    pid: u32,
+    main_class: String,
+    launched: bool,
+    /// The sampler samples it: a launched JVM from its start, a running one once opened.
+    tracked: bool,
+    ended: bool,
+    branches: Branches,
+    state: State,
+    /// Samples to resolve again after the next refresh of the code map: they hold compiled code
+    /// the agent had not reported yet ([`Resolver::resolve_or_wait`]).
+    waiting: Vec<Sample>,
+    counts: Counts,
+    thread_kinds: HashMap<u32, (String, Option<JvmThread>)>,
+    attaching: Option<Attaching>,
+    unresolved: u64,
+    map_failing_since: Option<Instant>,
+    walked: Option<WalkedJvm>,
+}
+
+impl ProfiledJvm {
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Its main class (or jar, or module) from its command line, fit for a folder name.
+    pub fn main_class(&self) -> &str {
+        &self.main_class
+    }
+
+    /// Its branches: the names of the branch ids of its counts.
+    pub fn branches(&self) -> &Branches {
+        &self.branches
+    }
+
+    /// Whether it has ended (it stays listed until the session forgets it).
+    pub fn ended(&self) -> bool {
+        self.ended
+    }
+
+    /// Samples that wait until the JVM can be read (it is starting); they are counted once it
+    /// can.
+    pub fn waiting_samples(&self) -> u64 {
+        match &self.state {
+            State::Opening { pending, .. } => pending.len() as u64,
+            _ => 0,
+        }
+    }
+
+    /// What resolving met so far; samples that could not be resolved at all (the JVM could not be
+    /// read) count as samples with an unknown frame.
+    pub fn stats(&self) -> ResolveStats {
+        let mut stats = match &self.state {
+            State::Ready(resolver) => resolver.stats(),
+            _ => ResolveStats::default(),
+        };
+        stats.samples += self.unresolved;
+        stats.unknown_frames += self.unresolved;
+        stats.without_java_frame += self.unresolved;
+        stats
+    }
+
+    /// A JVM just found: `launched` ones are sampled from their start, the others once opened.
+    pub(super) fn new(pid: u32, launched: bool, options: &SessionOptions) -> ProfiledJvm {
+        let now = Instant::now();
+        let branches = match options.branch_limit {
+            Some(limit) => Branches::with_limit(&options.prefixes, limit.max),
+            None => Branches::new(&options.prefixes),
+        };
+        ProfiledJvm {
+            pid,
+            main_class: main_class_of(pid),
+            launched,
+            tracked: launched,
+            ended: false,
+            branches,
+            state: State::Opening {
+                since: now,
+                next_try: now,
+                pending: Vec::new(),
+            },
+            waiting: Vec::new(),
+            counts: Counts::new(now),
+            thread_kinds: HashMap::new(),
+            attaching: None,
+            unresolved: 0,
+            map_failing_since: None,
+            walked: None,
+        }
+    }
+
+    /// Marks it ended (its last counts are still taken).
+    pub(super) fn end(&mut self) {
+        self.ended = true;
+    }
+
+    /// Unregisters it from the stack walker (it has ended).
+    pub(super) fn forget(&mut self, sampler: &Sampler) {
+        if let Some(walked) = self.walked.take() {
+            walked.forget(sampler);
+        }
+    }
+
+    /// Opens it, if it is still opening and it is time to try again: with the HotSpot reader, then
+    /// registered with the stack walker, its compiled code named by the agent's code map (a
+    /// launched JVM) or by its code cache until the agent's attach (`attacher`) is done. A JVM
+    /// found running is tracked by the sampler only now, so that none of its samples is walked by
+    /// frame pointers alone (its compiled code has none); one that cannot be read yet is tracked
+    /// at once, as a launched one is from its start. After [`OPEN_GIVE_UP`] (or once it has
+    /// ended), its samples are `[unknown]`.
+    pub(super) fn open(
+        &mut self,
+        now: Instant,
+        sampler: &Sampler,
+        options: &SessionOptions,
+        attacher: &mut Attacher<'_>,
+    ) -> Result<(), SamplerError> {
+        let State::Opening {
+            since,
+            next_try,
+            pending,
+        } = &mut self.state
+        else {
+            return Ok(());
+        };
+        if now < *next_try {
+            return Ok(());
+        }
+        match HotSpot::open(self.pid) {
+            Ok(hotspot) => {
+                stale::sweep_own_tmp(self.pid);
+                let pending = std::mem::take(pending);
+                match WalkedJvm::register(sampler, &hotspot) {
+                    Ok(walked) => self.walked = Some(walked),
+                    Err(e) => {
+                        let message = format!(
+                            "JVM {} ({}): {e}; its stacks are walked by frame pointers only, \
+                             so JIT-compiled frames without -XX:+PreserveFramePointer cut them short",
+                            self.pid, self.main_class
+                        );
+                        options.log.log(Level::Warning, &message);
+                    }
+                }
+                let jit = if self.launched {
+                    agent::code_map(self.pid)
+                } else {
+                    JitNames::CodeCache
+                };
+                let mut resolver = Resolver::new(hotspot, jit, options.native_frames);
+                // The waiting samples need the code the agent has reported so far; a map not
+                // written yet is waited for by the next pumps.
+                let _ = resolver.refresh();
+                self.state = State::Ready(Box::new(resolver));
+                if !self.launched {
+                    self.attaching = attacher.start(self.pid, &self.main_class);
+                }
+                for sample in pending {
+                    self.add(sample, options.native_frames, true);
+                }
+            }
+            Err(e) if self.ended || since.elapsed() > OPEN_GIVE_UP => {
+                let message = format!(
+                    "JVM {} ({}) cannot be read, its samples are {UNKNOWN}: {e}",
+                    self.pid, self.main_class
+                );
+                options.log.log(Level::Warning, &message);
+                let pending = std::mem::take(pending);
+                self.state = State::Failed;
+                for sample in pending {
+                    self.add(sample, options.native_frames, true);
+                }
+            }
+            Err(_) => *next_try = now + OPEN_RETRY,
+        }
+        if !self.tracked {
+            self.tracked = true;
+            if let Err(e) = sampler.track(self.pid) {
+                if discovery::alive(self.pid) {
+                    return Err(e);
+                }
+                self.ended = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes the outcome of the agent's attach, once it is done: the names of compiled code from
+    /// now on, and the message to say, if any.
+    pub(super) fn finish_attach(&mut self, log: &dyn Log) {
+        if !self.attaching.as_ref().is_some_and(|a| a.is_finished()) {
+            return;
+        }
+        let Some((jit, message)) = self.attaching.take().and_then(Attaching::join) else {
+            return;
+        };
+        if let Some(message) = message {
+            log.log(Level::Warning, &message);
+        }
+        if let State::Ready(resolver) = &mut self.state {
+            resolver.set_jit(jit);
+        }
+    }
+
+    /// Tells the stack walker of its Java threads again (new ones start).
+    pub(super) fn refresh_walker(&mut self, sampler: &Sampler) {
+        if let (Some(walked), State::Ready(resolver)) = (&mut self.walked, &self.state) {
+            walked.refresh(sampler, resolver.hotspot());
+        }
+    }
+
+    /// Reads what the agent appended to the code map. A map that cannot be read for
+    /// [`MAP_PATIENCE`] while the JVM runs is given up, once, for the code cache; a JVM that has
+    /// just ended takes its map with it, which is no reason to say anything.
+    pub(super) fn refresh_code_map(&mut self, log: &dyn Log) {
+        let State::Ready(resolver) = &mut self.state else {
+            return;
+        };
+        let give_up = |e: &dyn std::fmt::Display| {
+            format!(
+                "JVM {} ({}): {e}; compiled frames are named from its code cache (outer methods only)",
+                self.pid, self.main_class
+            )
+        };
+        match resolver.refresh() {
+            Ok(()) => self.map_failing_since = None,
+            Err(e @ CodeMapError::Full { .. }) => {
+                log.log(Level::Warning, &format!("JVM {}: {e}", self.pid));
+            }
+            Err(_) if self.ended || !discovery::alive(self.pid) => {}
+            Err(e) if e.is_refused() => {
+                log.log(Level::Warning, &give_up(&e));
+                resolver.set_jit(JitNames::CodeCache);
+            }
+            Err(e) => {
+                let since = *self.map_failing_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= MAP_PATIENCE {
+                    log.log(Level::Warning, &give_up(&e));
+                    resolver.set_jit(JitNames::CodeCache);
+                }
+            }
+        }
+    }
+
+    /// Takes out the samples counted that were taken at or before `until_ns`, by thread, with the
+    /// threads' names and kinds. With a `limit`, the branches idle for too long are dropped first
+    /// (the ids of the counts taken before mean nothing afterwards), and the branches taken are
+    /// noted as taken `now`. The names of the threads whose samples are all taken are read again
+    /// when they are next sampled (a tid can be reused, a thread renamed).
+    pub(super) fn take_counts_until(
+        &mut self,
+        until_ns: u64,
+        limit: Option<BranchLimit>,
+        now: Instant,
+    ) -> HashMap<u32, ThreadCounts> {
+        if let Some(limit) = limit {
+            self.counts.drop_idle(&mut self.branches, limit, now);
+        }
+        let taken = self.counts.take_until(until_ns);
+        if limit.is_some() {
+            let branches = taken.values().flat_map(|counts| counts.keys().copied());
+            self.counts.taken(branches, now);
+        }
+        let threads = taken
+            .into_iter()
+            .map(|(tid, counts)| {
+                let (name, kind) = self.thread_kinds.get(&tid).cloned().unwrap_or_default();
+                let kind = if kind.is_some() {
+                    ThreadKind::Jvm
+                } else {
+                    ThreadKind::Java
+                };
+                (tid, ThreadCounts { name, kind, counts })
+            })
+            .collect();
+        let held = self.counts.threads_held();
+        self.thread_kinds.retain(|tid, _| held.contains(tid));
+        threads
+    }
+
+    /// Keeps the samples taken before `before_ns` as counts only ([`Counts::settle`]).
+    pub(super) fn settle(&mut self, before_ns: u64) {
+        self.counts.settle(before_ns);
+    }
+
+    /// Takes out the samples counted by branch and native frames.
+    pub(super) fn take_native_counts(
+        &mut self,
+    ) -> HashMap<(joularcode_core::branch::BranchId, NativeStack), u64> {
+        self.counts.take_native()
+    }
+
+    /// Resolves the samples that waited for a refresh of the code map, with what it holds now.
+    pub(super) fn resolve_waiting(&mut self, native_frames: bool) {
+        for sample in std::mem::take(&mut self.waiting) {
+            self.add(sample, native_frames, false);
+        }
+    }
+
+    /// Resolves and counts one sample, or keeps it until the JVM can be read, or (when
+    /// `patient`) until the next refresh of the code map if it holds compiled code the agent has
+    /// not reported yet.
+    pub(super) fn add(&mut self, sample: Sample, native_frames: bool, patient: bool) {
+        if let Some(walked) = &mut self.walked {
+            walked.saw(&sample);
+        }
+        let kind = self
+            .thread_kinds
+            .entry(sample.tid)
+            .or_insert_with(|| {
+                let name = thread_names::thread_name(sample.pid, sample.tid).unwrap_or_default();
+                let kind = thread_names::classify(&name);
+                (name, kind)
+            })
+            .1;
+        let (branch, native) = match &mut self.state {
+            State::Opening { pending, .. } => {
+                if pending.len() < MAX_PENDING {
+                    pending.push(sample);
+                } else {
+                    self.unresolved += 1;
+                }
+                return;
+            }
+            State::Ready(resolver) => {
+                let resolved = if patient {
+                    match resolver.resolve_or_wait(&sample, kind, &mut self.branches) {
+                        Some(resolved) => resolved,
+                        None => {
+                            self.waiting.push(sample);
+                            return;
+                        }
+                    }
+                } else {
+                    resolver.resolve(&sample, kind, &mut self.branches)
+                };
+                (resolved.branch, resolved.native)
+            }
+            State::Failed => {
+                self.unresolved += 1;
+                let frame = match kind {
+                    Some(thread) => self.branches.jvm_frame(thread.frame()),
+                    None => self.branches.jvm_frame(UNKNOWN),
+                };
+                (self.branches.branch(&[frame]), Vec::new())
+            }
+        };
+        let native = native_frames.then(|| native.into());
+        self.counts.add(sample.time_ns, sample.tid, branch, native);
+    }
+}
+
+/// The main class of JVM `pid`, from its command line ([`names::main_class`]).
+pub fn main_class_of(pid: u32) -> String {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let args: Vec<String> = cmdline
+        .split(|&b| b == 0)
+        .filter(|arg| !arg.is_empty())
+        .map(|arg| String::from_utf8_lossy(arg).into_owned())
+        .collect();
+    names::main_class(&args)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use joularcode_core::log::Recorded;
+    use std::sync::Arc;
+
+    #[test]
+    fn a_jvm_that_cannot_be_read_counts_its_samples_unknown_per_thread() {
+        let pid = std::process::id();
+        let options = SessionOptions::new(Arc::new(Recorded::default()));
+        let mut jvm = ProfiledJvm::new(pid, false, &options);
+        jvm.state = State::Failed;
+        let sample = |tid: u32, time_ns: u64| Sample {
+            pid,
+            tid,
+            cpu: 0,
+            time_ns,
+            kernel: false,
+            jvm: false,
+            java_thread: false,
+            scanned: false,
+            ip: 0,
+            sp: 0,
+            bp: 0,
+            stack_end: 0,
+            end: crate::sampler::WalkEnd::ChainEnd,
+            frames: Vec::new(),
+        };
+        for (tid, time_ns) in [(pid, 100), (pid, 200), (u32::MAX, 300)] {
+            jvm.add(sample(tid, time_ns), false, true);
+        }
+        let first = jvm.take_counts_until(200, None, Instant::now());
+        let this = &first[&pid];
+        assert_eq!(this.kind, ThreadKind::Java);
+        assert!(!this.name.is_empty(), "the thread's name is read");
+        assert_eq!(this.counts.values().sum::<u64>(), 2);
+        let branch = *this.counts.keys().next().expect("a branch");
+        assert_eq!(jvm.branches().name(branch), UNKNOWN);
+        assert_eq!(jvm.stats().samples, 3);
+        let rest = jvm.take_counts_until(u64::MAX, None, Instant::now());
+        assert_eq!(rest[&u32::MAX].counts.values().sum::<u64>(), 1);
+        assert!(
+            jvm.thread_kinds.is_empty(),
+            "names are read again next time"
+        );
+    }
+}
