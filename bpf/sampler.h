@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT OR Apache-2.0 */
 /*
  * What the sampler shares with userspace: the records it writes (jp_sample, jp_thread) and the
- * descriptions userspace gives it (jp_jvm, jp_java_thread). userspace/src/sampler/record.rs and
- * userspace/src/sampler/jvm.rs read and write them by the offsets noted here: change both
- * together (docs/sampler.md describes the layout).
+ * descriptions userspace gives it (jp_jvm, jp_java_thread). userspace/src/sampler/wire.rs mirrors
+ * each as a #[repr(C)] struct, checked when the crate builds against the skeleton's types, which
+ * libbpf-cargo generates from this header's BTF: a field changed here and not there does not
+ * build. docs/sampler.md ("Record layout") says what each field holds.
  */
 #ifndef JP_SAMPLER_H
 #define JP_SAMPLER_H
@@ -38,95 +39,95 @@
 #define JP_FRAME_CALLER 1 /* pc is a return address (frames after the first) */
 #define JP_FRAME_DEOPT 2  /* a deoptimised frame: pc is its original pc, not the deopt handler */
 
-/* One frame of a walk (24 bytes). */
+/* One frame of a walk. */
 struct jp_frame {
-	__u64 pc;     /* 0 */
-	__u64 id;     /* 8: Method* or CodeBlob*, by kind */
-	__u32 cookie; /* 16: a compiled frame's nmethod compile id */
-	__u8 kind;    /* 20: JP_FRAME_* */
-	__u8 flags;   /* 21: JP_FRAME_CALLER, JP_FRAME_DEOPT */
-	__u16 pad;    /* 22 */
+	__u64 pc;
+	__u64 id;     /* Method* or CodeBlob*, by kind */
+	__u32 cookie; /* a compiled frame's nmethod compile id */
+	__u8 kind;    /* JP_FRAME_* */
+	__u8 flags;   /* JP_FRAME_CALLER, JP_FRAME_DEOPT */
+	__u16 pad;
 };
 
-/* One sample (64-byte header, then nframes frames; only those are written to the ring). */
+/* One sample: a header, then nframes frames (only those are written to the ring). */
 struct jp_sample {
-	__u32 pid;       /* 0: tgid */
-	__u32 tid;       /* 4 */
-	__u32 cpu;       /* 8 */
-	__u32 flags;     /* 12: JP_SAMPLE_* */
-	__u64 time_ns;   /* 16: CLOCK_MONOTONIC */
-	__u64 ip;        /* 24: user registers */
-	__u64 sp;        /* 32 */
-	__u64 bp;        /* 40 */
-	__u64 stack_end; /* 48: the stack pointer of the deepest frame reached */
-	__u16 nframes;   /* 56 */
-	__u8 stop;       /* 58: JP_STOP_* */
-	__u8 pad[5];     /* 59 */
-	struct jp_frame frames[JP_MAX_FRAMES]; /* 64 */
+	__u32 pid;       /* tgid */
+	__u32 tid;
+	__u32 cpu;
+	__u32 flags;     /* JP_SAMPLE_* */
+	__u64 time_ns;   /* CLOCK_MONOTONIC */
+	__u64 ip;        /* user registers */
+	__u64 sp;
+	__u64 bp;
+	__u64 stack_end; /* the stack pointer of the deepest frame reached */
+	__u16 nframes;
+	__u8 stop;       /* JP_STOP_* */
+	__u8 pad[5];
+	struct jp_frame frames[JP_MAX_FRAMES];
 };
 
 /* Per-thread on-CPU time (the value of map `threads`, keyed by tid). */
 struct jp_thread {
-	__u32 pid;      /* 0 */
-	__u32 exited;   /* 4: 1 once the thread has exited */
-	__u64 baseline; /* 8: sum_exec_runtime when the thread was first seen */
-	__u64 runtime;  /* 16: sum_exec_runtime at the last update */
-	char comm[16];  /* 24 */
+	__u32 pid;
+	__u32 exited;   /* 1 once the thread has exited */
+	__u64 baseline; /* sum_exec_runtime when the thread was first seen */
+	__u64 runtime;  /* sum_exec_runtime at the last update */
+	char comm[16];
 };
 
-/* Where a field of a HotSpot object is, and how to read it (4 bytes). */
+/* Where a field of a HotSpot object is, and how to read it. */
 struct jp_field {
 	__u16 offset;   /* bytes from the object's start */
 	__u8 size;      /* 2, 4 or 8 (signed) */
-	__u8 relative;  /* 1: an offset from the object's start rather than an address */
+	__u8 relative;  /* an offset from the object's start rather than an address */
 };
 
-/* One code heap (32 bytes). */
+/* One code heap. */
 struct jp_code_heap {
-	__u64 low;          /* 0: its reserved range [low, high) */
-	__u64 high;         /* 8 */
-	__u64 segmap;       /* 16: its segment map, one byte per segment */
-	__u64 log2_segment; /* 24: bytes per segment, as a power of two */
+	__u64 low;          /* its reserved range [low, high) */
+	__u64 high;
+	__u64 segmap;       /* its segment map, one byte per segment */
+	__u64 log2_segment; /* bytes per segment, as a power of two */
 };
 
 /*
- * What the walker needs of one JVM (the value of map `jvms`, keyed by tgid; 224 bytes), from its
+ * What the walker needs of one JVM (the value of map `jvms`, keyed by tgid), from its
  * VMStructs (userspace/src/hotspot/unwind.rs). All offsets are in bytes. A JavaFrameAnchor is
  * read as three words: _last_Java_sp, _last_Java_pc, _last_Java_fp (userspace checks it).
  */
 struct jp_jvm {
-	struct jp_code_heap heaps[JP_MAX_HEAPS]; /* 0 */
-	__u64 interpreter_begin;                 /* 128: the template interpreter's code */
-	__u64 interpreter_end;                   /* 136 */
-	__u64 call_stub_return;                  /* 144: StubRoutines::_call_stub_return_address */
-	__u64 code_low;         /* 152: the lowest heap's low: every heap lies in [code_low, */
-	__u64 code_high;        /* 160: code_high), and nothing else when they are contiguous */
-	__u32 nheaps;           /* 168 */
-	__u16 heap_block;       /* 172: sizeof(HeapBlock): a blob follows its block's header */
-	__u16 nmethod_size;     /* 174: sizeof(nmethod), the _header_size of every nmethod */
-	__u16 blob_read;        /* 176: bytes of a blob read at once; every field below fits */
-	__s16 call_wrapper;     /* 178: the call stub's JavaCallWrapper*, from its fp */
-	__u16 wrapper_anchor;   /* 180: JavaCallWrapper::_anchor */
-	__u16 thread_anchor;    /* 182: JavaThread::_anchor */
-	struct jp_field blob_size;      /* 184: CodeBlob::_size */
-	struct jp_field header_size;    /* 188: CodeBlob::_header_size */
-	struct jp_field frame_size;     /* 192: CodeBlob::_frame_size (words) */
-	struct jp_field frame_complete; /* 196: CodeBlob::_frame_complete_offset (from code begin) */
-	struct jp_field code_begin;     /* 200: CodeBlob::_code_begin or _code_offset */
-	struct jp_field compile_id;     /* 204: nmethod::_compile_id */
-	struct jp_field orig_pc;        /* 208: nmethod::_orig_pc_offset (from a frame's sp) */
-	struct jp_field deopt_handler;  /* 212: the deopt handler's address or offset */
-	struct jp_field name;           /* 216: CodeBlob::_name */
-	__u32 pad;                      /* 220 */
+	struct jp_code_heap heaps[JP_MAX_HEAPS];
+	__u64 interpreter_begin;                 /* the template interpreter's code */
+	__u64 interpreter_end;
+	__u64 call_stub_return;                  /* StubRoutines::_call_stub_return_address */
+	__u64 code_low;         /* the lowest heap's low: every heap lies in [code_low, */
+	__u64 code_high;        /* code_high), and nothing else when they are contiguous */
+	__u32 nheaps;
+	__u16 heap_block;       /* sizeof(HeapBlock): a blob follows its block's header */
+	__u16 nmethod_size;     /* sizeof(nmethod), the _header_size of every nmethod */
+	__u16 blob_read;        /* bytes of a blob read at once; every field below fits */
+	__s16 call_wrapper;     /* the call stub's JavaCallWrapper*, from its fp */
+	__u16 wrapper_anchor;   /* JavaCallWrapper::_anchor */
+	__u16 thread_anchor;    /* JavaThread::_anchor */
+	struct jp_field blob_size;      /* CodeBlob::_size */
+	struct jp_field header_size;    /* CodeBlob::_header_size */
+	struct jp_field frame_size;     /* CodeBlob::_frame_size (words) */
+	struct jp_field frame_complete; /* CodeBlob::_frame_complete_offset (from code begin) */
+	struct jp_field code_begin;     /* CodeBlob::_code_begin or _code_offset */
+	struct jp_field compile_id;     /* nmethod::_compile_id */
+	struct jp_field orig_pc;        /* nmethod::_orig_pc_offset (from a frame's sp) */
+	struct jp_field deopt_handler;  /* the deopt handler's address or offset */
+	struct jp_field name;           /* CodeBlob::_name */
+	__u32 pad;
 };
 
-/* A Java thread of a JVM (the value of map `java_threads`, keyed by tid; 32 bytes). */
+/* A Java thread of a JVM (the value of map `java_threads`, keyed by tid). */
 struct jp_java_thread {
-	__u32 pid;         /* 0: its process */
-	__u32 pad;         /* 4 */
-	__u64 thread;      /* 8: its JavaThread* */
-	__u64 stack_low;   /* 16: its stack [stack_low, stack_high) */
-	__u64 stack_high;  /* 24 */
+	__u32 pid;         /* its process */
+	__u32 pad;
+	__u64 thread;      /* its JavaThread* */
+	__u64 stack_low;   /* its stack [stack_low, stack_high) */
+	__u64 stack_high;
 };
 
 #endif /* JP_SAMPLER_H */

@@ -7,67 +7,77 @@ use std::time::{Duration, Instant};
 
 use libbpf_rs::{MapCore, MapFlags};
 
+use bytemuck::Zeroable;
+
+use super::wire::{CodeHeapRecord, FieldRecord, JavaThreadRecord, JvmRecord};
 use super::{Sample, Sampler, SamplerError};
 use crate::hotspot::unwind::{FieldLayout, UnwindInfo, MAX_HEAPS};
 use crate::hotspot::HotSpot;
 
-/// Bytes of `struct jp_jvm`.
-const JVM_LEN: usize = 224;
-/// Bytes of `struct jp_java_thread`.
-const JAVA_THREAD_LEN: usize = 32;
 /// The Java threads are listed again at most this often when samples show new ones...
 const REFRESH_SOON: Duration = Duration::from_millis(200);
 /// ...and this often anyway, to forget ended threads and catch reused thread ids.
 const REFRESH_ANYWAY: Duration = Duration::from_secs(5);
 
 /// `struct jp_jvm` for `info`.
-fn jvm_bytes(info: &UnwindInfo) -> Result<[u8; JVM_LEN], String> {
+fn jvm_record(info: &UnwindInfo) -> Result<JvmRecord, String> {
     if info.heaps.is_empty() || info.heaps.len() > MAX_HEAPS {
         return Err(format!("{} code heaps", info.heaps.len()));
     }
-    let mut bytes = [0u8; JVM_LEN];
-    let mut put = |at: usize, value: &[u8]| bytes[at..at + value.len()].copy_from_slice(value);
-    for (i, heap) in info.heaps.iter().enumerate() {
-        let at = i * 32;
-        put(at, &heap.low.to_ne_bytes());
-        put(at + 8, &heap.high.to_ne_bytes());
-        put(at + 16, &heap.segmap.to_ne_bytes());
-        put(at + 24, &u64::from(heap.log2_segment).to_ne_bytes());
+    let mut heaps = [CodeHeapRecord::zeroed(); MAX_HEAPS];
+    for (record, heap) in heaps.iter_mut().zip(&info.heaps) {
+        *record = CodeHeapRecord {
+            low: heap.low,
+            high: heap.high,
+            segmap: heap.segmap,
+            log2_segment: u64::from(heap.log2_segment),
+        };
     }
-    put(128, &info.interpreter.0.to_ne_bytes());
-    put(136, &info.interpreter.1.to_ne_bytes());
-    put(144, &info.call_stub_return.to_ne_bytes());
-    let low = info.heaps.iter().map(|heap| heap.low).min().unwrap_or(0);
-    let high = info.heaps.iter().map(|heap| heap.high).max().unwrap_or(0);
-    put(152, &low.to_ne_bytes());
-    put(160, &high.to_ne_bytes());
-    put(168, &(info.heaps.len() as u32).to_ne_bytes());
-    put(172, &info.heap_block.to_ne_bytes());
-    put(174, &info.nmethod_size.to_ne_bytes());
-    put(176, &info.blob_read.to_ne_bytes());
-    put(178, &info.call_wrapper.to_ne_bytes());
-    put(180, &info.wrapper_anchor.to_ne_bytes());
-    put(182, &info.thread_anchor.to_ne_bytes());
-    for (i, field) in info.fields().iter().enumerate() {
-        put(184 + 4 * i, &field_bytes(field));
-    }
-    Ok(bytes)
+    Ok(JvmRecord {
+        heaps,
+        interpreter_begin: info.interpreter.0,
+        interpreter_end: info.interpreter.1,
+        call_stub_return: info.call_stub_return,
+        code_low: info.heaps.iter().map(|heap| heap.low).min().unwrap_or(0),
+        code_high: info.heaps.iter().map(|heap| heap.high).max().unwrap_or(0),
+        nheaps: info.heaps.len() as u32,
+        heap_block: info.heap_block,
+        nmethod_size: info.nmethod_size,
+        blob_read: info.blob_read,
+        call_wrapper: info.call_wrapper,
+        wrapper_anchor: info.wrapper_anchor,
+        thread_anchor: info.thread_anchor,
+        blob_size: field_record(&info.blob_size),
+        header_size: field_record(&info.header_size),
+        frame_size: field_record(&info.frame_size),
+        frame_complete: field_record(&info.frame_complete),
+        code_begin: field_record(&info.code_begin),
+        compile_id: field_record(&info.compile_id),
+        orig_pc: field_record(&info.orig_pc),
+        deopt_handler: field_record(&info.deopt_handler),
+        name: field_record(&info.name),
+        pad: 0,
+    })
 }
 
 /// `struct jp_field`.
-fn field_bytes(field: &FieldLayout) -> [u8; 4] {
-    let offset = field.offset.to_ne_bytes();
-    [offset[0], offset[1], field.size, u8::from(field.relative)]
+fn field_record(field: &FieldLayout) -> FieldRecord {
+    FieldRecord {
+        offset: field.offset,
+        size: field.size,
+        relative: u8::from(field.relative),
+    }
 }
 
 /// `struct jp_java_thread`.
-fn java_thread_bytes(pid: u32, thread: u64, stack: (u64, u64)) -> [u8; JAVA_THREAD_LEN] {
-    let mut bytes = [0u8; JAVA_THREAD_LEN];
-    bytes[0..4].copy_from_slice(&pid.to_ne_bytes());
-    bytes[8..16].copy_from_slice(&thread.to_ne_bytes());
-    bytes[16..24].copy_from_slice(&stack.0.to_ne_bytes());
-    bytes[24..32].copy_from_slice(&stack.1.to_ne_bytes());
-    bytes
+fn java_thread_record(pid: u32, thread: u64, stack: (u64, u64)) -> JavaThreadRecord {
+    JavaThreadRecord {
+        pid,
+        pad: 0,
+        thread,
+        stack_low: stack.0,
+        stack_high: stack.1,
+    }
 }
 
 /// A JVM the walker knows, and the Java threads it was told of.
@@ -92,12 +102,16 @@ impl WalkedJvm {
         let info = hotspot
             .unwind_info()
             .map_err(|e| unsupported(e.to_string()))?;
-        let bytes = jvm_bytes(&info).map_err(unsupported)?;
+        let record = jvm_record(&info).map_err(unsupported)?;
         sampler
             .skel
             .maps
             .jvms
-            .update(&pid.to_ne_bytes(), &bytes, MapFlags::ANY)
+            .update(
+                &pid.to_ne_bytes(),
+                bytemuck::bytes_of(&record),
+                MapFlags::ANY,
+            )
             .map_err(|e| unsupported(format!("map jvms: {e}")))?;
         let mut jvm = WalkedJvm {
             pid,
@@ -139,9 +153,13 @@ impl WalkedJvm {
             let (Some(tid), Some(stack)) = (thread.tid, thread.stack) else {
                 continue;
             };
-            let value = java_thread_bytes(self.pid, thread.address, stack);
+            let value = java_thread_record(self.pid, thread.address, stack);
             if map
-                .update(&tid.to_ne_bytes(), &value, MapFlags::ANY)
+                .update(
+                    &tid.to_ne_bytes(),
+                    bytemuck::bytes_of(&value),
+                    MapFlags::ANY,
+                )
                 .is_ok()
             {
                 now.insert(tid);
@@ -211,37 +229,35 @@ mod tests {
     }
 
     #[test]
-    fn the_jvm_record_has_the_c_layout() {
-        let bytes = jvm_bytes(&info(3)).expect("3 heaps");
-        let u64_at = |at: usize| u64::from_ne_bytes(bytes[at..at + 8].try_into().unwrap());
+    fn the_jvm_record_holds_the_heaps_and_fields() {
+        let record = jvm_record(&info(3)).expect("3 heaps");
+        let heap = record.heaps[0];
         assert_eq!(
-            (u64_at(0), u64_at(8), u64_at(16), u64_at(24)),
+            (heap.low, heap.high, heap.segmap, heap.log2_segment),
             (0x1000, 0x2000, 0x9000, 7)
         );
-        assert_eq!(u64_at(64), 0x3000);
+        assert_eq!(record.heaps[2].low, 0x3000);
+        assert_eq!(record.heaps[3].low, 0);
         assert_eq!(
-            (u64_at(128), u64_at(136), u64_at(144)),
+            (
+                record.interpreter_begin,
+                record.interpreter_end,
+                record.call_stub_return
+            ),
             (0x1100, 0x1200, 0x1300)
         );
         // The code cache spans the three heaps.
-        assert_eq!((u64_at(152), u64_at(160)), (0x1000, 0x4000));
-        assert_eq!(&bytes[168..172], &3u32.to_ne_bytes());
-        assert_eq!(&bytes[178..180], &(-48i16).to_ne_bytes());
-        assert_eq!(&bytes[182..184], &656u16.to_ne_bytes());
-        // code_begin: offset 36, 4 bytes, relative; deopt_handler: offset 128, 8 bytes.
-        assert_eq!(&bytes[200..204], &[36, 0, 4, 1]);
-        assert_eq!(&bytes[212..216], &[128, 0, 8, 0]);
-        assert_eq!(&bytes[216..220], &[96, 0, 8, 0]);
-        assert!(jvm_bytes(&info(0)).is_err());
-        assert!(jvm_bytes(&info(5)).is_err());
-    }
-
-    #[test]
-    fn the_java_thread_record_has_the_c_layout() {
-        let bytes = java_thread_bytes(7, 0xabc, (0x1000, 0x9000));
-        assert_eq!(&bytes[0..4], &7u32.to_ne_bytes());
-        assert_eq!(&bytes[8..16], &0xabcu64.to_ne_bytes());
-        assert_eq!(&bytes[16..24], &0x1000u64.to_ne_bytes());
-        assert_eq!(&bytes[24..32], &0x9000u64.to_ne_bytes());
+        assert_eq!((record.code_low, record.code_high), (0x1000, 0x4000));
+        assert_eq!(record.nheaps, 3);
+        assert_eq!((record.call_wrapper, record.thread_anchor), (-48, 656));
+        let code_begin = record.code_begin;
+        assert_eq!(
+            (code_begin.offset, code_begin.size, code_begin.relative),
+            (36, 4, 1)
+        );
+        assert_eq!(record.deopt_handler.offset, 128);
+        assert_eq!(record.name.offset, 96);
+        assert!(jvm_record(&info(0)).is_err());
+        assert!(jvm_record(&info(5)).is_err());
     }
 }

@@ -10,7 +10,7 @@
 pub mod jvm;
 pub mod perf;
 pub mod privileges;
-mod record;
+mod wire;
 
 use std::fs;
 use std::mem::MaybeUninit;
@@ -27,7 +27,8 @@ use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, RingBufferBuilder};
 /// Now on CLOCK_MONOTONIC, the clock of [`Sample::time_ns`].
 pub use joularcode_core::power::clock::monotonic_ns;
 pub use jvm::WalkedJvm;
-pub use record::{record_len, FrameKind, Sample, StackFrame, WalkEnd, MAX_FRAMES};
+use wire::ThreadRecord;
+pub use wire::{record_len, FrameKind, Sample, StackFrame, WalkEnd, MAX_FRAMES};
 
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/sampler.skel.rs"));
@@ -234,11 +235,11 @@ impl Sampler {
         {
             if let Some(thread) = read_thread(pid, tid) {
                 // An entry the BPF side made first is as good: keep it.
-                let _ =
-                    self.skel
-                        .maps
-                        .threads
-                        .update(&tid.to_ne_bytes(), &thread, MapFlags::NO_EXIST);
+                let _ = self.skel.maps.threads.update(
+                    &tid.to_ne_bytes(),
+                    bytemuck::bytes_of(&thread),
+                    MapFlags::NO_EXIST,
+                );
             }
         }
         mark(&self.skel.maps.tracked, pid, "track")
@@ -261,7 +262,7 @@ impl Sampler {
         let _ = self.skel.maps.tracked.delete(&pid.to_ne_bytes());
         let _ = self.skel.maps.followed.delete(&pid.to_ne_bytes());
         for (tid, thread) in self.read_threads() {
-            if thread.pid == pid && !thread.exited {
+            if thread.pid == pid && thread.exited == 0 {
                 let _ = self.skel.maps.threads.delete(&tid.to_ne_bytes());
             }
         }
@@ -287,8 +288,8 @@ impl Sampler {
                 pid: thread.pid,
                 tid,
                 on_cpu_ns: thread.runtime.saturating_sub(thread.baseline),
-                name: thread.name,
-                exited: thread.exited,
+                name: thread.name(),
+                exited: thread.exited != 0,
             })
             .collect();
         for time in times.iter().filter(|time| time.exited) {
@@ -331,13 +332,13 @@ impl Sampler {
         program_stats(program.as_fd())
     }
 
-    fn read_threads(&self) -> Vec<(u32, ThreadEntry)> {
+    fn read_threads(&self) -> Vec<(u32, ThreadRecord)> {
         let map = &self.skel.maps.threads;
         map.keys()
             .filter_map(|key| {
                 let tid = u32::from_ne_bytes(key.as_slice().try_into().ok()?);
                 let value = map.lookup(&key, MapFlags::ANY).ok()??;
-                Some((tid, ThreadEntry::parse(&value)?))
+                Some((tid, ThreadRecord::parse(&value)?))
             })
             .collect()
     }
@@ -436,54 +437,13 @@ fn start_consumer(
         .map_err(|e| SamplerError::Bpf(format!("cannot start the ring buffer thread: {e}")))
 }
 
-/// A value of the BPF map `threads` (`struct jp_thread`, 40 bytes).
-struct ThreadEntry {
-    pid: u32,
-    exited: bool,
-    baseline: u64,
-    runtime: u64,
-    name: String,
-}
-
-const THREAD_ENTRY_LEN: usize = 40;
-
-impl ThreadEntry {
-    fn parse(bytes: &[u8]) -> Option<ThreadEntry> {
-        let bytes: &[u8; THREAD_ENTRY_LEN] = bytes.get(..THREAD_ENTRY_LEN)?.try_into().ok()?;
-        let word = |at: usize| u64::from_ne_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
-        let comm = &bytes[24..40];
-        let len = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
-        Some(ThreadEntry {
-            pid: u32::from_ne_bytes(bytes[0..4].try_into().expect("4 bytes")),
-            exited: bytes[4..8] != [0; 4],
-            baseline: word(8),
-            runtime: word(16),
-            name: String::from_utf8_lossy(&comm[..len]).into_owned(),
-        })
-    }
-
-    fn to_bytes(pid: u32, runtime: u64, name: &str) -> [u8; THREAD_ENTRY_LEN] {
-        let mut bytes = [0; THREAD_ENTRY_LEN];
-        bytes[0..4].copy_from_slice(&pid.to_ne_bytes());
-        bytes[8..16].copy_from_slice(&runtime.to_ne_bytes());
-        bytes[16..24].copy_from_slice(&runtime.to_ne_bytes());
-        let name = &name.as_bytes()[..name.len().min(15)];
-        bytes[24..24 + name.len()].copy_from_slice(name);
-        bytes
-    }
-}
-
 /// A `threads` entry for a thread that exists now, with its schedstat runtime as the baseline.
-fn read_thread(pid: u32, tid: u32) -> Option<[u8; THREAD_ENTRY_LEN]> {
+fn read_thread(pid: u32, tid: u32) -> Option<ThreadRecord> {
     let dir = format!("/proc/{pid}/task/{tid}");
     let schedstat = fs::read_to_string(format!("{dir}/schedstat")).ok()?;
     let runtime = schedstat.split_whitespace().next()?.parse().ok()?;
     let name = fs::read_to_string(format!("{dir}/comm")).ok()?;
-    Some(ThreadEntry::to_bytes(
-        pid,
-        runtime,
-        name.trim_end_matches('\n'),
-    ))
+    Some(ThreadRecord::new(pid, runtime, name.trim_end_matches('\n')))
 }
 
 #[cfg(test)]
@@ -508,18 +468,5 @@ mod tests {
             100 * 64 * CHANNEL_SECONDS as usize
         );
         assert_eq!(channel_capacity(10_000, 4096), 1 << 22);
-    }
-
-    #[test]
-    fn thread_entries_round_trip() {
-        let bytes = ThreadEntry::to_bytes(42, 1_500, "a-very-long-thread-name");
-        let entry = ThreadEntry::parse(&bytes).expect("40 bytes");
-        assert_eq!(
-            (entry.pid, entry.baseline, entry.runtime),
-            (42, 1_500, 1_500)
-        );
-        assert_eq!(entry.name, "a-very-long-thr");
-        assert!(!entry.exited);
-        assert!(ThreadEntry::parse(&bytes[..39]).is_none());
     }
 }

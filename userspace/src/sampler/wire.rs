@@ -1,7 +1,19 @@
-//! The records the BPF sampler writes into its ring buffer (`bpf/sampler.h`), read back into Rust.
+//! The records the BPF sampler and userspace exchange (`bpf/sampler.h`), as `#[repr(C)]` structs
+//! read and written with bytemuck: the samples of the ring buffer (`struct jp_sample`, then its
+//! frames), the on-CPU times of the map `threads` (`struct jp_thread`), and what userspace tells
+//! the walker of a JVM (`struct jp_jvm`, `struct jp_java_thread`).
+//!
+//! Each struct is checked when the crate builds against the type the BPF skeleton generates from
+//! the C header's BTF: the same size, and every field at the same offset with the same width. A
+//! change to one side that the other lacks does not build.
 //!
 //! The bytes come from the kernel, but every length is still checked: a short or inconsistent
-//! record is rejected, never trusted.
+//! sample is rejected, never trusted.
+
+use bytemuck::{Pod, Zeroable};
+
+use super::skel::types as c;
+use crate::hotspot::unwind::MAX_HEAPS;
 
 /// What a frame of a walk runs, with what names it (`jp_frame.kind` and `id`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,9 +142,9 @@ pub struct Sample {
 /// The most frames one sample holds (`JP_MAX_FRAMES`).
 pub const MAX_FRAMES: usize = 256;
 /// Bytes of `struct jp_sample` before its frames.
-const HEADER_LEN: usize = 64;
+const HEADER_LEN: usize = std::mem::size_of::<SampleHeader>();
 /// Bytes of one `struct jp_frame`.
-const FRAME_LEN: usize = 24;
+const FRAME_LEN: usize = std::mem::size_of::<Frame>();
 /// Bytes of a record of `frames` frames in the ring buffer.
 pub const fn record_len(frames: usize) -> usize {
     HEADER_LEN + frames * FRAME_LEN
@@ -147,38 +159,98 @@ const FLAG_SCANNED: u32 = 8;
 const FRAME_CALLER: u8 = 1;
 const FRAME_DEOPT: u8 = 2;
 
-fn u16_at(bytes: &[u8], offset: usize) -> u16 {
-    u16::from_ne_bytes(bytes[offset..offset + 2].try_into().expect("2 bytes"))
+/// The width of a field, from a function that borrows it (the layout checks below).
+const fn width<T, F>(_: fn(&T) -> &F) -> usize {
+    std::mem::size_of::<F>()
 }
 
-fn u32_at(bytes: &[u8], offset: usize) -> u32 {
-    u32::from_ne_bytes(bytes[offset..offset + 4].try_into().expect("4 bytes"))
+/// Checks at compile time that `$ours` has the layout of the skeleton's `$c` for the fields
+/// named: the same offset and width of each, and (with `size`) the same size in all.
+macro_rules! same_layout {
+    ($ours:ty, $c:ty, size, $($field:ident),+ $(,)?) => {
+        same_layout!($ours, $c, $($field),+);
+        const _: () = assert!(std::mem::size_of::<$ours>() == std::mem::size_of::<$c>());
+    };
+    ($ours:ty, $c:ty, $($field:ident),+ $(,)?) => {
+        $(
+            const _: () = assert!(
+                std::mem::offset_of!($ours, $field) == std::mem::offset_of!($c, $field)
+                    && width(|s: &$ours| &s.$field) == width(|s: &$c| &s.$field),
+                concat!(stringify!($ours), ".", stringify!($field), " is not where bpf/sampler.h has it")
+            );
+        )+
+    };
 }
 
-fn u64_at(bytes: &[u8], offset: usize) -> u64 {
-    u64::from_ne_bytes(bytes[offset..offset + 8].try_into().expect("8 bytes"))
+/// `struct jp_sample` up to its frames.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Pod, Zeroable)]
+struct SampleHeader {
+    pid: u32,
+    tid: u32,
+    cpu: u32,
+    flags: u32,
+    time_ns: u64,
+    ip: u64,
+    sp: u64,
+    bp: u64,
+    stack_end: u64,
+    nframes: u16,
+    stop: u8,
+    pad: [u8; 5],
 }
+same_layout!(
+    SampleHeader,
+    c::jp_sample,
+    pid,
+    tid,
+    cpu,
+    flags,
+    time_ns,
+    ip,
+    sp,
+    bp,
+    stack_end,
+    nframes,
+    stop,
+    pad
+);
+const _: () = assert!(HEADER_LEN == std::mem::offset_of!(c::jp_sample, frames));
+const _: () = assert!(MAX_FRAMES * FRAME_LEN == width(|s: &c::jp_sample| &s.frames));
+
+/// `struct jp_frame`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Pod, Zeroable)]
+struct Frame {
+    pc: u64,
+    id: u64,
+    cookie: u32,
+    kind: u8,
+    flags: u8,
+    pad: u16,
+}
+same_layout!(Frame, c::jp_frame, size, pc, id, cookie, kind, flags, pad);
 
 impl StackFrame {
     /// One `struct jp_frame`; `None` for a kind this version does not know.
-    fn parse(bytes: &[u8]) -> Option<StackFrame> {
-        let id = u64_at(bytes, 8);
-        let kind = match bytes[20] {
-            0 => FrameKind::Native { method_slot: id },
-            1 => FrameKind::Interpreted { method: id },
-            2 => FrameKind::Compiled {
-                nmethod: id,
-                compile_id: u32_at(bytes, 16),
+    fn from_wire(frame: &Frame) -> Option<StackFrame> {
+        let kind = match frame.kind {
+            0 => FrameKind::Native {
+                method_slot: frame.id,
             },
-            3 => FrameKind::Stub { blob: id },
+            1 => FrameKind::Interpreted { method: frame.id },
+            2 => FrameKind::Compiled {
+                nmethod: frame.id,
+                compile_id: frame.cookie,
+            },
+            3 => FrameKind::Stub { blob: frame.id },
             _ => return None,
         };
-        let flags = bytes[21];
         Some(StackFrame {
-            pc: u64_at(bytes, 0),
+            pc: frame.pc,
             kind,
-            caller: flags & FRAME_CALLER != 0,
-            deoptimized: flags & FRAME_DEOPT != 0,
+            caller: frame.flags & FRAME_CALLER != 0,
+            deoptimized: frame.flags & FRAME_DEOPT != 0,
         })
     }
 }
@@ -188,36 +260,201 @@ impl Sample {
     /// [`MAX_FRAMES`] frames, is shorter than the frames it claims, or holds a frame of an
     /// unknown kind.
     pub fn parse(bytes: &[u8]) -> Option<Sample> {
-        if bytes.len() < HEADER_LEN {
+        let header: SampleHeader = bytemuck::pod_read_unaligned(bytes.get(..HEADER_LEN)?);
+        let nframes = usize::from(header.nframes);
+        if nframes > MAX_FRAMES {
             return None;
         }
-        let nframes = usize::from(u16_at(bytes, 56));
-        if nframes > MAX_FRAMES || bytes.len() < HEADER_LEN + nframes * FRAME_LEN {
-            return None;
-        }
-        let frames = bytes[HEADER_LEN..HEADER_LEN + nframes * FRAME_LEN]
+        let frames = bytes
+            .get(HEADER_LEN..record_len(nframes))?
             .chunks_exact(FRAME_LEN)
-            .map(StackFrame::parse)
+            .map(|chunk| StackFrame::from_wire(&bytemuck::pod_read_unaligned(chunk)))
             .collect::<Option<Vec<_>>>()?;
-        let flags = u32_at(bytes, 12);
         Some(Sample {
-            pid: u32_at(bytes, 0),
-            tid: u32_at(bytes, 4),
-            cpu: u32_at(bytes, 8),
-            kernel: flags & FLAG_KERNEL != 0,
-            jvm: flags & FLAG_JVM != 0,
-            java_thread: flags & FLAG_JAVA_THREAD != 0,
-            scanned: flags & FLAG_SCANNED != 0,
-            time_ns: u64_at(bytes, 16),
-            ip: u64_at(bytes, 24),
-            sp: u64_at(bytes, 32),
-            bp: u64_at(bytes, 40),
-            stack_end: u64_at(bytes, 48),
-            end: WalkEnd::from_code(bytes[58]),
+            pid: header.pid,
+            tid: header.tid,
+            cpu: header.cpu,
+            kernel: header.flags & FLAG_KERNEL != 0,
+            jvm: header.flags & FLAG_JVM != 0,
+            java_thread: header.flags & FLAG_JAVA_THREAD != 0,
+            scanned: header.flags & FLAG_SCANNED != 0,
+            time_ns: header.time_ns,
+            ip: header.ip,
+            sp: header.sp,
+            bp: header.bp,
+            stack_end: header.stack_end,
+            end: WalkEnd::from_code(header.stop),
             frames,
         })
     }
 }
+
+/// `struct jp_thread`: a thread's on-CPU time (the value of map `threads`, keyed by tid).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Pod, Zeroable)]
+pub(super) struct ThreadRecord {
+    /// Its process.
+    pub pid: u32,
+    /// Not 0 once the thread has exited.
+    pub exited: u32,
+    /// Its `sum_exec_runtime` when it was first seen.
+    pub baseline: u64,
+    /// Its `sum_exec_runtime` at the last update.
+    pub runtime: u64,
+    /// Its name (comm), NUL-padded.
+    pub comm: [u8; 16],
+}
+same_layout!(
+    ThreadRecord,
+    c::jp_thread,
+    size,
+    pid,
+    exited,
+    baseline,
+    runtime,
+    comm
+);
+
+impl ThreadRecord {
+    /// A thread of `pid` that has run `runtime` ns so far (its baseline), named `name` (cut to
+    /// 15 bytes, as the kernel's comm).
+    pub fn new(pid: u32, runtime: u64, name: &str) -> ThreadRecord {
+        let mut comm = [0; 16];
+        let name = &name.as_bytes()[..name.len().min(15)];
+        comm[..name.len()].copy_from_slice(name);
+        ThreadRecord {
+            pid,
+            exited: 0,
+            baseline: runtime,
+            runtime,
+            comm,
+        }
+    }
+
+    /// Reads a map value; `None` if it is too short.
+    pub fn parse(bytes: &[u8]) -> Option<ThreadRecord> {
+        Some(bytemuck::pod_read_unaligned(
+            bytes.get(..std::mem::size_of::<ThreadRecord>())?,
+        ))
+    }
+
+    /// The name, up to its first NUL.
+    pub fn name(&self) -> String {
+        let len = self.comm.iter().position(|&b| b == 0).unwrap_or(16);
+        String::from_utf8_lossy(&self.comm[..len]).into_owned()
+    }
+}
+
+/// `struct jp_field`: where a field of a HotSpot object is, and how to read it.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Pod, Zeroable)]
+pub(super) struct FieldRecord {
+    pub offset: u16,
+    pub size: u8,
+    pub relative: u8,
+}
+same_layout!(FieldRecord, c::jp_field, size, offset, size, relative);
+
+/// `struct jp_code_heap`: one code heap.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Pod, Zeroable)]
+pub(super) struct CodeHeapRecord {
+    pub low: u64,
+    pub high: u64,
+    pub segmap: u64,
+    pub log2_segment: u64,
+}
+same_layout!(
+    CodeHeapRecord,
+    c::jp_code_heap,
+    size,
+    low,
+    high,
+    segmap,
+    log2_segment
+);
+
+/// `struct jp_jvm`: what the walker needs of one JVM (the value of map `jvms`, keyed by tgid).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Pod, Zeroable)]
+pub(super) struct JvmRecord {
+    pub heaps: [CodeHeapRecord; MAX_HEAPS],
+    pub interpreter_begin: u64,
+    pub interpreter_end: u64,
+    pub call_stub_return: u64,
+    pub code_low: u64,
+    pub code_high: u64,
+    pub nheaps: u32,
+    pub heap_block: u16,
+    pub nmethod_size: u16,
+    pub blob_read: u16,
+    pub call_wrapper: i16,
+    pub wrapper_anchor: u16,
+    pub thread_anchor: u16,
+    pub blob_size: FieldRecord,
+    pub header_size: FieldRecord,
+    pub frame_size: FieldRecord,
+    pub frame_complete: FieldRecord,
+    pub code_begin: FieldRecord,
+    pub compile_id: FieldRecord,
+    pub orig_pc: FieldRecord,
+    pub deopt_handler: FieldRecord,
+    pub name: FieldRecord,
+    pub pad: u32,
+}
+same_layout!(
+    JvmRecord,
+    c::jp_jvm,
+    size,
+    heaps,
+    interpreter_begin,
+    interpreter_end,
+    call_stub_return,
+    code_low,
+    code_high,
+    nheaps,
+    heap_block,
+    nmethod_size,
+    blob_read,
+    call_wrapper,
+    wrapper_anchor,
+    thread_anchor,
+    blob_size,
+    header_size,
+    frame_size,
+    frame_complete,
+    code_begin,
+    compile_id,
+    orig_pc,
+    deopt_handler,
+    name,
+    pad,
+);
+
+/// `struct jp_java_thread`: a Java thread of a JVM (the value of map `java_threads`, keyed by
+/// tid).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Pod, Zeroable)]
+pub(super) struct JavaThreadRecord {
+    /// Its process.
+    pub pid: u32,
+    pub pad: u32,
+    /// Its `JavaThread*`.
+    pub thread: u64,
+    /// Its stack, `[stack_low, stack_high)`.
+    pub stack_low: u64,
+    pub stack_high: u64,
+}
+same_layout!(
+    JavaThreadRecord,
+    c::jp_java_thread,
+    size,
+    pid,
+    pad,
+    thread,
+    stack_low,
+    stack_high
+);
 
 #[cfg(test)]
 mod tests {
@@ -298,5 +535,16 @@ mod tests {
         let unknown = vec![frame(1, 2, 3, 9, 0)];
         assert_eq!(Sample::parse(&record(1, 0, &unknown)), None);
         assert!(Sample::parse(&record(3, 0, &frames())).is_some());
+    }
+
+    #[test]
+    fn thread_records_round_trip() {
+        let record = ThreadRecord::new(42, 1_500, "a-very-long-thread-name");
+        let bytes = bytemuck::bytes_of(&record);
+        let read = ThreadRecord::parse(bytes).expect("40 bytes");
+        assert_eq!((read.pid, read.baseline, read.runtime), (42, 1_500, 1_500));
+        assert_eq!(read.name(), "a-very-long-thr");
+        assert_eq!(read.exited, 0);
+        assert!(ThreadRecord::parse(&bytes[..39]).is_none());
     }
 }
