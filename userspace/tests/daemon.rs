@@ -1,6 +1,11 @@
 //! End-to-end tests of `joularcode-bpf daemon` against real JVMs, with the `vm` power source
 //! reading a constant 100 W from a file, scraped by a real Prometheus (Debian's package, from
 //! scripts/setup.sh). They need root (the BPF sampler, cgroups) and fail loudly without it.
+//!
+//! The daemon profiles every JVM of the host, and attaches its agent to each: that is what is
+//! tested, so it is not narrowed for the tests. Nothing else runs beside it in the suite: cargo
+//! runs the test binaries one after another, and these tests one at a time (`SERIAL`). Run by
+//! hand on a machine shared with other JVMs, their daemon attaches to those too.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};

@@ -49,7 +49,7 @@ const MAX_FILE: u64 = 1 << 30;
 pub const MAX_KEPT: usize = 1 << 20;
 /// How long code stays known after it was unloaded: samples are resolved within seconds of being
 /// taken (those of a JVM being opened, within 20 s).
-const KEEP_UNLOADED: Duration = Duration::from_secs(60);
+const KEEP_UNLOADED: Duration = Duration::from_secs(30);
 
 /// Why a code map cannot be read.
 #[derive(Debug, thiserror::Error)]
@@ -204,7 +204,7 @@ impl CodeMap {
     /// /proc root goes with the JVM) is read to its end through the open file; one refused (a
     /// link, a FIFO in its place) is not.
     ///
-    /// Code unloaded more than a minute ago is dropped as the map grows. [`CodeMapError::Full`]
+    /// Code unloaded more than 30 s ago is dropped as the map grows. [`CodeMapError::Full`]
     /// is returned once, when the map holds [`MAX_KEPT`] live pieces of code, method numbers and
     /// names; it stays usable, and later refreshes read nothing.
     pub fn refresh(&mut self) -> Result<u64, CodeMapError> {
