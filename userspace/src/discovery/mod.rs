@@ -84,9 +84,23 @@ struct Seen {
 }
 
 impl Seen {
-    /// Whether its maps must be read again: a JVM stays one (it never unmaps libjvm.so).
-    fn undecided(&self) -> bool {
-        !self.jvm && self.checks < CHECKS_BEFORE_VERDICT
+    /// A process first seen under `identity`: not a JVM until its maps say so.
+    fn new(identity: String) -> Seen {
+        Seen {
+            identity,
+            checks: 0,
+            jvm: false,
+        }
+    }
+
+    /// Whether process `pid` is a JVM, reading its maps again while it is undecided: a JVM stays
+    /// one (it never unmaps libjvm.so).
+    fn is_jvm(&mut self, proc_root: &Path, pid: u32) -> bool {
+        if !self.jvm && self.checks < CHECKS_BEFORE_VERDICT {
+            self.checks += 1;
+            self.jvm = maps_libjvm(proc_root, pid) == Ok(true);
+        }
+        self.jvm
     }
 }
 
@@ -195,14 +209,7 @@ impl Discovery {
             match event {
                 ProcessEvent::Exec(pid) if pid != std::process::id() => {
                     match identity(&self.proc_root, pid) {
-                        Some(identity) => self.seen.insert(
-                            pid,
-                            Seen {
-                                identity,
-                                checks: 0,
-                                jvm: false,
-                            },
-                        ),
+                        Some(identity) => self.seen.insert(pid, Seen::new(identity)),
                         None => self.seen.remove(&pid),
                     };
                 }
@@ -212,17 +219,11 @@ impl Discovery {
                 }
             }
         }
-        let mut jvms = BTreeSet::new();
-        for (&pid, seen) in &mut self.seen {
-            if seen.undecided() {
-                seen.checks += 1;
-                seen.jvm = maps_libjvm(&self.proc_root, pid) == Ok(true);
-            }
-            if seen.jvm {
-                jvms.insert(pid);
-            }
-        }
-        jvms
+        let proc_root = &self.proc_root;
+        self.seen
+            .iter_mut()
+            .filter_map(|(&pid, seen)| seen.is_jvm(proc_root, pid).then_some(pid))
+            .collect()
     }
 
     fn scan_all(&mut self) -> BTreeSet<u32> {
@@ -240,20 +241,14 @@ impl Discovery {
             let Some(identity) = identity(&self.proc_root, pid) else {
                 continue;
             };
-            let fresh = || Seen {
-                identity: identity.clone(),
-                checks: 0,
-                jvm: false,
-            };
-            let seen = self.seen.entry(pid).or_insert_with(fresh);
+            let seen = self
+                .seen
+                .entry(pid)
+                .or_insert_with(|| Seen::new(identity.clone()));
             if seen.identity != identity {
-                *seen = fresh();
+                *seen = Seen::new(identity);
             }
-            if seen.undecided() {
-                seen.checks += 1;
-                seen.jvm = maps_libjvm(&self.proc_root, pid) == Ok(true);
-            }
-            if seen.jvm {
+            if seen.is_jvm(&self.proc_root, pid) {
                 jvms.insert(pid);
             }
         }
