@@ -4,6 +4,9 @@
 #
 #   sudo -E bash bench/daemon.sh [SECONDS]      # default 60 s measured per case, after 10 s
 #
+# JOULAR_BENCH_BIN may name several binaries, separated by spaces (say, a build before a change and
+# one after): each case is then run with each of them in turn, in the same run.
+#
 # Each case starts its JVMs (testkit/java/RecordBusy: 0 busy threads and 4 sleeping ones, or 2
 # busy threads each), then the daemon (vm power source, 100 W), lets it settle for 10 s, and
 # reads its CPU time (/proc/PID/stat, utime + stime) over the next SECONDS and its RSS at the end.
@@ -11,7 +14,7 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../scripts/setup.sh"
 cd "$JOULAR_ROOT"
 seconds=${1:-60}
-bin=${JOULAR_BENCH_BIN:-target/release/joularcode-bpf}
+read -r -a bins <<< "${JOULAR_BENCH_BIN:-target/release/joularcode-bpf}"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$JOULAR_JDK17/bin/javac" --release 17 -d "$work/classes" testkit/java/RecordBusy.java
@@ -21,7 +24,7 @@ ticks=$(getconf CLK_TCK)
 cpu_ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
 
 run_case() {
-    local name=$1 count=$2 busy=$3 pids=()
+    local name=$1 count=$2 busy=$3 bin=$4 pids=()
     for _ in $(seq "$count"); do
         "$JOULAR_JDK17/bin/java" -XX:+PreserveFramePointer -cp "$work/classes" RecordBusy "$busy" \
             $((seconds + 30)) > /dev/null &
@@ -44,5 +47,8 @@ run_case() {
         'BEGIN { printf "%-14s CPU %.2f%% of a core, RSS %.1f MiB\n", n, 100 * t / hz / s, rss / 1024 }'
 }
 
-run_case "20 idle JVMs" 20 0
-run_case "2 busy JVMs" 2 2
+for bin in "${bins[@]}"; do
+    echo "== $bin"
+    run_case "20 idle JVMs" 20 0 "$bin"
+    run_case "2 busy JVMs" 2 2 "$bin"
+done

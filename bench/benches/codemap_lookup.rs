@@ -15,7 +15,7 @@ const BASE: u64 = 0x7f00_0000_0000;
 const SLOT: u64 = 0x600;
 
 fn crafted_map() -> CodeMap {
-    let mut text = String::from("joularcode-code-map 1 monotonic 1\n");
+    let mut text = String::from("joularcode-code-map 2 monotonic 1\n");
     for id in 0..METHODS {
         writeln!(text, "M {id} demo.pkg.Class{}.method{id}", id % 500).unwrap();
     }

@@ -4,18 +4,26 @@
 //! they do no I/O and take the shared lock only to append.
 
 use std::cell::Cell;
+use std::collections::HashMap;
 use std::ffi::{c_char, c_void, CStr};
 
+use joularcode_core::code_map as records;
 use joularcode_core::power::clock::monotonic_ns;
 
 use crate::format;
 use crate::jvmti::{CmlrHeader, CmlrInlineRecord, Env, Jint, JmethodId, CMLR_INLINE_INFO};
-use crate::output::Sink;
+use crate::output::{Pending, Sink};
 
 /// Most pc descriptors and inlining depth read from one event: bounds on what the JVM hands over.
 const MAX_PCS: usize = 1 << 20;
 const MAX_DEPTH: usize = 1024;
 const MAX_RECORDS: usize = 64;
+/// Method numbers given at most before they are all forgotten (`F` record): the agent's memory,
+/// and its readers', stays bounded however many classes the JVM loads and unloads.
+const FORGET_AT: usize = 1 << 14;
+/// How many times one event asks for the names it lacks (it lacks them again only when another
+/// event made the agent forget its numbers meanwhile).
+const NAMING_TRIES: usize = 3;
 
 thread_local! {
     /// Set while this thread runs GenerateEvents: its load events describe code that existed
@@ -99,45 +107,79 @@ pub unsafe fn compiled_method_load(
         .collect();
     wanted.sort_unstable();
     wanted.dedup();
-    let unknown: Vec<JmethodId> = sink.with(|p| {
-        wanted
-            .into_iter()
-            .filter(|m| !p.methods.contains_key(&(*m as usize)))
-            .collect()
-    });
-    let named: Vec<(JmethodId, String)> = unknown
-        .into_iter()
-        .map(|m| (m, method_name(env, m)))
-        .collect();
     let replayed = REPLAYING.with(Cell::get);
-    sink.with(|p| {
-        for (m, name) in &named {
-            if !p.methods.contains_key(&(*m as usize)) {
-                let id = p.names.len() as u32;
-                p.methods.insert(*m as usize, id);
-                format::method(&mut p.map, id, name);
-                p.names.push(name.as_str().into());
+    // Names are asked of JVMTI outside the lock. Another event may make the agent forget its
+    // method numbers in between: then the names it needs are asked again.
+    let mut named: HashMap<JmethodId, String> = HashMap::new();
+    for _ in 0..NAMING_TRIES {
+        let unknown: Vec<JmethodId> = sink.with(|p| {
+            if p.names.len() >= FORGET_AT {
+                p.forget(time);
             }
+            missing(p, &wanted, &named)
+        });
+        for m in unknown {
+            named.insert(m, method_name(env, m));
         }
-        let id = |m: &JmethodId| p.methods.get(&(*m as usize)).copied().unwrap_or(0);
-        let root = id(&method);
-        let chains = pcs
-            .iter()
-            .map(|(offset, chain)| (*offset, chain.iter().map(id).collect::<Vec<u32>>()));
-        let ranges = format::inline_ranges(size, root, chains);
-        format::compiled_load(&mut p.map, replayed, time, start, size, root, &ranges);
-        if p.perf_map {
-            if let Some(name) = p.names.get(root as usize) {
-                format::perf_line(&mut p.perf, start, size, name);
+        let written = sink.with(|p| {
+            if !missing(p, &wanted, &named).is_empty() {
+                return false;
             }
+            for m in &wanted {
+                if let Some(name) = named.get(m) {
+                    p.number(*m, name);
+                }
+            }
+            write_load(p, replayed, time, start, size, method, &pcs);
+            true
+        });
+        if written {
+            return;
         }
-    });
+    }
+}
+
+/// The methods of `wanted` that have no number and no name in `named`.
+fn missing(
+    p: &Pending,
+    wanted: &[JmethodId],
+    named: &HashMap<JmethodId, String>,
+) -> Vec<JmethodId> {
+    wanted
+        .iter()
+        .filter(|m| !p.methods.contains_key(&(**m as usize)) && !named.contains_key(m))
+        .copied()
+        .collect()
+}
+
+/// The `L`/`R` line of compiled code whose methods all have numbers, and its perf line.
+fn write_load(
+    p: &mut Pending,
+    replayed: bool,
+    time: u64,
+    start: u64,
+    size: u32,
+    method: JmethodId,
+    pcs: &[(u32, Vec<JmethodId>)],
+) {
+    let id = |m: &JmethodId| p.methods.get(&(*m as usize)).copied().unwrap_or(0);
+    let root = id(&method);
+    let chains = pcs
+        .iter()
+        .map(|(offset, chain)| (*offset, chain.iter().map(id).collect::<Vec<u32>>()));
+    let ranges = format::inline_ranges(size, root, chains);
+    records::compiled_load(&mut p.map, replayed, time, start, size, root, &ranges);
+    if p.perf_map {
+        if let Some(name) = p.names.get(root as usize) {
+            format::perf_line(&mut p.perf, start, size, name);
+        }
+    }
 }
 
 /// CompiledMethodUnload: writes a `U` line.
 pub fn compiled_method_unload(sink: &Sink, code_addr: *const c_void) {
     let time = monotonic_ns();
-    sink.with(|p| format::compiled_unload(&mut p.map, time, code_addr as u64));
+    sink.with(|p| records::compiled_unload(&mut p.map, time, code_addr as u64));
 }
 
 /// DynamicCodeGenerated: writes an `S` line and a perf line, once per piece of code.
@@ -162,7 +204,7 @@ pub unsafe fn dynamic_code_generated(
     let start = address as u64;
     sink.with(|p| {
         if p.stubs.insert((start, size)) {
-            format::stub(&mut p.map, time, start, size, &name);
+            records::stub(&mut p.map, time, start, size, &name);
             if p.perf_map {
                 format::perf_line(&mut p.perf, start, size, &name);
             }

@@ -1,44 +1,11 @@
-//! The lines of the code map (docs/code-map.md) and of the perf map, as bytes.
+//! What the agent adds to the code map's format (joularcode_core::code_map): JVMTI's pc
+//! descriptors turned into inline ranges, and the lines of the perf map.
 //!
 //! Everything here appends to a caller's buffer: the callbacks build their lines without I/O.
 
 use std::io::Write;
 
-/// First line of every code map: format name, version, clock, the JVM's pid as it sees itself.
-pub fn header(out: &mut Vec<u8>, pid: u32) {
-    let _ = writeln!(out, "joularcode-code-map 1 monotonic {pid}");
-}
-
-/// Appends `name` with `%`, spaces, control characters, `,` and `;` written as `%XX`, so that a
-/// name is one field of a line.
-pub fn escape(out: &mut Vec<u8>, name: &str) {
-    for &byte in name.as_bytes() {
-        if byte <= b' ' || byte == 0x7f || byte == b'%' || byte == b',' || byte == b';' {
-            let _ = write!(out, "%{byte:02X}");
-        } else {
-            out.push(byte);
-        }
-    }
-}
-
-/// `M <id> <name>`: a method name (Joular's `package.Class.method`) and its number.
-pub fn method(out: &mut Vec<u8>, id: u32, name: &str) {
-    let _ = write!(out, "M {id} ");
-    escape(out, name);
-    out.push(b'\n');
-}
-
-/// Code offsets `[from, to)` of a compiled method where the methods in `chain` (numbers of `M`
-/// lines, outermost first, the compiled method itself first) are executing.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InlineRange {
-    /// First offset.
-    pub from: u32,
-    /// Offset after the last.
-    pub to: u32,
-    /// Method numbers, outermost first.
-    pub chain: Vec<u32>,
-}
+use joularcode_core::code_map::InlineRange;
 
 /// Turns JVMTI's pc descriptors into inline ranges.
 ///
@@ -68,41 +35,6 @@ pub fn inline_ranges(
     ranges
 }
 
-/// `L|R <time> <start> <size> <root> [<from>-<to>:<id>,<id>...]...`: compiled code loaded
-/// (`L`), or already there when the agent attached (`R`, replayed by GenerateEvents).
-pub fn compiled_load(
-    out: &mut Vec<u8>,
-    replayed: bool,
-    time_ns: u64,
-    start: u64,
-    size: u32,
-    root: u32,
-    ranges: &[InlineRange],
-) {
-    let kind = if replayed { 'R' } else { 'L' };
-    let _ = write!(out, "{kind} {time_ns} {start:x} {size:x} {root}");
-    for range in ranges {
-        let _ = write!(out, " {:x}-{:x}:", range.from, range.to);
-        for (i, id) in range.chain.iter().enumerate() {
-            let sep = if i == 0 { "" } else { "," };
-            let _ = write!(out, "{sep}{id}");
-        }
-    }
-    out.push(b'\n');
-}
-
-/// `U <time> <start>`: the compiled code at `start` was unloaded.
-pub fn compiled_unload(out: &mut Vec<u8>, time_ns: u64, start: u64) {
-    let _ = writeln!(out, "U {time_ns} {start:x}");
-}
-
-/// `S <time> <start> <size> <name>`: code the JVM generated (interpreter, stubs, adapters).
-pub fn stub(out: &mut Vec<u8>, time_ns: u64, start: u64, size: u32, name: &str) {
-    let _ = write!(out, "S {time_ns} {start:x} {size:x} ");
-    escape(out, name);
-    out.push(b'\n');
-}
-
 /// A perf map line: `START SIZE name`, hex without `0x`. The format has no escapes: control
 /// characters of the name (a line end would start a forged line) are written as spaces.
 pub fn perf_line(out: &mut Vec<u8>, start: u64, size: u32, name: &str) {
@@ -117,33 +49,13 @@ pub fn perf_line(out: &mut Vec<u8>, start: u64, size: u32, name: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use joularcode_core::code_map::compiled_load;
 
     #[test]
-    fn names_are_one_field() {
-        let mut out = Vec::new();
-        method(&mut out, 7, "a.B$$Lambda/0x1.run odd;name,100%");
-        assert_eq!(
-            String::from_utf8(out).unwrap(),
-            "M 7 a.B$$Lambda/0x1.run%20odd%3Bname%2C100%25\n"
-        );
-    }
-
-    #[test]
-    fn a_name_from_the_jvm_never_breaks_a_line() {
+    fn a_name_from_the_jvm_never_breaks_a_perf_line() {
         // Class names come from an untrusted JVM's Symbols: any character but '/' and ';'
         // in its own format, so line ends, CR, NUL, DEL, quotes and backslashes.
         let crafted = "Crafted\"quote\\back\nline\r\0\u{7f}x\u{2028}é.run\nM 9 forged";
-        let mut map = Vec::new();
-        method(&mut map, 3, crafted);
-        stub(&mut map, 5, 0x7f00, 0x10, crafted);
-        let text = String::from_utf8(map).unwrap();
-        let lines: Vec<&str> = text.split_terminator('\n').collect();
-        assert_eq!(lines.len(), 2, "{text:?}");
-        assert!(lines[0].starts_with("M 3 Crafted\"quote\\back%0Aline%0D%00%7Fx"));
-        assert!(lines[1].starts_with("S 5 7f00 10 Crafted"));
-        assert!(!text.bytes().any(|b| b < b' ' && b != b'\n'));
-        // The name is one field: nothing after it on the line.
-        assert_eq!(lines[0].split(' ').count(), 3);
         let mut perf = Vec::new();
         perf_line(&mut perf, 0x7f00, 0x10, crafted);
         let perf = String::from_utf8(perf).unwrap();

@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::format;
+use joularcode_core::code_map as records;
+
+use crate::jvmti::JmethodId;
 use crate::options::Options;
 
 /// How often the background thread writes what the callbacks appended.
@@ -34,6 +36,26 @@ pub struct Pending {
     pub names: Vec<Box<str>>,
     /// Generated code already written (start, size): GenerateEvents repeats it.
     pub stubs: HashSet<(u64, u32)>,
+}
+
+impl Pending {
+    /// Gives method `method` named `name` the next number, and writes its `M` line.
+    pub fn number(&mut self, method: JmethodId, name: &str) {
+        if self.methods.contains_key(&(method as usize)) {
+            return;
+        }
+        let id = self.names.len() as u32;
+        self.methods.insert(method as usize, id);
+        records::method(&mut self.map, id, name);
+        self.names.push(name.into());
+    }
+
+    /// Forgets every method number, and writes the `F` line that says so.
+    pub fn forget(&mut self, time_ns: u64) {
+        records::forget(&mut self.map, time_ns);
+        self.methods.clear();
+        self.names.clear();
+    }
 }
 
 struct Files {
@@ -139,7 +161,7 @@ impl Sink {
             perf_map: perf.is_some(),
             ..Pending::default()
         };
-        format::header(&mut pending.map, pid);
+        records::header(&mut pending.map, pid);
         Ok(Some(Sink {
             pending: Mutex::new(pending),
             files: Mutex::new(Files {
@@ -212,16 +234,16 @@ mod tests {
             "second copy stays quiet"
         );
         sink.with(|p| {
-            format::compiled_unload(&mut p.map, 7, 0x1000);
-            format::perf_line(&mut p.perf, 0x1000, 0x10, "a.B.c");
+            records::compiled_unload(&mut p.map, 7, 0x1000);
+            crate::format::perf_line(&mut p.perf, 0x1000, 0x10, "a.B.c");
         });
         assert_eq!(sink.flush(), None);
-        sink.with(|p| format::compiled_unload(&mut p.map, 8, 0x2000));
+        sink.with(|p| records::compiled_unload(&mut p.map, 8, 0x2000));
         assert_eq!(sink.flush(), None);
         let map = std::fs::read_to_string(dir.join("joularcode-42.map")).unwrap();
         assert_eq!(
             map,
-            "joularcode-code-map 1 monotonic 42\nU 7 1000\nU 8 2000\n"
+            "joularcode-code-map 2 monotonic 42\nU 7 1000\nU 8 2000\n"
         );
         let perf = std::fs::read_to_string(dir.join("perf-42.map")).unwrap();
         assert_eq!(perf, "1000 10 a.B.c\n");

@@ -7,9 +7,9 @@ use joularcode_bpf::discovery::parse_stat;
 use joularcode_bpf::hotspot::maps::parse_maps;
 use joularcode_bpf::jit::codemap::CodeMap;
 use joularcode_bpf::jit::perfmap::PerfMap;
+use joularcode_core::code_map as format;
 use joularcode_core::log::quote;
 use joularcode_core::names::main_class as main_class_of;
-use jvm_symbolizer_agent::format;
 use jvm_symbolizer_agent::options::Options;
 
 /// The agent's code map (docs/code-map.md), fed in two parts cut where the first byte says, as

@@ -1,6 +1,11 @@
 //! End-to-end tests of `joularcode-bpf daemon` against real JVMs, with the `vm` power source
 //! reading a constant 100 W from a file, scraped by a real Prometheus (Debian's package, from
 //! scripts/setup.sh). They need root (the BPF sampler, cgroups) and fail loudly without it.
+//!
+//! The daemon profiles every JVM of the host, and attaches its agent to each: that is what is
+//! tested, so it is not narrowed for the tests. Nothing else runs beside it in the suite: cargo
+//! runs the test binaries one after another, and these tests one at a time (`SERIAL`). Run by
+//! hand on a machine shared with other JVMs, their daemon attaches to those too.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -639,5 +644,46 @@ fn churn_for_ten_minutes_keeps_memory_bounded_and_misses_no_jvm() {
     assert!(
         high <= first * 1.1 && low >= first * 0.9,
         "RSS {first} at 60 s, then {low} to {high}"
+    );
+}
+
+/// The kernel's process events that discovery follows between its scans of /proc: a program
+/// exec'd in its own PID and mount namespaces is named by its host pid, and so is its end.
+#[test]
+fn the_kernel_names_each_exec_and_end_by_host_pid_across_namespaces() {
+    use joularcode_bpf::discovery::events::{ProcessEvent, ProcessEvents};
+    let _serial = serial();
+    let mut events = ProcessEvents::start().expect("the process tracepoints load");
+    let mut child = Command::new("unshare")
+        .args(["--pid", "--mount", "--fork", "--mount-proc", "sleep", "0.2"])
+        .spawn()
+        .expect("unshare");
+    let unshare = child.id();
+    child.wait().expect("unshare ends");
+    let taken = events.take();
+    assert!(!taken.lost);
+    let position = |event: ProcessEvent| taken.events.iter().position(|e| *e == event);
+    let exec = position(ProcessEvent::Exec(unshare));
+    let exit = position(ProcessEvent::Exit(unshare));
+    assert!(
+        exec.is_some() && exit > exec,
+        "no exec then exit of {unshare}: {:?}",
+        taken.events
+    );
+    // The sleep forked in the new namespaces (pid 1 there) exec'd and ended too, under its host
+    // pid: another pid than 1 and than unshare's.
+    let inner: Vec<u32> = taken
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            ProcessEvent::Exec(pid) if *pid != unshare && *pid != 1 => Some(*pid),
+            _ => None,
+        })
+        .filter(|pid| taken.events.contains(&ProcessEvent::Exit(*pid)))
+        .collect();
+    assert!(!inner.is_empty(), "{:?}", taken.events);
+    assert!(
+        !events.take().events.contains(&ProcessEvent::Exec(unshare)),
+        "each event is taken once"
     );
 }

@@ -23,7 +23,7 @@ proptest! {
     fn a_code_map_with_random_records_passes(lines in proptest::collection::vec(
         "(M|L|R|U|S) [0-9a-f ]{0,30}(%[0-9A-F]{2}|[a-z.:,-]){0,12}", 0..40,
     )) {
-        let mut text = b"\x80joularcode-code-map 1 monotonic 42\n".to_vec();
+        let mut text = b"\x80joularcode-code-map 2 monotonic 42\n".to_vec();
         for line in lines {
             text.extend_from_slice(line.as_bytes());
             text.push(b'\n');

@@ -229,7 +229,7 @@ fn a_fifo_for_a_code_map_hangs_nothing() {
 fn huge_code_map(path: &Path, pid: u32, methods: u64) {
     use std::io::Write;
     let mut out = std::io::BufWriter::new(std::fs::File::create(path).expect("the huge map"));
-    writeln!(out, "joularcode-code-map 1 monotonic {pid}").expect("written");
+    writeln!(out, "joularcode-code-map 2 monotonic {pid}").expect("written");
     for i in 0..methods {
         writeln!(
             out,

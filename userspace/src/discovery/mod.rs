@@ -1,16 +1,25 @@
 //! Finding the JVMs to profile: one given process, or every process of the host that maps
 //! `libjvm.so`, kept current by [`Discovery::rescan`] (call it on a timer: about once a second is
-//! enough, and a rescan costs one small read per process, plus its maps while it is new).
+//! enough).
+//!
+//! For the whole host, /proc is scanned at start (one small read per process, plus its maps while
+//! it is new); from then on the kernel tells which processes exec'd a program or ended
+//! ([`events`]), and only those are read: a process becomes a JVM by an exec (or by loading
+//! libjvm.so soon after one), and a pid reused by a new program comes with its exec. /proc is
+//! scanned again if events were lost, and once every [`FULL_SCAN_EVERY`] whatever happens.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
 use std::fs::{self, File};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 mod access;
+pub mod events;
 mod launched;
+
+use events::{ProcessEvent, ProcessEvents};
 
 pub use launched::Launched;
 
@@ -36,6 +45,8 @@ pub enum DiscoveryError {
     NotJvm(u32),
     /// Its maps could not be read (the message says why).
     Unreadable(String),
+    /// The kernel's process events cannot be followed (the message says why).
+    Events(String),
 }
 
 impl fmt::Display for DiscoveryError {
@@ -45,7 +56,7 @@ impl fmt::Display for DiscoveryError {
             DiscoveryError::NotJvm(pid) => {
                 write!(f, "process {pid} is not a JVM (it does not map libjvm.so)")
             }
-            DiscoveryError::Unreadable(msg) => f.write_str(msg),
+            DiscoveryError::Unreadable(msg) | DiscoveryError::Events(msg) => f.write_str(msg),
         }
     }
 }
@@ -66,6 +77,10 @@ pub struct Changes {
 /// machine can delay that by seconds (10 scans are 5 s at the session's 500 ms).
 const CHECKS_BEFORE_VERDICT: u32 = 10;
 
+/// How often the whole of /proc is scanned while the kernel's process events are followed: a
+/// safety net, at a small fraction of the cost of scanning at every pass.
+pub const FULL_SCAN_EVERY: Duration = Duration::from_secs(60);
+
 /// What a process is known to be, under which identity (a reused pid or an exec resets it).
 struct Seen {
     identity: String,
@@ -74,9 +89,23 @@ struct Seen {
 }
 
 impl Seen {
-    /// Whether its maps must be read again: a JVM stays one (it never unmaps libjvm.so).
-    fn undecided(&self) -> bool {
-        !self.jvm && self.checks < CHECKS_BEFORE_VERDICT
+    /// A process first seen under `identity`: not a JVM until its maps say so.
+    fn new(identity: String) -> Seen {
+        Seen {
+            identity,
+            checks: 0,
+            jvm: false,
+        }
+    }
+
+    /// Whether process `pid` is a JVM, reading its maps again while it is undecided: a JVM stays
+    /// one (it never unmaps libjvm.so).
+    fn is_jvm(&mut self, proc_root: &Path, pid: u32) -> bool {
+        if !self.jvm && self.checks < CHECKS_BEFORE_VERDICT {
+            self.checks += 1;
+            self.jvm = maps_libjvm(proc_root, pid) == Ok(true);
+        }
+        self.jvm
     }
 }
 
@@ -86,16 +115,24 @@ pub struct Discovery {
     target: Scope,
     jvms: BTreeSet<u32>,
     seen: HashMap<u32, Seen>,
+    events: Option<ProcessEvents>,
+    scanned_at: Option<Instant>,
 }
 
 impl Discovery {
     /// Discovery on the real /proc. For [`Scope::Pid`], fails with a clear message unless the
-    /// process exists and maps libjvm.so.
+    /// process exists and maps libjvm.so; for [`Scope::All`], unless the kernel's process
+    /// events can be followed (the same privileges as the sampler).
     pub fn new(target: Scope) -> Result<Discovery, DiscoveryError> {
-        Discovery::with_proc_root("/proc", target)
+        let mut discovery = Discovery::with_proc_root("/proc", target)?;
+        if target == Scope::All {
+            discovery.events = Some(ProcessEvents::start().map_err(DiscoveryError::Events)?);
+        }
+        Ok(discovery)
     }
 
-    /// Discovery on a /proc tree mounted (or faked) elsewhere.
+    /// Discovery on a /proc tree mounted (or faked) elsewhere, which is scanned whole at every
+    /// pass (the kernel's events name the real /proc's processes).
     pub fn with_proc_root(
         proc_root: impl Into<PathBuf>,
         target: Scope,
@@ -105,6 +142,8 @@ impl Discovery {
             target,
             jvms: BTreeSet::new(),
             seen: HashMap::new(),
+            events: None,
+            scanned_at: None,
         };
         if let Scope::Pid(pid) = target {
             check_jvm(&discovery.proc_root, pid)?;
@@ -124,7 +163,7 @@ impl Discovery {
                 Ok(()) => BTreeSet::from([pid]),
                 Err(_) => BTreeSet::new(),
             },
-            Scope::All => self.scan_all(),
+            Scope::All => self.follow_all(),
         };
         let changes = Changes {
             started: now.difference(&self.jvms).copied().collect(),
@@ -134,7 +173,45 @@ impl Discovery {
         changes
     }
 
+    /// The JVMs of the host now: from the processes that exec'd or ended since the last pass,
+    /// or from a scan of /proc when there are no events to follow, events were lost, or the last
+    /// scan is [`FULL_SCAN_EVERY`] old.
+    fn follow_all(&mut self) -> BTreeSet<u32> {
+        let taken = self.events.as_mut().map(ProcessEvents::take);
+        let scan_due = self
+            .scanned_at
+            .is_none_or(|at| at.elapsed() >= FULL_SCAN_EVERY);
+        match taken {
+            Some(taken) if !taken.lost && !scan_due => self.follow(taken.events),
+            _ => self.scan_all(),
+        }
+    }
+
+    /// Applies the process events, then reads the maps of the processes not decided yet.
+    fn follow(&mut self, events: Vec<ProcessEvent>) -> BTreeSet<u32> {
+        for event in events {
+            match event {
+                ProcessEvent::Exec(pid) if pid != std::process::id() => {
+                    match identity(&self.proc_root, pid) {
+                        Some(identity) => self.seen.insert(pid, Seen::new(identity)),
+                        None => self.seen.remove(&pid),
+                    };
+                }
+                ProcessEvent::Exec(_) => {}
+                ProcessEvent::Exit(pid) => {
+                    self.seen.remove(&pid);
+                }
+            }
+        }
+        let proc_root = &self.proc_root;
+        self.seen
+            .iter_mut()
+            .filter_map(|(&pid, seen)| seen.is_jvm(proc_root, pid).then_some(pid))
+            .collect()
+    }
+
     fn scan_all(&mut self) -> BTreeSet<u32> {
+        self.scanned_at = Some(Instant::now());
         let Ok(entries) = fs::read_dir(&self.proc_root) else {
             return BTreeSet::new();
         };
@@ -148,20 +225,14 @@ impl Discovery {
             let Some(identity) = identity(&self.proc_root, pid) else {
                 continue;
             };
-            let fresh = || Seen {
-                identity: identity.clone(),
-                checks: 0,
-                jvm: false,
-            };
-            let seen = self.seen.entry(pid).or_insert_with(fresh);
+            let seen = self
+                .seen
+                .entry(pid)
+                .or_insert_with(|| Seen::new(identity.clone()));
             if seen.identity != identity {
-                *seen = fresh();
+                *seen = Seen::new(identity);
             }
-            if seen.undecided() {
-                seen.checks += 1;
-                seen.jvm = maps_libjvm(&self.proc_root, pid) == Ok(true);
-            }
-            if seen.jvm {
+            if seen.is_jvm(&self.proc_root, pid) {
                 jvms.insert(pid);
             }
         }
@@ -367,5 +438,43 @@ mod tests {
         // ...until it execs another program (its name changes) or the pid is reused.
         proc.process(20, "java", 7, JVM_MAPS);
         assert_eq!(discovery.rescan().started, vec![20]);
+    }
+
+    #[test]
+    fn between_scans_only_the_processes_the_kernel_names_are_read() {
+        let proc = FakeProc::new("events");
+        proc.process(10, "java", 5, JVM_MAPS);
+        proc.process(11, "bash", 5, OTHER_MAPS);
+        let mut discovery = Discovery::with_proc_root(&proc.0, Scope::All).expect("discovery");
+        assert_eq!(discovery.rescan().started, vec![10]);
+        // A JVM the kernel says nothing of is not looked for...
+        proc.process(12, "java", 9, JVM_MAPS);
+        assert_eq!(discovery.follow(vec![]), BTreeSet::from([10]));
+        // ...one that exec'd is; one that ended is gone, even before /proc forgets it.
+        assert_eq!(
+            discovery.follow(vec![ProcessEvent::Exec(12), ProcessEvent::Exit(10)]),
+            BTreeSet::from([12])
+        );
+        // A shell that execs java keeps its pid; a pid reused by a new program comes with its
+        // exec, after the old one's exit.
+        proc.process(11, "java", 5, JVM_MAPS);
+        proc.end(12);
+        proc.process(12, "bash", 20, OTHER_MAPS);
+        assert_eq!(
+            discovery.follow(vec![
+                ProcessEvent::Exec(11),
+                ProcessEvent::Exit(12),
+                ProcessEvent::Exec(12)
+            ]),
+            BTreeSet::from([11])
+        );
+        // A process that execs and loads libjvm.so a little later is read again until then.
+        proc.process(13, "launcher", 30, OTHER_MAPS);
+        assert_eq!(
+            discovery.follow(vec![ProcessEvent::Exec(13)]),
+            BTreeSet::from([11])
+        );
+        proc.process(13, "launcher", 30, JVM_MAPS);
+        assert_eq!(discovery.follow(vec![]), BTreeSet::from([11, 13]));
     }
 }

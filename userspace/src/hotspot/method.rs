@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use joularcode_core::names::binary_class_name;
+use joularcode_core::power::clock::monotonic_ns;
 
 use super::memory::{array_at, word, Memory};
 use super::vmstructs::VmStructs;
@@ -30,6 +31,38 @@ const VTABLE_ADDRESS_POINT: u64 = 16;
 /// Entries kept in the name cache before it is cleared.
 const CACHE_LIMIT: usize = 100_000;
 
+/// How long a name no lookup asked for stays cached: the methods of classes unloaded since (a JVM
+/// that loads ever-new ones) leave the cache within that time.
+const CACHE_KEEP_NS: u64 = 30_000_000_000;
+
+/// Cached names, keyed by Method*, ConstMethod* and the two Symbols, each with when it was last
+/// asked for.
+#[derive(Debug, Default)]
+struct NameCache {
+    names: HashMap<(u64, u64, u64, u64), (JavaMethod, u64)>,
+    swept_ns: u64,
+}
+
+impl NameCache {
+    fn get(&mut self, key: &(u64, u64, u64, u64), now_ns: u64) -> Option<JavaMethod> {
+        let (name, used) = self.names.get_mut(key)?;
+        *used = now_ns;
+        Some(name.clone())
+    }
+
+    fn put(&mut self, key: (u64, u64, u64, u64), name: JavaMethod, now_ns: u64) {
+        if now_ns >= self.swept_ns.saturating_add(CACHE_KEEP_NS / 3) {
+            self.swept_ns = now_ns;
+            let cutoff = now_ns.saturating_sub(CACHE_KEEP_NS);
+            self.names.retain(|_, (_, used)| *used >= cutoff);
+        }
+        if self.names.len() >= CACHE_LIMIT {
+            self.names.clear();
+        }
+        self.names.insert(key, (name, now_ns));
+    }
+}
+
 /// Offsets and addresses needed to name methods.
 #[derive(Debug)]
 pub struct MethodReader {
@@ -46,7 +79,7 @@ pub struct MethodReader {
     klass_name: u64,
     symbol_length: u64,
     symbol_body: u64,
-    cache: Mutex<HashMap<(u64, u64, u64, u64), JavaMethod>>,
+    cache: Mutex<NameCache>,
 }
 
 impl MethodReader {
@@ -72,7 +105,7 @@ impl MethodReader {
             symbol_length: vm.offset(&["Symbol"], "_length", 2)?,
             // The body is a flexible array: only its start must lie within sizeof(Symbol).
             symbol_body: vm.offset(&["Symbol"], "_body", 1)?,
-            cache: Mutex::new(HashMap::new()),
+            cache: Mutex::default(),
         })
     }
 
@@ -102,18 +135,15 @@ impl MethodReader {
         // Method and ConstMethod can take the very same addresses (seen with two classes of the
         // same shape loaded in turn), but not the names of a class that is still loaded.
         let key = (method, const_method, class_symbol, name_symbol);
-        if let Some(found) = self.cache.lock().ok()?.get(&key) {
-            return Some(found.clone());
+        let now_ns = monotonic_ns();
+        if let Some(found) = self.cache.lock().ok()?.get(&key, now_ns) {
+            return Some(found);
         }
         let found = JavaMethod {
             class: binary_class_name(&self.symbol(mem, class_symbol)?),
             name: self.symbol(mem, name_symbol)?,
         };
-        let mut cache = self.cache.lock().ok()?;
-        if cache.len() >= CACHE_LIMIT {
-            cache.clear();
-        }
-        cache.insert(key, found.clone());
+        self.cache.lock().ok()?.put(key, found.clone(), now_ns);
         Some(found)
     }
 
@@ -177,7 +207,7 @@ mod tests {
             klass_name: 24,
             symbol_length: 4,
             symbol_body: 6,
-            cache: Mutex::new(HashMap::new()),
+            cache: Mutex::default(),
         }
     }
 

@@ -15,7 +15,7 @@ const MAX_METHODS: usize = 100_000;
 #[derive(Debug, Default)]
 pub(super) struct MethodRead {
     /// When it was read ([`monotonic_ns`], the samples' clock).
-    at_ns: u64,
+    pub(super) at_ns: u64,
     /// Whether it was a readable Method then.
     readable: bool,
     /// Its name when it was last readable: what the samples that arrive after the JVM ended get.

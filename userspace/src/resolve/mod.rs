@@ -46,6 +46,9 @@ use interpreted::MethodRead;
 use native::NativeNames;
 use stack::Stack;
 
+/// How long a Method* read or a code map check that no sample needs is remembered.
+const KEEP_NS: u64 = 30_000_000_000;
+
 /// Pseudo-frame of an application thread's sample whose frames were all native code (JNI, the
 /// JVM's own code called outside any Java method, a thread that has not entered Java yet).
 pub const NATIVE: &str = "[native]";
@@ -129,6 +132,8 @@ pub struct Resolver {
     verified: HashMap<(u64, u64), (u64, bool)>,
     /// What each Method* was when last read from the target (see [`MethodRead`]).
     methods: HashMap<u64, MethodRead>,
+    /// When `verified` and `methods` were last rid of what no sample needed for [`KEEP_NS`].
+    swept_ns: u64,
     /// Scratch space reused by every sample: frames newest first, leaf-side native pcs.
     frames: Stack,
     native_pcs: Vec<u64>,
@@ -183,6 +188,7 @@ impl Resolver {
             unreported: false,
             verified: HashMap::new(),
             methods: HashMap::new(),
+            swept_ns: 0,
             frames: Stack::default(),
             native_pcs: Vec::with_capacity(16),
         }
@@ -251,6 +257,19 @@ impl Resolver {
         Some(resolved)
     }
 
+    /// Every [`KEEP_NS`] / 3 of samples' time, drops the Method* reads and code map checks that no
+    /// sample needed for [`KEEP_NS`]: those of classes unloaded since, in a JVM that loads
+    /// ever-new ones, would otherwise pile up to the caps.
+    fn forget_unused(&mut self, now_ns: u64) {
+        if now_ns < self.swept_ns.saturating_add(KEEP_NS / 3) {
+            return;
+        }
+        self.swept_ns = now_ns;
+        let cutoff = now_ns.saturating_sub(KEEP_NS);
+        self.methods.retain(|_, read| read.at_ns >= cutoff);
+        self.verified.retain(|_, (at, _)| *at >= cutoff);
+    }
+
     /// Resolves `sample`, counting what it meets in `tally`.
     fn resolve_now(
         &mut self,
@@ -262,6 +281,7 @@ impl Resolver {
             samples: 1,
             ..ResolveStats::default()
         };
+        self.forget_unused(sample.time_ns);
         self.unreported = false;
         self.frames.clear();
         self.native_pcs.clear();
