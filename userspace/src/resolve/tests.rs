@@ -68,14 +68,20 @@ struct Image {
 
 /// The code map the agent would write for `compute`'s code, loaded at time 100.
 fn code_map(compute: (u64, u64)) -> JitNames {
+    use joularcode_core::code_map as format;
     let mut map = CodeMap::new("fake.map");
-    let text = format!(
-        "joularcode-code-map 1 monotonic 1\nM 0 demo.Hot.compute\nM 1 demo.Hot.square\n\
-         L 100 {:x} {:x} 0 40-80:0,1\n",
-        compute.0,
-        compute.1 - compute.0
-    );
-    map.feed(text.as_bytes()).expect("a well-formed code map");
+    let mut text = Vec::new();
+    format::header(&mut text, 1);
+    format::method(&mut text, 0, "demo.Hot.compute");
+    format::method(&mut text, 1, "demo.Hot.square");
+    let inlined = format::InlineRange {
+        from: 0x40,
+        to: 0x80,
+        chain: vec![0, 1],
+    };
+    let size = u32::try_from(compute.1 - compute.0).expect("a small method");
+    format::compiled_load(&mut text, false, 100, compute.0, size, 0, &[inlined]);
+    map.feed(&text).expect("a well-formed code map");
     JitNames::Agent(Box::new(map))
 }
 
