@@ -18,6 +18,7 @@ use crate::record::{self, Outputs};
 /// one line each: the address cannot be listened on, the options or the power source are wrong,
 /// BPF cannot be loaded.
 pub fn run(args: &DaemonArgs) -> Result<i32, String> {
+    crate::daemon::bound_the_heap();
     let server = server::bind(args.listen)?;
     // The port the system chose for port 0, else the one asked for.
     let listening = server

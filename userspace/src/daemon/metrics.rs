@@ -83,6 +83,11 @@ impl Metrics {
         }
     }
 
+    /// How many cycles have ended.
+    pub fn cycles(&self) -> u64 {
+        self.cycles
+    }
+
     /// Adds one cycle's results at `now`.
     pub fn cycle(&mut self, view: &CycleView<'_>, now: Instant) {
         let cycle = view.cycle;
