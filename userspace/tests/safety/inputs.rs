@@ -1,0 +1,174 @@
+//! Inputs that are wrong or hostile: impossible power readings, a Latin-1 properties file, a
+//! full disk, a command that starts no JVM.
+
+use super::*;
+
+#[test]
+fn impossible_power_readings_are_skipped_and_said() {
+    let _serial = serial();
+    let jvm = Jvm::start(&jdk(17), &[], "RecordBusy", &["1"]);
+    let pid = jvm.pid().to_string();
+    let run = new_run();
+    run.set_watts("1e308");
+    let output = run
+        .command(&["--pid", &pid, "--duration", "2"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run joularcode-bpf");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("holds 1.0E308 W, more than any machine's CPUs draw"),
+        "refused at start: {stderr}"
+    );
+
+    // While it runs: 100 W, 1e308, 100 W, NaN, 100 W, two seconds each.
+    run.set_watts("100");
+    let phases = ["100", "1e308", "100", "NaN", "100"];
+    let mut phase = 0;
+    let finished = watch(
+        run.command(&["--pid", &pid, "--duration", "10"]),
+        Duration::from_secs(10),
+        |elapsed, _| {
+            let now = (elapsed.as_secs() / 2) as usize;
+            if now != phase && now < phases.len() {
+                phase = now;
+                run.set_watts(phases[now]);
+            }
+        },
+    );
+    assert!(finished.status.success(), "{}", finished.stderr);
+    for said in [
+        "1.0E308 W, more than any machine's CPUs draw (at most 10000.0 W)",
+        "holds NaN, which is not a power in watts",
+        "The CPU power can be read again",
+    ] {
+        assert!(
+            finished.stderr.contains(said),
+            "{said}: {}",
+            finished.stderr
+        );
+    }
+    for file in ["methods-power-all.csv", "methods-power-app.csv"] {
+        let text = std::fs::read_to_string(run.results().join(file)).expect("the results");
+        for row in text.lines().skip(1) {
+            for number in row.rsplitn(5, ',').take(4) {
+                let value: f64 = number.parse().unwrap_or(f64::NAN);
+                assert!(value.is_finite() && value < 1e5, "{file}: {row}");
+            }
+        }
+    }
+    for cycle in run.cycles() {
+        let power = cycle["source_power_w"].as_f64().expect("a power");
+        assert!(power == 0.0 || power == 100.0, "{cycle}");
+    }
+}
+
+#[test]
+fn a_latin_1_properties_file_is_used() {
+    let _serial = serial();
+    let run = new_run();
+    // "résultats" and a comment with "è", in ISO-8859-1 (not UTF-8)
+    std::fs::write(
+        run.dir.path().join("joularcodejava.properties"),
+        b"# Param\xe8tres de mesure\nresults-path=r\xe9sultats\nmethods-filtering-prefix=RecordBrief\n",
+    )
+    .expect("the properties file");
+    let mut args = vec!["--".to_owned()];
+    // Two seconds of work: enough samples in its one method on a loaded machine.
+    args.extend(java_command(&jdk(17), &[], "RecordBrief", &["2000", "0"]));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let finished = watch(run.bare(&args), Duration::from_secs(5), |_, _| {});
+    assert!(finished.status.success(), "{}", finished.stderr);
+    assert!(
+        finished
+            .stderr
+            .contains("is not valid UTF-8 (byte 0xE8 on line 1): it is read as ISO-8859-1"),
+        "{}",
+        finished.stderr
+    );
+    let app = run.dir.path().join("résultats/methods-power-app.csv");
+    let rows = std::fs::read_to_string(&app).expect("the results in résultats");
+    assert!(
+        rows.lines().skip(1).all(|row| row.contains("RecordBrief")),
+        "{rows}"
+    );
+    assert!(rows.lines().count() > 1, "{rows}");
+}
+
+#[test]
+fn a_full_disk_loses_rows_says_so_and_exits_non_zero() {
+    let _serial = serial();
+    let disk = Tmpfs::mount("256k");
+    let jvm = Jvm::start(&jdk(17), &[], "RecordBusy", &["2"]);
+    let run = new_run();
+    let results = disk.path().join("results");
+    let filler = disk.path().join("filler");
+    let mut command = run.bare(&["--pid", &jvm.pid().to_string(), "--duration", "40"]);
+    command.arg("--results-path").arg(&results);
+    // The disk is filled after 3 s once record has written rows (a loaded machine can take longer
+    // to start it), and freed once the all-file has stopped growing for 2.5 s
+    // (a file's last page takes a few cycles' rows before one needs a new one); record is
+    // stopped 3 s later.
+    let all = results.join("methods-power-all.csv");
+    let (mut filled, mut freed) = (None::<(u64, Duration)>, None::<Duration>);
+    let finished = watch(command, Duration::from_secs(40), |elapsed, record| {
+        let size = std::fs::metadata(&all).map_or(0, |meta| meta.len());
+        match (filled, freed) {
+            (None, _) if size > 0 && elapsed > Duration::from_secs(3) => {
+                use std::io::Write;
+                let mut file = std::fs::File::create(&filler).expect("the filler");
+                while file.write_all(&[0; 4096]).is_ok() {}
+                filled = Some((size, elapsed));
+            }
+            (Some((last, _)), None) if size != last => filled = Some((size, elapsed)),
+            (Some((_, since)), None) if elapsed - since > Duration::from_millis(2500) => {
+                std::fs::remove_file(&filler).expect("the filler removed");
+                freed = Some(elapsed);
+            }
+            (Some(_), Some(at)) if elapsed - at > Duration::from_secs(3) => {
+                let pid = nix::unistd::Pid::from_raw(i32::try_from(record).expect("a pid"));
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
+            }
+            _ => {}
+        }
+    });
+    let freed = freed.is_some();
+    assert!(freed, "{}", finished.stderr);
+    assert_eq!(finished.status.code(), Some(1), "{}", finished.stderr);
+    for said in [
+        "SEVERE: Could not write results to",
+        "works again; ",
+        "could not be written (see above): the results are incomplete.",
+    ] {
+        assert!(
+            finished.stderr.contains(said),
+            "{said}: {}",
+            finished.stderr
+        );
+    }
+    let text = std::fs::read_to_string(results.join("methods-power-all.csv")).expect("results");
+    for row in text.lines().skip(1) {
+        assert_eq!(row.split(',').count(), 6, "a whole row: {row}");
+    }
+}
+
+#[test]
+fn a_command_without_a_jvm_is_said() {
+    let _serial = serial();
+    let run = new_run();
+    let finished = watch(
+        run.command(&["--", "/bin/sh", "-c", "exit 3"]),
+        Duration::from_secs(2),
+        |_, _| {},
+    );
+    assert_eq!(finished.status.code(), Some(3), "{}", finished.stderr);
+    assert!(
+        finished
+            .stderr
+            .contains("No JVM was profiled: the command started no JVM"),
+        "{}",
+        finished.stderr
+    );
+    assert!(!run.results().exists());
+}
