@@ -1,0 +1,165 @@
+//! 200 short JVMs over ten minutes beside a long one of ever-new classes: memory bounded, no
+//! JVM missed.
+
+use super::*;
+
+/// 200 short JVMs over ten minutes, one every 3 s, beside one long JVM with ever new classes
+/// and stacks: the daemon's memory after the first minute stays within 10%, and every short JVM
+/// is seen.
+#[test]
+fn churn_for_ten_minutes_keeps_memory_bounded_and_misses_no_jvm() {
+    let _serial = serial();
+    let jdk = jdk(17);
+    let daemon = Daemon::start(&[
+        "--max-branches",
+        "2000",
+        "--branch-idle",
+        "60",
+        "--keep-ended",
+        "30",
+    ]);
+    let _long = Jvm::start(
+        &jdk,
+        &["-XX:+PreserveFramePointer"],
+        "DaemonGenerated",
+        &["many", "660"],
+    );
+    let start = Instant::now();
+    // When each short JVM mapped libjvm.so (seconds from the start), looked at every 100 ms: a
+    // JVM missed is told apart from one that was slow to become one.
+    let watched: std::sync::Arc<Mutex<Vec<u32>>> = Default::default();
+    let mapped: std::sync::Arc<Mutex<BTreeMap<u32, f64>>> = Default::default();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let (watched, mapped, done) = (watched.clone(), mapped.clone(), done.clone());
+        std::thread::spawn(move || {
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                let pids = watched.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                for pid in pids {
+                    if mapped
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .contains_key(&pid)
+                    {
+                        continue;
+                    }
+                    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"));
+                    if maps.is_ok_and(|maps| maps.contains("/libjvm.so")) {
+                        let at = start.elapsed().as_secs_f64();
+                        mapped
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .insert(pid, at);
+                    }
+                }
+                sleep(Duration::from_millis(100));
+            }
+        })
+    };
+    // Each short JVM: its pid, when it was started and when it was seen to end (seconds from
+    // the start), and how it ended.
+    let mut started: Vec<(u32, f64)> = Vec::new();
+    let mut ended: BTreeMap<u32, (f64, String)> = BTreeMap::new();
+    let mut running: Vec<Child> = Vec::new();
+    let mut seen: BTreeMap<u32, f64> = BTreeMap::new();
+    let mut rss = Vec::new();
+    let look = |text: &str, at: f64, seen: &mut BTreeMap<u32, f64>| {
+        for labels in Daemon::series(text, "joularcode_jvm_energy_joules_total").keys() {
+            if let Some(pid) = labels
+                .split("pid=\"")
+                .nth(1)
+                .and_then(|p| p.split('"').next())
+                .and_then(|p| p.parse::<u32>().ok())
+            {
+                seen.entry(pid).or_insert(at);
+            }
+        }
+    };
+    let reap = |running: &mut Vec<Child>, ended: &mut BTreeMap<u32, (f64, String)>| {
+        let at = start.elapsed().as_secs_f64();
+        running.retain_mut(|child| match child.try_wait() {
+            Ok(Some(status)) => {
+                ended.insert(child.id(), (at, status.to_string()));
+                false
+            }
+            _ => true,
+        });
+    };
+    for i in 0..200u32 {
+        let child = Command::new(jdk.java())
+            .args(["-XX:+PreserveFramePointer", "-Xshare:auto", "-cp"])
+            .arg(workload_classes())
+            .args(["RecordBusy", "1", "2"])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("a short JVM");
+        started.push((child.id(), start.elapsed().as_secs_f64()));
+        watched
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(child.id());
+        running.push(child);
+        reap(&mut running, &mut ended);
+        look(&daemon.scrape(), start.elapsed().as_secs_f64(), &mut seen);
+        if start.elapsed() >= Duration::from_secs(60) {
+            rss.push(daemon.rss_bytes());
+        }
+        let next = Duration::from_secs(3) * (i + 1);
+        sleep(next.saturating_sub(start.elapsed()));
+    }
+    while !running.is_empty() {
+        sleep(Duration::from_millis(100));
+        reap(&mut running, &mut ended);
+    }
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = watcher.join();
+    let mapped = mapped.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    sleep(Duration::from_secs(4));
+    look(&daemon.scrape(), start.elapsed().as_secs_f64(), &mut seen);
+    let missed: Vec<String> = started
+        .iter()
+        .filter(|(pid, _)| !seen.contains_key(pid))
+        .map(|(pid, at)| {
+            let (end, status) = ended.get(pid).cloned().unwrap_or((f64::NAN, "?".into()));
+            let said: Vec<String> = daemon
+                .said()
+                .lines()
+                .filter(|line| {
+                    line.contains(&format!("JVM {pid} ")) || line.contains(&format!("JVM {pid}:"))
+                })
+                .map(str::to_owned)
+                .collect();
+            let libjvm = mapped
+                .get(pid)
+                .map_or("never seen".to_string(), |t| format!("at {t:.1} s"));
+            format!(
+                "pid {pid} started at {at:.1} s, mapped libjvm.so {libjvm}, ended by {end:.1} s \
+                 ({status}); the daemon said of it: {said:?}"
+            )
+        })
+        .collect();
+    let delays: Vec<f64> = started
+        .iter()
+        .filter_map(|(pid, at)| Some(seen.get(pid)? - at))
+        .collect();
+    eprintln!(
+        "short JVMs seen on the endpoint at most {:.1} s after their start",
+        delays.iter().copied().fold(0.0, f64::max)
+    );
+    let first = rss[0] as f64;
+    let (low, high) = (
+        *rss.iter().min().expect("samples") as f64,
+        *rss.iter().max().expect("samples") as f64,
+    );
+    eprintln!("daemon RSS after the first minute: {first} at 60 s, {low} to {high} bytes");
+    assert!(
+        missed.is_empty(),
+        "{} of 200 JVMs missed:\n{}",
+        missed.len(),
+        missed.join("\n")
+    );
+    assert!(
+        high <= first * 1.1 && low >= first * 0.9,
+        "RSS {first} at 60 s, then {low} to {high}"
+    );
+}
