@@ -9,8 +9,9 @@ import java.lang.reflect.Method;
  * <ul>
  *   <li>{@code crafted}: one class and method whose names are crafted to break a metrics
  *       exposition format: quotes, backslashes, a newline, and over 100 kB together;</li>
- *   <li>{@code many}: a new class every few milliseconds, each in its own class loader (so that
- *       it can be unloaded), each run a little: ever new distinct stacks.</li>
+ *   <li>{@code many}: a new class every few milliseconds, each in its own class loader, each run
+ *       a little: ever new distinct stacks; the classes no longer used are unloaded about every
+ *       second (System.gc()).</li>
  * </ul>
  * The classes are written byte by byte (class file version 49, which needs no stack map): one
  * public static method {@code int NAME(int n)} that counts up to {@code n}.
@@ -32,6 +33,13 @@ public class DaemonGenerated {
             }
         } else {
             for (long i = 0; System.nanoTime() < end; i++) {
+                // Unloads the classes no longer used about every second: the JVM's own code and
+                // classes then stay about the same size, as a long-lived service's do, and so may
+                // the profiler's view of them. Left to allocation, this program's few GCs would
+                // keep every class and its code for minutes.
+                if (i % 200 == 199) {
+                    System.gc();
+                }
                 Method method = load("Gen" + i, "work" + (i % 7));
                 long sliceEnd = System.nanoTime() + 5_000_000L;
                 while (System.nanoTime() < sliceEnd) {
