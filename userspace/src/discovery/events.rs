@@ -57,6 +57,9 @@ pub struct ProcessEvents {
 impl ProcessEvents {
     /// Loads and attaches the tracepoints; events are kept from now on.
     pub fn start() -> Result<ProcessEvents, String> {
+        // The same one line as the sampler's when the privileges are missing, before libbpf
+        // tries and prints its own complaints.
+        crate::sampler::privileges::check_privileges().map_err(|e| e.to_string())?;
         let error = |what: &'static str| {
             move |e: libbpf_rs::Error| format!("cannot {what} (bpf/processes.bpf.c): {e}")
         };
