@@ -7,22 +7,13 @@
 
 use std::collections::HashMap;
 use std::process::Command;
-use std::sync::{Mutex, MutexGuard};
 
 use joularcode_bpf::resolve::ResolveStats;
 use joularcode_testkit::jfr::{self, Profile, Recording, SamplePeriod};
-use joularcode_testkit::{all_jdks, jdk, target_dir, workload_classes, Jdk};
+use joularcode_testkit::{all_jdks, jdk, one_at_a_time, target_dir, workload_classes, Jdk};
 use regex::Regex;
 
 mod common;
-
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 /// Five times the default rate: about 7,000 samples in an 8 s run on 2 CPUs, so that sampling
 /// noise stays well under the points the shares are judged by.
@@ -214,7 +205,7 @@ fn short_tasks_cpu(stdout: &str) -> (f64, f64, f64) {
 
 #[test]
 fn short_lived_threads_keep_every_compiled_frame_and_agree_with_jfr() {
-    let _serial = serial();
+    let _serial = one_at_a_time("the identity tests load the BPF sampler");
     let whole = short_task_branch();
     for jdk in all_jdks() {
         let (run, jfr) = profile_with_jfr(&jdk, SamplePeriod::Ms1, "ShortTasks", &["8"]);
@@ -272,7 +263,7 @@ const CARRIER_FRAMES: [&str; 3] = [
 
 #[test]
 fn virtual_threads_are_their_own_branches_as_jfr_shows_them() {
-    let _serial = serial();
+    let _serial = one_at_a_time("the identity tests load the BPF sampler");
     let leaves = ["VirtualTasks.alpha", "VirtualTasks.beta"];
     for jdk in [jdk(21), jdk(25)] {
         for sleep in [false, true] {

@@ -10,20 +10,12 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::OnceLock;
 
 use joularcode_testkit::jfr::{Recording, SamplePeriod};
-use joularcode_testkit::{all_jdks, jdk, target_dir, Jdk};
+use joularcode_testkit::{all_jdks, jdk, one_at_a_time, target_dir, Jdk};
 
 mod common;
-
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 /// Five times the default rate: a few thousand samples of javac's main thread per run.
 const RATE_HZ: u64 = 500;
@@ -265,12 +257,12 @@ fn assert_javac_agrees_with_jfr(jvm_flags: &[&str]) {
 
 #[test]
 fn javac_stacks_agree_with_jfr_without_frame_pointers() {
-    let _serial = serial();
+    let _serial = one_at_a_time("the javac tests load the BPF sampler");
     assert_javac_agrees_with_jfr(&[]);
 }
 
 #[test]
 fn javac_stacks_agree_with_jfr_with_frame_pointers() {
-    let _serial = serial();
+    let _serial = one_at_a_time("the javac tests load the BPF sampler");
     assert_javac_agrees_with_jfr(&["-XX:+PreserveFramePointer"]);
 }
