@@ -4,8 +4,8 @@
 use super::*;
 
 /// 200 short JVMs over ten minutes, one every 3 s, beside one long JVM with ever new classes
-/// and stacks: the daemon's memory after the first minute stays within 10%, and every short JVM
-/// is seen.
+/// and stacks (100 classes a second, a steady rate): the daemon's memory after the first minute
+/// stays within 10%, and every short JVM is seen.
 ///
 /// The first minute is the warm-up: it holds the idle time of branches (30 s, dropped within
 /// 37.5 s), of the ended JVMs (30 s) and of unloaded code (30 s), so what the daemon holds after
