@@ -46,7 +46,7 @@ extern "system" fn on_vm_death(_env: JvmtiEnv, _jni: *mut c_void) {
     guarded((), || {
         flush();
         if let Some(error) = AGENT.get().and_then(|agent| agent.sink.remove()) {
-            say(Level::Warning, &error);
+            say(Level::Warning, &error.to_string());
         }
     });
 }
@@ -106,7 +106,7 @@ extern "system" fn on_dynamic_code_generated(
 /// Writes out what the callbacks appended.
 pub fn flush() {
     if let Some(error) = AGENT.get().and_then(|agent| agent.sink.flush()) {
-        say(Level::Warning, &error);
+        say(Level::Warning, &error.to_string());
     }
 }
 
@@ -129,8 +129,8 @@ pub unsafe fn start(vm: *mut JavaVm, options: *const c_char, attach: bool) -> Ji
     };
     let options = match Options::parse(&text) {
         Ok(options) => options,
-        Err(message) => {
-            say(Level::Severe, &message);
+        Err(error) => {
+            say(Level::Severe, &error.to_string());
             return JNI_ERR;
         }
     };
@@ -147,8 +147,8 @@ pub unsafe fn start(vm: *mut JavaVm, options: *const c_char, attach: bool) -> Ji
             );
             return JNI_OK;
         }
-        Err(message) => {
-            say(Level::Severe, &message);
+        Err(error) => {
+            say(Level::Severe, &error.to_string());
             return JNI_ERR;
         }
     };

@@ -36,7 +36,7 @@ use crate::jvmti::{
 };
 use frames::Frames;
 use monitor::Monitor;
-use options::{Command, SampleOptions};
+use options::{Command, OptionsError, SampleOptions};
 
 /// The name of every thread of the agent starts so: they are neither sampled nor counted.
 pub const AGENT_THREAD_PREFIX: &str = "joularcode-";
@@ -99,7 +99,21 @@ struct Agent {
 unsafe impl Send for Agent {}
 unsafe impl Sync for Agent {}
 
-static AGENT: OnceLock<Result<Agent, String>> = OnceLock::new();
+/// Why the sampling mode's JVMTI environment cannot be made.
+#[derive(Debug, thiserror::Error)]
+enum JvmtiError {
+    /// GetEnv gave no JVMTI 1.2 environment.
+    #[error("this JVM offers no JVMTI 1.2 environment")]
+    NoEnvironment,
+    /// AddCapabilities refused.
+    #[error("the JVM refuses the capabilities to time threads and see compiled code")]
+    Capabilities,
+    /// SetEventCallbacks or SetEventNotificationMode refused.
+    #[error("the JVM refuses to send thread and class events")]
+    Events,
+}
+
+static AGENT: OnceLock<Result<Agent, JvmtiError>> = OnceLock::new();
 /// The thread events' receiver of the running profile.
 static EVENTS: RwLock<Option<Arc<dyn ThreadEvents>>> = RwLock::new(None);
 /// The profile running, if any.
@@ -193,16 +207,14 @@ extern "system" fn on_compiled_method_load(
 ///
 /// # Safety
 /// `vm` is the JavaVM given to Agent_OnLoad or Agent_OnAttach.
-unsafe fn make_agent(vm: *mut JavaVm, attach: bool) -> Result<Agent, String> {
-    let env = jvmti::get_env(vm).ok_or("this JVM offers no JVMTI 1.2 environment")?;
+unsafe fn make_agent(vm: *mut JavaVm, attach: bool) -> Result<Agent, JvmtiError> {
+    let env = jvmti::get_env(vm).ok_or(JvmtiError::NoEnvironment)?;
     let mut capabilities = Capabilities::default();
     capabilities.words[0] = Capabilities::COMPILED_METHOD_LOAD_EVENTS
         | Capabilities::THREAD_CPU_TIME
         | Capabilities::CURRENT_THREAD_CPU_TIME;
     if env.add_capabilities(&capabilities) != JVMTI_ERROR_NONE {
-        return Err(
-            "the JVM refuses the capabilities to time threads and see compiled code".into(),
-        );
+        return Err(JvmtiError::Capabilities);
     }
     let mut callbacks = EventCallbacks {
         handlers: [std::ptr::null(); 21],
@@ -232,7 +244,7 @@ unsafe fn make_agent(vm: *mut JavaVm, attach: bool) -> Result<Agent, String> {
             .into_iter()
             .any(|event| env.enable_event(event) != JVMTI_ERROR_NONE);
     if refused {
-        return Err("the JVM refuses to send thread and class events".into());
+        return Err(JvmtiError::Events);
     }
     Ok(Agent { vm, env })
 }
@@ -244,8 +256,8 @@ unsafe fn make_agent(vm: *mut JavaVm, attach: bool) -> Result<Agent, String> {
 ///
 /// # Safety
 /// `vm` is the JavaVM given to Agent_OnLoad or Agent_OnAttach.
-pub unsafe fn start(vm: *mut JavaVm, command: Result<Command, String>, attach: bool) -> Jint {
-    let failed = |message: &str| {
+pub unsafe fn start(vm: *mut JavaVm, command: Result<Command, OptionsError>, attach: bool) -> Jint {
+    let failed = |message: &dyn std::fmt::Display| {
         log().log(
             Level::Severe,
             &format!("joularcode agent: {message} This JVM runs on without being profiled."),
@@ -257,7 +269,7 @@ pub unsafe fn start(vm: *mut JavaVm, command: Result<Command, String>, attach: b
         }
     };
     let options = match command {
-        Err(message) => return failed(&message),
+        Err(error) => return failed(&error),
         Ok(Command::Stop) => {
             if end() {
                 log().log(
@@ -274,8 +286,8 @@ pub unsafe fn start(vm: *mut JavaVm, command: Result<Command, String>, attach: b
         }
         Ok(Command::Sample(options)) => options,
     };
-    if let Err(message) = AGENT.get_or_init(|| make_agent(vm, attach)) {
-        return failed(message);
+    if let Err(error) = AGENT.get_or_init(|| make_agent(vm, attach)) {
+        return failed(error);
     }
     if attach {
         if begin(options) {
