@@ -8,24 +8,20 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::Mutex;
+use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 
 use joularcode_testkit::jfr::{self, Recording, SamplePeriod};
 use joularcode_testkit::procfs::{cpu_ticks, short_lived_share};
 use joularcode_testkit::results::{assert_conservation, cycles, energy_of, rows, Row};
-use joularcode_testkit::{agent_library, all_jdks, jdk, workload_classes, Jdk, Jvm};
-
-/// The tests measure CPU shares: one at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
+use joularcode_testkit::{agent_library, all_jdks, jdk, one_at_a_time, workload_classes, Jdk, Jvm};
 
 /// The power the `vm` source reads, in W.
 const WATTS: f64 = 100.0;
 
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+/// The tests measure CPU shares: one at a time.
+fn serial() -> MutexGuard<'static, ()> {
+    one_at_a_time("the fallback tests run record as root without capabilities")
 }
 
 /// A folder for one run: the watts file, the results, the cycle log.
