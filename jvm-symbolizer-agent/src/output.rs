@@ -10,12 +10,13 @@ use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use joularcode_core::code_map as records;
 
 use crate::jvmti::JmethodId;
+use crate::lock;
 use crate::options::Options;
 
 /// How often the background thread writes what the callbacks appended.
@@ -147,13 +148,6 @@ fn open_locked(path: &Path) -> Result<Option<File>, OutputError> {
         }
     }
     Err(OutputError::KeepsBeingRemoved(path.to_owned()))
-}
-
-/// Locks a mutex even if a panic (caught at the FFI boundary) poisoned it.
-pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Opens `path` for writing without following a symbolic link, and checks it is a regular file.

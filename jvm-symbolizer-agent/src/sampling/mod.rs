@@ -24,16 +24,17 @@ mod signals;
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::ffi::c_void;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 use joularcode_core::log::{Level, Log, Stderr};
 use joularcode_core::threads::{ThreadCounts, ThreadTime};
 
 use crate::jvmti::{
-    self, Capabilities, Env, EventCallbacks, JavaVm, Jint, JmethodId, Jni, JniEnv, Jobject,
-    JvmtiEnv, JNI_ERR, JNI_OK, JVMTI_ERROR_NONE,
+    self, Capabilities, Env, JavaVm, Jint, JmethodId, Jni, JniEnv, Jobject, JvmtiEnv, JNI_ERR,
+    JNI_OK, JVMTI_ERROR_NONE,
 };
+use crate::lock;
 use frames::Frames;
 use monitor::Monitor;
 use options::{Command, OptionsError, SampleOptions};
@@ -74,13 +75,6 @@ pub trait Sampler: Send {
     fn drops(&self) -> u64;
     /// Stops sampling; called on the monitor thread.
     fn stop(&mut self, jni: Jni);
-}
-
-/// Locks a mutex even if a panic (caught at the FFI boundary) poisoned it.
-pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Where the sampling mode's messages go: stderr, in Joular's format.
@@ -216,34 +210,22 @@ unsafe fn make_agent(vm: *mut JavaVm, attach: bool) -> Result<Agent, JvmtiError>
     if env.add_capabilities(&capabilities) != JVMTI_ERROR_NONE {
         return Err(JvmtiError::Capabilities);
     }
-    let mut callbacks = EventCallbacks {
-        handlers: [std::ptr::null(); 21],
-    };
-    let slot = |event: Jint| (event - jvmti::EVENT_VM_INIT) as usize;
-    callbacks.handlers[slot(jvmti::EVENT_VM_INIT)] = on_vm_init as *const c_void;
-    callbacks.handlers[slot(jvmti::EVENT_VM_DEATH)] = on_vm_death as *const c_void;
-    callbacks.handlers[slot(jvmti::EVENT_THREAD_START)] = on_thread_start as *const c_void;
-    callbacks.handlers[slot(jvmti::EVENT_THREAD_END)] = on_thread_end as *const c_void;
-    callbacks.handlers[slot(jvmti::EVENT_CLASS_LOAD)] = on_class_load as *const c_void;
-    callbacks.handlers[slot(jvmti::EVENT_CLASS_PREPARE)] = on_class_prepare as *const c_void;
-    callbacks.handlers[slot(jvmti::EVENT_COMPILED_METHOD_LOAD)] =
-        on_compiled_method_load as *const c_void;
-    let mut events = vec![
-        jvmti::EVENT_VM_DEATH,
-        jvmti::EVENT_THREAD_START,
-        jvmti::EVENT_THREAD_END,
-        jvmti::EVENT_CLASS_LOAD,
-        jvmti::EVENT_CLASS_PREPARE,
-        jvmti::EVENT_COMPILED_METHOD_LOAD,
+    let handlers = [
+        (jvmti::EVENT_VM_INIT, on_vm_init as *const c_void),
+        (jvmti::EVENT_VM_DEATH, on_vm_death as *const c_void),
+        (jvmti::EVENT_THREAD_START, on_thread_start as *const c_void),
+        (jvmti::EVENT_THREAD_END, on_thread_end as *const c_void),
+        (jvmti::EVENT_CLASS_LOAD, on_class_load as *const c_void),
+        (
+            jvmti::EVENT_CLASS_PREPARE,
+            on_class_prepare as *const c_void,
+        ),
+        (
+            jvmti::EVENT_COMPILED_METHOD_LOAD,
+            on_compiled_method_load as *const c_void,
+        ),
     ];
-    if !attach {
-        events.push(jvmti::EVENT_VM_INIT);
-    }
-    let refused = env.set_event_callbacks(&callbacks) != JVMTI_ERROR_NONE
-        || events
-            .into_iter()
-            .any(|event| env.enable_event(event) != JVMTI_ERROR_NONE);
-    if refused {
+    if !env.handle_events(&handlers, attach) {
         return Err(JvmtiError::Events);
     }
     Ok(Agent { vm, env })

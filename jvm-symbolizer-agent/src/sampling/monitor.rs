@@ -26,8 +26,9 @@ use joularcode_core::threads::{cycle_threads, ThreadCounts, ThreadCpu};
 
 use super::frames::Frames;
 use super::options::{OptionsError, SampleOptions, SamplerChoice};
-use super::{dumps, lock, process, set_events, Sampler};
+use super::{dumps, process, set_events, Sampler};
 use crate::jvmti::{Env, JavaVm, JavaVmAttachArgs, Jni, JniEnv, JNI_OK, JNI_VERSION_1_6};
+use crate::lock;
 
 /// How long a profile's end waits for its last cycle to be written.
 const END_WAIT: Duration = Duration::from_secs(5);

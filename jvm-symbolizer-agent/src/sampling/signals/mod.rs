@@ -41,8 +41,9 @@ use joularcode_core::threads::{classify, JvmThread, ThreadCounts, ThreadTime};
 
 use super::frames::Frames;
 use super::ring::{CallFrame, Record, Ring, MAX_FRAMES};
-use super::{lock, Sampler, ThreadEvents, AGENT_THREAD_PREFIX};
+use super::{Sampler, ThreadEvents, AGENT_THREAD_PREFIX};
 use crate::jvmti::{Env, JavaVm, Jint, Jni, JniEnv, Jobject, JNI_OK, JNI_VERSION_1_6};
+use crate::lock;
 
 /// Why the signal sampler cannot start.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
