@@ -47,7 +47,7 @@ fn resolver(pid: u32, native: bool) -> Resolver {
     let hotspot = HotSpot::open(pid).expect("open the JVM");
     let map = CodeMap::of_process(pid, pid);
     let mut resolver = Resolver::new(hotspot, JitNames::Agent(Box::new(map)), native);
-    resolver.refresh().expect("the agent's code map");
+    resolver.refresh(u64::MAX).expect("the agent's code map");
     resolver
 }
 

@@ -20,7 +20,7 @@ const MAX_DEPTH: usize = 1024;
 const MAX_RECORDS: usize = 64;
 /// Method numbers given at most before they are all forgotten (`F` record): the agent's memory,
 /// and its readers', stays bounded however many classes the JVM loads and unloads.
-const FORGET_AT: usize = 1 << 14;
+const FORGET_AT: usize = 1 << 12;
 /// How many times one event asks for the names it lacks (it lacks them again only when another
 /// event made the agent forget its numbers meanwhile).
 const NAMING_TRIES: usize = 3;

@@ -9,9 +9,10 @@ import java.lang.reflect.Method;
  * <ul>
  *   <li>{@code crafted}: one class and method whose names are crafted to break a metrics
  *       exposition format: quotes, backslashes, a newline, and over 100 kB together;</li>
- *   <li>{@code many}: a new class every few milliseconds, each in its own class loader, each run
- *       a little: ever new distinct stacks; the classes no longer used are unloaded about every
- *       second (System.gc()).</li>
+ *   <li>{@code many}: a new class every 10 ms, each in its own class loader, each run for 5 ms:
+ *       ever new distinct stacks, at a steady rate (100 classes a second, not more as the JIT
+ *       warms up, so that whatever a profiler keeps of the last seconds has a steady size); the
+ *       classes no longer used are unloaded every 2 s (System.gc()).</li>
  * </ul>
  * The classes are written byte by byte (class file version 49, which needs no stack map): one
  * public static method {@code int NAME(int n)} that counts up to {@code n}.
@@ -32,11 +33,12 @@ public class DaemonGenerated {
                 sink += (int) method.invoke(null, 1_000_000);
             }
         } else {
+            long tick = System.nanoTime();
             for (long i = 0; System.nanoTime() < end; i++) {
-                // Unloads the classes no longer used about every second: the JVM's own code and
-                // classes then stay about the same size, as a long-lived service's do, and so may
-                // the profiler's view of them. Left to allocation, this program's few GCs would
-                // keep every class and its code for minutes.
+                // Unloads the classes no longer used: the JVM's own code and classes then stay
+                // about the same size, as a long-lived service's do, and so may the profiler's
+                // view of them. Left to allocation, this program's few GCs would keep every class
+                // and its code for minutes.
                 if (i % 200 == 199) {
                     System.gc();
                 }
@@ -44,6 +46,14 @@ public class DaemonGenerated {
                 long sliceEnd = System.nanoTime() + 5_000_000L;
                 while (System.nanoTime() < sliceEnd) {
                     sink += (int) method.invoke(null, 20_000);
+                }
+                // The next class at the next 10 ms tick; late (a busy machine), from now on.
+                tick += 10_000_000L;
+                long wait = tick - System.nanoTime();
+                if (wait > 0) {
+                    Thread.sleep(wait / 1_000_000L, (int) (wait % 1_000_000L));
+                } else {
+                    tick = System.nanoTime();
                 }
             }
         }

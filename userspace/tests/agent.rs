@@ -25,7 +25,7 @@ fn serial() -> MutexGuard<'static, ()> {
 fn wait_for(map: &mut CodeMap, what: &str, done: impl Fn(&CodeMap) -> bool) {
     let start = Instant::now();
     loop {
-        if let Err(e) = map.refresh() {
+        if let Err(e) = map.refresh(u64::MAX) {
             assert!(
                 start.elapsed() < Duration::from_secs(60),
                 "{what}: the code map was never readable: {e}"
@@ -158,7 +158,7 @@ fn attach_replays_earlier_code_twice_attached_jvms_end_normally() {
         // A second attach neither fails nor writes everything again.
         attach::load_agent(pid, agent_library(), "").unwrap();
         std::thread::sleep(Duration::from_millis(300));
-        map.refresh().unwrap();
+        map.refresh(u64::MAX).unwrap();
         assert_eq!(code_of(&map, "AgentHot.work").count(), copies);
         let text = std::fs::read_to_string(map.path()).unwrap();
         assert_eq!(text.matches("joularcode-code-map").count(), 1);

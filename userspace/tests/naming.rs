@@ -184,7 +184,7 @@ fn assert_paths_agree(jdk: &Jdk, hotspot: &HotSpot, expected: &BTreeSet<String>)
     // maps every 20 ms: what the code cache holds now is in them within a moment.
     std::thread::sleep(Duration::from_millis(500));
     let mut map = CodeMap::of_process(pid, pid);
-    map.refresh().expect("the agent's code map");
+    map.refresh(u64::MAX).expect("the agent's code map");
     let agent_perf_map =
         PerfMap::read(Path::new(&format!("/tmp/perf-{pid}.map"))).expect("the agent's perf map");
     let target = joularcode_bpf::attach::JvmProcess::new(pid).expect("a JVM");

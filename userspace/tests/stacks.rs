@@ -96,7 +96,7 @@ fn chain_run(jdk: &Jdk, jvm_args: &[&str], seconds: u64, warm_up: Duration) -> C
         session.pump(Duration::from_millis(100)).expect("pump");
         let pid = session.jvms().next().map(|jvm| jvm.pid());
         if let Some(map) = map.get_or_insert_with(|| pid.map(|pid| CodeMap::of_process(pid, pid))) {
-            let _ = map.refresh();
+            let _ = map.refresh(u64::MAX);
         }
     }
     std::thread::sleep(Duration::from_millis(300));
@@ -140,7 +140,7 @@ fn chain_run(jdk: &Jdk, jvm_args: &[&str], seconds: u64, warm_up: Duration) -> C
         .collect();
     others.sort_by_key(|(_, count)| std::cmp::Reverse(*count));
     let mut map = map.flatten().expect("the JVM was seen while it ran");
-    map.refresh()
+    map.refresh(u64::MAX)
         .expect("the agent's code map, read to its end");
     ChainRun {
         pid,
@@ -379,7 +379,7 @@ fn code_of_unloaded_classes_never_names_a_later_sample() {
                 .chain(sampler.samples().try_iter())
                 .collect();
             // The JVM ends after its last phase: its map is gone then.
-            let _ = resolver.refresh();
+            let _ = resolver.refresh(u64::MAX);
             for sample in batch.iter().filter(|s| s.pid == pid) {
                 // As the session does: the JVM's own threads are not walked for Java frames.
                 let name = thread_names::thread_name(pid, sample.tid).unwrap_or_default();

@@ -211,11 +211,16 @@ impl Resolver {
     }
 
     /// Reads what the agent appended to its code map since the last refresh; call it before
-    /// resolving samples, so that code loaded before them is known. Returns the error of an
-    /// unreadable map (the caller says it once; resolving goes on with the code cache).
-    pub fn refresh(&mut self) -> Result<(), crate::jit::codemap::CodeMapError> {
+    /// resolving samples, so that code loaded before them is known. The samples still to resolve
+    /// were all taken at or after `oldest_sample_ns` (`u64::MAX`: none older than now): code
+    /// unloaded well before it is forgotten. Returns the error of an unreadable map (the caller
+    /// says it once; resolving goes on with the code cache).
+    pub fn refresh(
+        &mut self,
+        oldest_sample_ns: u64,
+    ) -> Result<(), crate::jit::codemap::CodeMapError> {
         match &mut self.jit {
-            JitNames::Agent(map) => map.refresh().map(|_| ()),
+            JitNames::Agent(map) => map.refresh(oldest_sample_ns).map(|_| ()),
             _ => Ok(()),
         }
     }

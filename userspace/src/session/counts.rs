@@ -23,8 +23,8 @@ pub struct BranchLimit {
     /// branch ([`Branches::with_limit`]).
     pub max: usize,
     /// A branch whose samples were last taken this long ago is dropped (at the next take of the
-    /// counts, once a period, or at once when the table is full); it starts afresh if it comes
-    /// back.
+    /// counts, once every quarter of this time, or at once when the table is full); it starts
+    /// afresh if it comes back.
     pub idle: Duration,
 }
 
@@ -128,11 +128,12 @@ impl Counts {
     }
 
     /// Drops from `branches` those whose samples were last taken `limit.idle` ago or more, once
-    /// per `limit.idle`, or at once when the table is full; the branches of the samples held
-    /// stay, and their counts move to the new ids.
+    /// per quarter of `limit.idle` (so no branch outlives 1.25 times it), or at once when the
+    /// table is full; the branches of the samples held stay, and their counts move to the new
+    /// ids.
     pub fn drop_idle(&mut self, branches: &mut Branches, limit: BranchLimit, now: Instant) {
         let full = branches.len() >= limit.max;
-        if !full && now.duration_since(self.trimmed_at) < limit.idle {
+        if !full && now.duration_since(self.trimmed_at) < limit.idle / 4 {
             return;
         }
         self.trimmed_at = now;
@@ -284,31 +285,34 @@ mod tests {
     }
 
     #[test]
-    fn idle_branches_are_looked_for_once_a_period_unless_the_table_is_full() {
+    fn idle_branches_are_looked_for_every_quarter_of_the_idle_time_unless_the_table_is_full() {
         let limit = BranchLimit {
             max: 10,
             idle: Duration::from_secs(60),
         };
         let start = Instant::now();
+        let at = |s: u64| start + Duration::from_secs(s);
         let (mut branches, ids) = branches(&["a", "b"]);
         let mut counts = Counts::new(start);
         counts.taken(ids.iter().copied(), start);
-        counts.drop_idle(&mut branches, limit, start + Duration::from_secs(30));
+        counts.drop_idle(&mut branches, limit, at(10));
         assert_eq!(
             branches.len(),
             2,
-            "not a period since the start: nothing is looked at"
+            "not 15 s since the start: nothing is looked at"
         );
-        counts.taken([ids[0]], start + Duration::from_secs(50));
-        counts.drop_idle(&mut branches, limit, start + Duration::from_secs(61));
+        counts.taken([ids[0]], at(50));
+        counts.drop_idle(&mut branches, limit, at(61));
         assert_eq!(branches.len(), 1, "b, taken 61 s ago, is dropped; a stays");
-        counts.drop_idle(&mut branches, limit, start + Duration::from_secs(115));
+        counts.drop_idle(&mut branches, limit, at(100));
+        assert_eq!(branches.len(), 1, "a, taken 50 s ago, stays");
+        counts.drop_idle(&mut branches, limit, at(112));
         assert_eq!(
             branches.len(),
             1,
-            "a period has not passed since the last look"
+            "12 s since the last look: a is not looked at"
         );
-        counts.drop_idle(&mut branches, limit, start + Duration::from_secs(121));
-        assert_eq!(branches.len(), 0, "a, taken 71 s ago, is dropped");
+        counts.drop_idle(&mut branches, limit, at(115));
+        assert_eq!(branches.len(), 0, "a, taken 65 s ago, is dropped");
     }
 }

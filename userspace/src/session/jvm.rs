@@ -199,7 +199,8 @@ impl ProfiledJvm {
                 let mut resolver = Resolver::new(hotspot, jit, options.native_frames);
                 // The waiting samples need the code the agent has reported so far; a map not
                 // written yet is waited for by the next pumps.
-                let _ = resolver.refresh();
+                let oldest = pending.iter().map(|sample| sample.time_ns).min();
+                let _ = resolver.refresh(oldest.unwrap_or(u64::MAX));
                 self.state = State::Ready(Box::new(resolver));
                 if !self.launched {
                     self.attaching = attacher.start(self.pid, &self.main_class);
@@ -258,20 +259,27 @@ impl ProfiledJvm {
         }
     }
 
-    /// Reads what the agent appended to the code map. A map that cannot be read for
-    /// [`MAP_PATIENCE`] while the JVM runs is given up, once, for the code cache; a JVM that has
-    /// just ended takes its map with it, which is no reason to say anything.
-    pub(super) fn refresh_code_map(&mut self, log: &dyn Log) {
+    /// Reads what the agent appended to the code map; the samples to resolve from now on are
+    /// its waiting ones and those received after `sampled_until` (the newest sample received so
+    /// far). A map that cannot be read for [`MAP_PATIENCE`] while the JVM runs is given up, once,
+    /// for the code cache; a JVM that has just ended takes its map with it, which is no reason to
+    /// say anything.
+    pub(super) fn refresh_code_map(&mut self, log: &dyn Log, sampled_until: u64) {
         let State::Ready(resolver) = &mut self.state else {
             return;
         };
+        let oldest = self
+            .waiting
+            .iter()
+            .map(|sample| sample.time_ns)
+            .fold(sampled_until, u64::min);
         let give_up = |e: &dyn std::fmt::Display| {
             format!(
                 "JVM {} ({}): {e}; compiled frames are named from its code cache (outer methods only)",
                 self.pid, self.main_class
             )
         };
-        match resolver.refresh() {
+        match resolver.refresh(oldest) {
             Ok(()) => self.map_failing_since = None,
             Err(e @ CodeMapError::Full { .. }) => {
                 log.log(Level::Warning, &format!("JVM {}: {e}", self.pid));

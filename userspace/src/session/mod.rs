@@ -253,7 +253,7 @@ impl Session {
             jvm.finish_attach(&*self.options.log);
         }
         for jvm in self.jvms.values_mut() {
-            jvm.refresh_code_map(&*self.options.log);
+            jvm.refresh_code_map(&*self.options.log, self.sampled_until);
             jvm.resolve_waiting(self.options.native_frames);
         }
         for sample in samples {

@@ -47,9 +47,10 @@ const MAX_FILE: u64 = 1 << 30;
 /// bytes of memory each): a JVM has some hundred thousand methods and pieces of code alive; past
 /// it, the rest of the map is not read.
 pub const MAX_KEPT: usize = 1 << 20;
-/// How long code stays known after it was unloaded: samples are resolved within seconds of being
-/// taken (those of a JVM being opened, within 20 s).
-const KEEP_UNLOADED: Duration = Duration::from_secs(30);
+/// How long code stays known after it was unloaded, counted back from the oldest sample that may
+/// still be looked up ([`CodeMap::refresh`]): a margin for the samples still on their way (the
+/// sampler delivers them in about the order they were taken).
+const KEEP_UNLOADED: Duration = Duration::from_secs(5);
 
 /// Why a code map cannot be read.
 #[derive(Debug, thiserror::Error)]
@@ -204,14 +205,17 @@ impl CodeMap {
     /// /proc root goes with the JVM) is read to its end through the open file; one refused (a
     /// link, a FIFO in its place) is not.
     ///
-    /// Code unloaded more than 30 s ago is dropped as the map grows. [`CodeMapError::Full`]
-    /// is returned once, when the map holds [`MAX_KEPT`] live pieces of code, method numbers and
-    /// names; it stays usable, and later refreshes read nothing.
-    pub fn refresh(&mut self) -> Result<u64, CodeMapError> {
+    /// The samples still to look up were all taken at or after `oldest_sample_ns` (`u64::MAX`:
+    /// none older than now): code unloaded more than 5 s before it is dropped as the map grows.
+    /// [`CodeMapError::Full`] is returned once, when the map holds [`MAX_KEPT`] live pieces of
+    /// code, method numbers and names; it stays usable, and later refreshes read nothing.
+    pub fn refresh(&mut self, oldest_sample_ns: u64) -> Result<u64, CodeMapError> {
         if self.full {
             return Ok(0);
         }
-        self.horizon_ns = monotonic_ns().saturating_sub(KEEP_UNLOADED.as_nanos() as u64);
+        self.horizon_ns = monotonic_ns()
+            .min(oldest_sample_ns)
+            .saturating_sub(KEEP_UNLOADED.as_nanos() as u64);
         let name = self
             .path
             .file_name()
@@ -433,7 +437,7 @@ mod tests {
         let mut refreshes = 0;
         let full = loop {
             refreshes += 1;
-            match map.refresh() {
+            match map.refresh(u64::MAX) {
                 Ok(read) => assert!(read <= READ_BURST, "{read}"),
                 Err(e) => break e,
             }
@@ -442,7 +446,11 @@ mod tests {
         assert!(matches!(full, CodeMapError::Full { .. }), "{full}");
         assert_eq!(map.bad_lines(), 1 << 20);
         assert!((10_000..20_000).contains(&map.size()), "{}", map.size());
-        assert_eq!(map.refresh().unwrap(), 0, "a full map is not read any more");
+        assert_eq!(
+            map.refresh(u64::MAX).unwrap(),
+            0,
+            "a full map is not read any more"
+        );
         assert!(map.budget.bytes <= READ_BURST);
     }
 
@@ -505,18 +513,18 @@ mod tests {
         let path = std::env::temp_dir().join(format!("codemap-test-{}.map", std::process::id()));
         std::fs::write(&path, format!("{HEADER}M 0 a.A.m\nL 1 1000 10 0\nL 2 20")).unwrap();
         let mut map = CodeMap::new(&path);
-        map.refresh().unwrap();
+        map.refresh(u64::MAX).unwrap();
         assert_eq!(map.len(), 1);
         let mut file = std::fs::OpenOptions::new()
             .append(true)
             .open(&path)
             .unwrap();
         std::io::Write::write_all(&mut file, b"00 10 0\n").unwrap();
-        map.refresh().unwrap();
+        map.refresh(u64::MAX).unwrap();
         assert_eq!(names(&map, 0x2000, 5), Some(vec!["a.A.m"]));
         std::fs::remove_file(&path).unwrap();
         std::fs::write(&path, format!("{HEADER}M 0 b.B.m\nL 1 1000 10 0\n")).unwrap();
-        map.refresh().unwrap();
+        map.refresh(u64::MAX).unwrap();
         assert_eq!(names(&map, 0x1000, 5), Some(vec!["b.B.m"]));
         assert_eq!(map.len(), 1);
         // The agent writes its last lines and removes the map as the JVM ends: they are read
@@ -527,9 +535,9 @@ mod tests {
             .unwrap();
         std::fs::remove_file(&path).unwrap();
         std::io::Write::write_all(&mut file, b"L 2 3000 10 0\n").unwrap();
-        map.refresh().unwrap();
+        map.refresh(u64::MAX).unwrap();
         assert_eq!(names(&map, 0x3000, 5), Some(vec!["b.B.m"]));
         let mut never_opened = CodeMap::new(&path);
-        assert!(never_opened.refresh().is_err());
+        assert!(never_opened.refresh(u64::MAX).is_err());
     }
 }

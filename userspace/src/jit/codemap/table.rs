@@ -245,9 +245,10 @@ impl CodeTable {
     }
 
     /// Whether enough was added since the last compaction for another to be worth it (the table
-    /// doubled): compacting costs a pass over the table, so it is done that rarely.
+    /// grew by a quarter): what it holds stays within 1.25 times what is alive, and a pass over
+    /// the table is paid once per quarter of it added, a constant cost per record.
     pub fn wants_compaction(&self) -> bool {
-        self.entries.len() + self.methods.len() >= (2 * self.kept).max(FIRST_COMPACTION)
+        self.entries.len() + self.methods.len() >= (self.kept + self.kept / 4).max(FIRST_COMPACTION)
     }
 
     /// Drops the code that was no longer valid at `horizon_ns` (unloaded, or overwritten by a
@@ -271,20 +272,22 @@ impl CodeTable {
             .retain(|e| !covered.next().unwrap_or(false) && e.unload > horizon_ns);
         let mut strings = Vec::new();
         let mut renamed: HashMap<u32, u32> = HashMap::new();
-        let mut keep = |s: u32, old: &[Box<str>]| {
+        // Each name kept moves, once, from the old list to the new one.
+        let mut old = std::mem::take(&mut self.strings);
+        let mut keep = |s: u32, old: &mut [Box<str>]| {
             *renamed.entry(s).or_insert_with(|| {
-                strings.push(old[s as usize].clone());
+                strings.push(std::mem::take(&mut old[s as usize]));
                 (strings.len() - 1) as u32
             })
         };
         for string in self.methods.values_mut() {
-            *string = keep(*string, &self.strings);
+            *string = keep(*string, &mut old);
         }
         let mut chains = Vec::new();
-        let mut copy = |span: Span, strings: &[Box<str>]| {
+        let mut copy = |span: Span, old: &mut [Box<str>]| {
             let offset = chains.len() as u32;
             let names = &self.chains[span.offset as usize..(span.offset + span.len) as usize];
-            chains.extend(names.iter().map(|&s| keep(s, strings)));
+            chains.extend(names.iter().map(|&s| keep(s, old)));
             Span {
                 offset,
                 len: span.len,
@@ -293,14 +296,14 @@ impl CodeTable {
         let mut codes = Vec::with_capacity(self.entries.len());
         for entry in &mut self.entries {
             let code = &self.codes[entry.code as usize];
-            let root = copy(code.root, &self.strings);
+            let root = copy(code.root, &mut old);
             let inline = code
                 .inline
                 .iter()
                 .map(|r| InlineRange {
                     from: r.from,
                     to: r.to,
-                    chain: copy(r.chain, &self.strings),
+                    chain: copy(r.chain, &mut old),
                 })
                 .collect();
             entry.code = codes.len() as u32;
