@@ -141,6 +141,34 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
+/// A value given by hand ([`Config::set_strictly`]) that cannot be used; the message names the
+/// key, for the caller to prefix (`--`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SettingError {
+    /// The key, or its value, is refused: `key value: why`.
+    #[error("{key} {value}: {error}")]
+    Refused {
+        /// The key given.
+        key: String,
+        /// The value given.
+        value: String,
+        /// Why.
+        error: ConfigError,
+    },
+    /// The key's default is refused: `key: why`.
+    #[error("{key}: {error}")]
+    DefaultRefused {
+        /// The key given.
+        key: String,
+        /// Why.
+        error: ConfigError,
+    },
+    /// The value is one the file would replace by the default: what the file's warning says of
+    /// it, starting with the key.
+    #[error("{0}")]
+    Unusable(String),
+}
+
 /// The settings of a run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -187,22 +215,37 @@ impl Default for Config {
 /// The largest configuration file read.
 const MAX_FILE: u64 = 1 << 20;
 
+/// Why the configuration file could not be read: the end of the warning that says so.
+#[derive(Debug, thiserror::Error)]
+enum FileError {
+    /// Opening, inspecting or reading it failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// A folder, a FIFO, a device.
+    #[error("it is not a regular file.")]
+    NotRegular,
+    /// Larger than [`MAX_FILE`].
+    #[error("it is larger than {MAX_FILE} bytes.")]
+    TooLarge,
+    /// Its text has a malformed `\uXXXX` escape.
+    #[error("{0}.")]
+    Malformed(#[from] MalformedEscape),
+}
+
 /// The bytes of the configuration file `path`: a regular file (a FIFO there would block) of at
 /// most [`MAX_FILE`] bytes.
-fn read_file(path: &Path) -> Result<Vec<u8>, String> {
+fn read_file(path: &Path) -> Result<Vec<u8>, FileError> {
     use std::io::Read;
-    let file = crate::input::open_for_reading(path, true).map_err(|error| error.to_string())?;
-    let meta = file.metadata().map_err(|error| error.to_string())?;
+    let file = crate::input::open_for_reading(path, true)?;
+    let meta = file.metadata()?;
     if !meta.is_file() {
-        return Err("it is not a regular file.".to_owned());
+        return Err(FileError::NotRegular);
     }
     if meta.len() > MAX_FILE {
-        return Err(format!("it is larger than {MAX_FILE} bytes."));
+        return Err(FileError::TooLarge);
     }
     let mut bytes = Vec::new();
-    file.take(MAX_FILE)
-        .read_to_end(&mut bytes)
-        .map_err(|error| error.to_string())?;
+    file.take(MAX_FILE).read_to_end(&mut bytes)?;
     Ok(bytes)
 }
 
@@ -263,7 +306,7 @@ impl Config {
         }
         let text = read_file(&absolute)
             .map(|bytes| decode(bytes, &absolute, log))
-            .and_then(|text| parse_properties(&text).map_err(|error| format!("{error}.")));
+            .and_then(|text| Ok(parse_properties(&text)?));
         match text {
             Ok(properties) => Config::from_properties(&properties, log),
             Err(reason) => {
@@ -345,14 +388,26 @@ impl Config {
     /// `key=value`), where a value that cannot be used is an error rather than the default with a
     /// warning, as from the file: the error names the key, for the caller to prefix (`--`). The
     /// other warnings (a sample rate below 5 ms, kept) are passed on to `log`.
-    pub fn set_strictly(&mut self, key: &str, value: &str, log: &dyn Log) -> Result<(), String> {
+    pub fn set_strictly(
+        &mut self,
+        key: &str,
+        value: &str,
+        log: &dyn Log,
+    ) -> Result<(), SettingError> {
         let said = Recorded::default();
         self.set(key, value, &said)
-            .map_err(|error| format!("{key} {value}: {error}"))?;
+            .map_err(|error| SettingError::Refused {
+                key: key.to_owned(),
+                value: value.to_owned(),
+                error,
+            })?;
         let mut defaulted = self.clone();
         defaulted
             .set(key, "", &Recorded::default())
-            .map_err(|error| format!("{key}: {error}"))?;
+            .map_err(|error| SettingError::DefaultRefused {
+                key: key.to_owned(),
+                error,
+            })?;
         let warned = said
             .messages()
             .into_iter()
@@ -360,11 +415,11 @@ impl Config {
         match warned {
             Some((_, message)) if *self == defaulted && !value.trim().is_empty() => {
                 let refusal = message.split(" Using ").next().unwrap_or(&message);
-                Err(if refusal.starts_with(key) {
+                Err(SettingError::Unusable(if refusal.starts_with(key) {
                     refusal.to_owned()
                 } else {
                     format!("{key}: {refusal}")
-                })
+                }))
             }
             _ => {
                 for (level, message) in said.messages() {

@@ -15,8 +15,8 @@ use joularcode_core::log::Level;
 
 use crate::events::{self, REPLAYING};
 use crate::jvmti::{
-    self, Capabilities, Env, EventCallbacks, JavaVm, Jint, JmethodId, Jobject, JvmtiEnv, JNI_ERR,
-    JNI_OK, JVMTI_ERROR_NONE,
+    self, Capabilities, Env, JavaVm, Jint, JmethodId, Jobject, JvmtiEnv, JNI_ERR, JNI_OK,
+    JVMTI_ERROR_NONE,
 };
 use crate::options::Options;
 use crate::output::{self, Sink};
@@ -46,7 +46,7 @@ extern "system" fn on_vm_death(_env: JvmtiEnv, _jni: *mut c_void) {
     guarded((), || {
         flush();
         if let Some(error) = AGENT.get().and_then(|agent| agent.sink.remove()) {
-            say(Level::Warning, &error);
+            say(Level::Warning, &error.to_string());
         }
     });
 }
@@ -106,7 +106,7 @@ extern "system" fn on_dynamic_code_generated(
 /// Writes out what the callbacks appended.
 pub fn flush() {
     if let Some(error) = AGENT.get().and_then(|agent| agent.sink.flush()) {
-        say(Level::Warning, &error);
+        say(Level::Warning, &error.to_string());
     }
 }
 
@@ -129,8 +129,8 @@ pub unsafe fn start(vm: *mut JavaVm, options: *const c_char, attach: bool) -> Ji
     };
     let options = match Options::parse(&text) {
         Ok(options) => options,
-        Err(message) => {
-            say(Level::Severe, &message);
+        Err(error) => {
+            say(Level::Severe, &error.to_string());
             return JNI_ERR;
         }
     };
@@ -147,8 +147,8 @@ pub unsafe fn start(vm: *mut JavaVm, options: *const c_char, attach: bool) -> Ji
             );
             return JNI_OK;
         }
-        Err(message) => {
-            say(Level::Severe, &message);
+        Err(error) => {
+            say(Level::Severe, &error.to_string());
             return JNI_ERR;
         }
     };
@@ -164,32 +164,23 @@ pub unsafe fn start(vm: *mut JavaVm, options: *const c_char, attach: bool) -> Ji
     if AGENT.set(Agent { env, sink }).is_err() {
         return JNI_OK;
     }
-    let mut callbacks = EventCallbacks {
-        handlers: [std::ptr::null(); 21],
-    };
-    let slot = |event: Jint| (event - jvmti::EVENT_VM_INIT) as usize;
-    callbacks.handlers[slot(jvmti::EVENT_VM_INIT)] = on_vm_init as *const c_void;
-    callbacks.handlers[slot(jvmti::EVENT_VM_DEATH)] = on_vm_death as *const c_void;
-    callbacks.handlers[slot(jvmti::EVENT_COMPILED_METHOD_LOAD)] =
-        on_compiled_method_load as *const c_void;
-    callbacks.handlers[slot(jvmti::EVENT_COMPILED_METHOD_UNLOAD)] =
-        on_compiled_method_unload as *const c_void;
-    callbacks.handlers[slot(jvmti::EVENT_DYNAMIC_CODE_GENERATED)] =
-        on_dynamic_code_generated as *const c_void;
-    let mut events = vec![
-        jvmti::EVENT_VM_DEATH,
-        jvmti::EVENT_COMPILED_METHOD_LOAD,
-        jvmti::EVENT_COMPILED_METHOD_UNLOAD,
-        jvmti::EVENT_DYNAMIC_CODE_GENERATED,
+    let handlers = [
+        (jvmti::EVENT_VM_INIT, on_vm_init as *const c_void),
+        (jvmti::EVENT_VM_DEATH, on_vm_death as *const c_void),
+        (
+            jvmti::EVENT_COMPILED_METHOD_LOAD,
+            on_compiled_method_load as *const c_void,
+        ),
+        (
+            jvmti::EVENT_COMPILED_METHOD_UNLOAD,
+            on_compiled_method_unload as *const c_void,
+        ),
+        (
+            jvmti::EVENT_DYNAMIC_CODE_GENERATED,
+            on_dynamic_code_generated as *const c_void,
+        ),
     ];
-    if !attach {
-        events.push(jvmti::EVENT_VM_INIT);
-    }
-    let failed = env.set_event_callbacks(&callbacks) != JVMTI_ERROR_NONE
-        || events
-            .into_iter()
-            .any(|event| env.enable_event(event) != JVMTI_ERROR_NONE);
-    if failed {
+    if !env.handle_events(&handlers, attach) {
         say(Level::Severe, "the JVM refuses to send code events");
         return JNI_ERR;
     }

@@ -539,6 +539,23 @@ impl Env {
         unsafe { jvmti_call!(self.0, 122, F, callbacks, size) }
     }
 
+    /// Sets `handlers` (event, handler) as the event callbacks and enables their events; VMInit's
+    /// only when the agent is loaded at start (not `attach`ed: the JVM then runs already). False
+    /// when the JVM refuses either.
+    pub fn handle_events(self, handlers: &[(Jint, *const c_void)], attach: bool) -> bool {
+        let mut callbacks = EventCallbacks {
+            handlers: [std::ptr::null(); 21],
+        };
+        for &(event, handler) in handlers {
+            callbacks.handlers[(event - EVENT_VM_INIT) as usize] = handler;
+        }
+        self.set_event_callbacks(&callbacks) == JVMTI_ERROR_NONE
+            && handlers
+                .iter()
+                .filter(|&&(event, _)| !(attach && event == EVENT_VM_INIT))
+                .all(|&(event, _)| self.enable_event(event) == JVMTI_ERROR_NONE)
+    }
+
     /// GenerateEvents (123): replays the events of code that already exists.
     pub fn generate_events(self, event: Jint) -> JvmtiError {
         type F = unsafe extern "system" fn(JvmtiEnv, Jint) -> JvmtiError;

@@ -22,6 +22,7 @@ pub mod sampling;
 
 use std::ffi::{c_char, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Mutex, MutexGuard};
 
 use joularcode_core::log::{Level, Log, Stderr};
 
@@ -29,6 +30,13 @@ use jvmti::{JavaVm, Jint, JNI_ERR};
 
 fn say(level: Level, message: &str) {
     Stderr::default().log(level, &format!("jvm-symbolizer-agent: {message}"));
+}
+
+/// Locks a mutex even if a panic (caught at the FFI boundary) poisoned it.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Runs `f`, turning a panic into `fallback` so that it never unwinds into the JVM.

@@ -20,37 +20,42 @@ impl Default for Options {
     }
 }
 
+/// An option the code map's agent cannot use.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OptionError {
+    /// A piece without `=`.
+    #[error("agent option '{0}' has no value: write key=value (dir=/tmp,perfmap=no)")]
+    NoValue(String),
+    /// `dir=` with a relative path.
+    #[error("agent option dir={0} is not an absolute folder: write dir=/tmp")]
+    RelativeDir(String),
+    /// `perfmap=` with neither yes nor no.
+    #[error("agent option perfmap={0} is neither yes nor no")]
+    PerfMap(String),
+    /// A key that is not an option.
+    #[error("unknown agent option '{0}': the options are dir=<folder> and perfmap=yes|no")]
+    Unknown(String),
+}
+
 impl Options {
     /// Parses `key=value` pairs separated by commas; keys: `dir`, `perfmap` (`yes`/`no`).
-    pub fn parse(text: &str) -> Result<Options, String> {
+    pub fn parse(text: &str) -> Result<Options, OptionError> {
         let mut options = Options::default();
         for pair in text.split(',').filter(|pair| !pair.is_empty()) {
-            let (key, value) = pair.split_once('=').ok_or_else(|| {
-                format!("agent option '{pair}' has no value: write key=value (dir=/tmp,perfmap=no)")
-            })?;
+            let (key, value) = pair
+                .split_once('=')
+                .ok_or_else(|| OptionError::NoValue(pair.to_owned()))?;
             match key {
                 "dir" if value.starts_with('/') => options.dir = PathBuf::from(value),
-                "dir" => {
-                    return Err(format!(
-                        "agent option dir={value} is not an absolute folder: write dir=/tmp"
-                    ))
-                }
+                "dir" => return Err(OptionError::RelativeDir(value.to_owned())),
                 "perfmap" => {
                     options.perf_map = match value {
                         "yes" | "true" => true,
                         "no" | "false" => false,
-                        _ => {
-                            return Err(format!(
-                                "agent option perfmap={value} is neither yes nor no"
-                            ))
-                        }
+                        _ => return Err(OptionError::PerfMap(value.to_owned())),
                     }
                 }
-                _ => {
-                    return Err(format!(
-                    "unknown agent option '{key}': the options are dir=<folder> and perfmap=yes|no"
-                ))
-                }
+                _ => return Err(OptionError::Unknown(key.to_owned())),
             }
         }
         Ok(options)
@@ -71,13 +76,10 @@ mod tests {
 
     #[test]
     fn bad_options_say_what_to_write() {
-        assert!(Options::parse("dir=tmp").unwrap_err().contains("dir=/tmp"));
-        assert!(Options::parse("perfmap=maybe")
-            .unwrap_err()
-            .contains("yes nor no"));
-        assert!(Options::parse("colour=red")
-            .unwrap_err()
-            .contains("unknown"));
-        assert!(Options::parse("dir").unwrap_err().contains("key=value"));
+        let error = |text| Options::parse(text).unwrap_err().to_string();
+        assert!(error("dir=tmp").contains("dir=/tmp"));
+        assert!(error("perfmap=maybe").contains("yes nor no"));
+        assert!(error("colour=red").contains("unknown"));
+        assert!(error("dir").contains("key=value"));
     }
 }

@@ -10,12 +10,13 @@ use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use joularcode_core::code_map as records;
 
 use crate::jvmti::JmethodId;
+use crate::lock;
 use crate::options::Options;
 
 /// How often the background thread writes what the callbacks appended.
@@ -82,41 +83,75 @@ fn identity(meta: &std::fs::Metadata) -> (u64, u64) {
     (meta.dev(), meta.ino())
 }
 
+/// Why a map file could not be opened, written or removed.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    /// Opening or writing it failed.
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The OS's error.
+        source: std::io::Error,
+    },
+    /// Reading its metadata failed.
+    #[error("cannot stat {}: {source}", path.display())]
+    Stat {
+        /// The file.
+        path: PathBuf,
+        /// The OS's error.
+        source: std::io::Error,
+    },
+    /// Emptying it failed.
+    #[error("cannot truncate {}: {source}", path.display())]
+    Truncate {
+        /// The file.
+        path: PathBuf,
+        /// The OS's error.
+        source: std::io::Error,
+    },
+    /// Removing it failed.
+    #[error("cannot remove {}: {source}", path.display())]
+    Remove {
+        /// The file.
+        path: PathBuf,
+        /// The OS's error.
+        source: std::io::Error,
+    },
+    /// Something else than a regular file is at its path.
+    #[error("{} is not a regular file: remove it or choose another dir= option", .0.display())]
+    NotRegular(PathBuf),
+    /// It was removed between its opening and its locking, [`OPEN_TRIES`] times.
+    #[error("{} keeps being removed while it is opened", .0.display())]
+    KeepsBeingRemoved(PathBuf),
+}
+
 /// Opens and locks the code map at `path`. `Ok(None)` when another agent holds the lock.
 ///
 /// A profiler removes the maps whose lock nobody holds (those of JVMs that ended without their
 /// agent removing them, see `joularcode-bpf`'s `jit::stale`): if that happened between the
 /// opening and the locking, the file locked is no longer at `path`, and it is opened again.
-fn open_locked(path: &Path) -> Result<Option<File>, String> {
+fn open_locked(path: &Path) -> Result<Option<File>, OutputError> {
     for _ in 0..OPEN_TRIES {
         let map = open_regular(path)?;
         // SAFETY: flock on an open descriptor; released when the process ends.
         if unsafe { libc::flock(map.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             return Ok(None);
         }
-        let locked = map
-            .metadata()
-            .map_err(|e| format!("cannot stat {}: {e}", path.display()))?;
+        let locked = map.metadata().map_err(|source| OutputError::Stat {
+            path: path.to_owned(),
+            source,
+        })?;
         let at_path = std::fs::symlink_metadata(path).ok();
         if at_path.is_some_and(|meta| identity(&meta) == identity(&locked)) {
             return Ok(Some(map));
         }
     }
-    Err(format!(
-        "{} keeps being removed while it is opened",
-        path.display()
-    ))
-}
-
-/// Locks a mutex even if a panic (caught at the FFI boundary) poisoned it.
-pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    Err(OutputError::KeepsBeingRemoved(path.to_owned()))
 }
 
 /// Opens `path` for writing without following a symbolic link, and checks it is a regular file.
-fn open_regular(path: &Path) -> Result<File, String> {
+fn open_regular(path: &Path) -> Result<File, OutputError> {
     let file = OpenOptions::new()
         .write(true)
         .create(true)
@@ -124,15 +159,16 @@ fn open_regular(path: &Path) -> Result<File, String> {
         .mode(0o644)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    let meta = file
-        .metadata()
-        .map_err(|e| format!("cannot stat {}: {e}", path.display()))?;
+        .map_err(|source| OutputError::Write {
+            path: path.to_owned(),
+            source,
+        })?;
+    let meta = file.metadata().map_err(|source| OutputError::Stat {
+        path: path.to_owned(),
+        source,
+    })?;
     if !meta.is_file() {
-        return Err(format!(
-            "{} is not a regular file: remove it or choose another dir= option",
-            path.display()
-        ));
+        return Err(OutputError::NotRegular(path.to_owned()));
     }
     Ok(file)
 }
@@ -141,7 +177,7 @@ impl Sink {
     /// Opens `joularcode-<pid>.map` (and `perf-<pid>.map`) in the options' folder, and locks the
     /// code map. Returns `Ok(None)` when another copy of the agent in this JVM holds the lock: a
     /// second attach must not write everything twice.
-    pub fn open(options: &Options, pid: u32) -> Result<Option<Sink>, String> {
+    pub fn open(options: &Options, pid: u32) -> Result<Option<Sink>, OutputError> {
         let map_path = options.dir.join(format!("joularcode-{pid}.map"));
         let Some(map) = open_locked(&map_path)? else {
             return Ok(None);
@@ -150,13 +186,15 @@ impl Sink {
             let path = options.dir.join(format!("perf-{pid}.map"));
             let perf = open_regular(&path)?;
             perf.set_len(0)
-                .map_err(|e| format!("cannot truncate {}: {e}", path.display()))?;
+                .map_err(|source| OutputError::Truncate { path, source })?;
             Some(perf)
         } else {
             None
         };
-        map.set_len(0)
-            .map_err(|e| format!("cannot truncate {}: {e}", map_path.display()))?;
+        map.set_len(0).map_err(|source| OutputError::Truncate {
+            path: map_path.clone(),
+            source,
+        })?;
         let mut pending = Pending {
             perf_map: perf.is_some(),
             ..Pending::default()
@@ -182,7 +220,7 @@ impl Sink {
     /// that runs (a profiler still reading it keeps it open, and reads it to its end). Only the
     /// file this agent writes is removed: nothing if another file took its place. The perf map
     /// stays, as perf maps do: `perf report` reads it after the process has ended.
-    pub fn remove(&self) -> Option<String> {
+    pub fn remove(&self) -> Option<OutputError> {
         let files = lock(&self.files);
         let ours = files.map.metadata().ok().map(|meta| identity(&meta));
         let at_path = std::fs::symlink_metadata(&self.map_path)
@@ -193,11 +231,14 @@ impl Sink {
         }
         std::fs::remove_file(&self.map_path)
             .err()
-            .map(|e| format!("cannot remove {}: {e}", self.map_path.display()))
+            .map(|source| OutputError::Remove {
+                path: self.map_path.clone(),
+                source,
+            })
     }
 
     /// Writes out everything appended so far, in order. Returns the first write error once.
-    pub fn flush(&self) -> Option<String> {
+    pub fn flush(&self) -> Option<OutputError> {
         let mut files = lock(&self.files);
         let (map, perf) = self.with(|p| (std::mem::take(&mut p.map), std::mem::take(&mut p.perf)));
         let mut result = files.map.write_all(&map);
@@ -205,9 +246,12 @@ impl Sink {
             result = result.and(file.write_all(&perf));
         }
         match result {
-            Err(e) if !files.failed => {
+            Err(source) if !files.failed => {
                 files.failed = true;
-                Some(format!("cannot write {}: {e}", self.map_path.display()))
+                Some(OutputError::Write {
+                    path: self.map_path.clone(),
+                    source,
+                })
             }
             _ => None,
         }
@@ -237,9 +281,9 @@ mod tests {
             records::compiled_unload(&mut p.map, 7, 0x1000);
             crate::format::perf_line(&mut p.perf, 0x1000, 0x10, "a.B.c");
         });
-        assert_eq!(sink.flush(), None);
+        assert_eq!(sink.flush().map(|error| error.to_string()), None);
         sink.with(|p| records::compiled_unload(&mut p.map, 8, 0x2000));
-        assert_eq!(sink.flush(), None);
+        assert_eq!(sink.flush().map(|error| error.to_string()), None);
         let map = std::fs::read_to_string(dir.join("joularcode-42.map")).unwrap();
         assert_eq!(
             map,
@@ -259,13 +303,13 @@ mod tests {
             perf_map: true,
         };
         let sink = Sink::open(&options, 42).unwrap().expect("the agent writes");
-        assert_eq!(sink.remove(), None);
+        assert_eq!(sink.remove().map(|error| error.to_string()), None);
         assert!(!dir.join("joularcode-42.map").exists());
         assert!(dir.join("perf-42.map").exists(), "perf maps stay for perf");
         let other = Sink::open(&options, 43).unwrap().expect("the agent writes");
         std::fs::remove_file(dir.join("joularcode-43.map")).unwrap();
         std::fs::write(dir.join("joularcode-43.map"), "another file").unwrap();
-        assert_eq!(other.remove(), None);
+        assert_eq!(other.remove().map(|error| error.to_string()), None);
         assert!(dir.join("joularcode-43.map").exists());
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -279,7 +323,7 @@ mod tests {
             dir: dir.clone(),
             perf_map: false,
         };
-        let err = Sink::open(&options, 42).err().expect("refused");
+        let err = Sink::open(&options, 42).err().expect("refused").to_string();
         assert!(err.contains("cannot write"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -9,7 +9,7 @@ use clap::{ArgGroup, Args, Parser, Subcommand};
 
 use crate::record::options::ConfigOptions;
 use crate::record::{Mode, Recording};
-use crate::session::{BranchLimit, SessionOptions, Targets};
+use crate::session::{AgentArgs, BranchLimit, Targets};
 
 /// Energy per Java execution branch, for one JVM or every JVM of this host, sampled from
 /// outside the JVM with eBPF. Needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE).
@@ -46,27 +46,6 @@ pub enum Command {
     /// export their energy per JVM, method and branch on a Prometheus endpoint
     /// (http://127.0.0.1:29100/metrics by default). Runs until SIGTERM or Ctrl-C.
     Daemon(DaemonArgs),
-}
-
-/// The options of the symbolizer agent, shared by the subcommands that name compiled frames
-/// (`stacks`, `record`, `top`, `daemon`).
-#[derive(Debug, Clone, Default, Args)]
-pub struct AgentArgs {
-    /// The symbolizer agent library (default: libjvm_symbolizer_agent.so beside this program).
-    #[arg(long, value_name = "FILE")]
-    pub agent_path: Option<PathBuf>,
-    /// Do not load the symbolizer agent into the JVMs: their compiled frames are then named from
-    /// their code caches, by their outer methods only.
-    #[arg(long)]
-    pub no_attach: bool,
-}
-
-impl AgentArgs {
-    /// Sets the agent's library and whether it is attached in a session's options.
-    pub fn apply_to(&self, options: &mut SessionOptions) {
-        options.agent_path = self.agent_path.clone();
-        options.attach_agent = !self.no_attach;
-    }
 }
 
 /// Which running JVMs to profile: `--pid PID` (repeated for several) or `--all`, shared by the
@@ -394,8 +373,7 @@ fn of_jvms(
         duration: duration.map(Duration::from_secs_f64),
         config,
         options,
-        agent_path: agent.agent_path.clone(),
-        attach_agent: !agent.no_attach,
+        agent: agent.clone(),
         mode: Mode::Bpf,
         cycle_log: None,
         views: false,

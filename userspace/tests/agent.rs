@@ -7,21 +7,18 @@
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 
 use joularcode_bpf::attach::{self, AttachError};
 use joularcode_bpf::jit::codemap::{CodeKind, CodeMap};
 use joularcode_bpf::jit::perfmap::PerfMap;
 use joularcode_bpf::sampler::monotonic_ns;
-use joularcode_testkit::{agent_library, all_jdks, jdk, workload_classes, Jdk, Jvm};
+use joularcode_testkit::{agent_library, all_jdks, jdk, one_at_a_time, workload_classes, Jdk, Jvm};
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
+/// The tests run JVMs and share /tmp: one at a time.
 fn serial() -> MutexGuard<'static, ()> {
-    SERIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    one_at_a_time("the agent tests attach to other users' and namespaces' JVMs")
 }
 
 /// Refreshes `map` until `done` holds, failing after a minute with `what`.

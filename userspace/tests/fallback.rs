@@ -8,24 +8,22 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::Mutex;
+use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 
 use joularcode_testkit::jfr::{self, Recording, SamplePeriod};
 use joularcode_testkit::procfs::{cpu_ticks, short_lived_share};
 use joularcode_testkit::results::{assert_conservation, cycles, energy_of, rows, Row};
-use joularcode_testkit::{agent_library, all_jdks, jdk, workload_classes, Jdk, Jvm};
-
-/// The tests measure CPU shares: one at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
+use joularcode_testkit::{
+    agent_library, all_jdks, jdk, one_at_a_time, one_error_line, workload_classes, Jdk, Jvm,
+};
 
 /// The power the `vm` source reads, in W.
 const WATTS: f64 = 100.0;
 
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+/// The tests measure CPU shares: one at a time.
+fn serial() -> MutexGuard<'static, ()> {
+    one_at_a_time("the fallback tests run record as root without capabilities")
 }
 
 /// A folder for one run: the watts file, the results, the cycle log.
@@ -423,16 +421,9 @@ fn an_attach_the_agent_refuses_is_records_one_error_line_and_the_jvm_runs_on() {
     let mut command = run.command("agent", &["--pid", &jvm.pid().to_string()]);
     command.args(["--results-path", "/proc/joularcode"]);
     let output = command.output().expect("run joularcode-bpf");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
-    let errors: Vec<&str> = stderr
-        .lines()
-        .filter(|line| line.starts_with("joularcode-bpf:"))
-        .collect();
-    assert_eq!(errors.len(), 1, "{stderr}");
-    assert!(
-        errors[0].contains(&format!("the JVM {} could not start the agent", jvm.pid())),
-        "{stderr}"
+    one_error_line(
+        &output,
+        &format!("the JVM {} could not start the agent", jvm.pid()),
     );
     assert!(Path::new(&format!("/proc/{}", jvm.pid())).exists());
     // It can still be profiled: the agent took nothing of the failed start with it

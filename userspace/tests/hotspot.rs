@@ -2,20 +2,17 @@
 //! read the JVMs' memory. The tests run JVMs, so they are serialised.
 
 use std::process::{Command, Stdio};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 
 use joularcode_bpf::hotspot::{HotSpot, HotSpotError, JavaMethod};
-use joularcode_testkit::{all_jdks, workload_classes, Jvm};
+use joularcode_testkit::{all_jdks, one_at_a_time, workload_classes, Jvm};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
+/// The tests run JVMs: one at a time.
 fn serial() -> MutexGuard<'static, ()> {
-    SERIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    one_at_a_time("the HotSpot reader reads other processes' memory")
 }
 
 fn open(jvm: &Jvm) -> HotSpot {

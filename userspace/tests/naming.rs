@@ -9,7 +9,7 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 
 use joularcode_bpf::hotspot::{CompiledFrame, HotSpot};
@@ -18,14 +18,13 @@ use joularcode_bpf::jit::perfmap::PerfMap;
 use joularcode_bpf::sampler::monotonic_ns;
 use joularcode_testkit::jfr::{Recording, SamplePeriod};
 use joularcode_testkit::profiler::{java_command, run_stacks, with_command};
-use joularcode_testkit::{agent_library, all_jdks, target_dir, workload_modules, Jdk, Jvm};
+use joularcode_testkit::{
+    agent_library, all_jdks, one_at_a_time, target_dir, workload_modules, Jdk, Jvm,
+};
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
+/// The tests run JVMs and load the BPF sampler: one at a time.
 fn serial() -> MutexGuard<'static, ()> {
-    SERIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    one_at_a_time("the naming tests load the BPF sampler")
 }
 
 /// The JVM options that put NamingKinds' named module on the module path.

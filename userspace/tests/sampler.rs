@@ -1,27 +1,26 @@
 //! End-to-end tests of the sampler: the real BPF programs, loaded into this kernel (they need
 //! root, and fail saying so without it), against real JVMs running testkit/java/Sampler*.java.
 //!
-//! They measure CPU time, so they run one at a time (LOCK), whatever --test-threads says.
+//! They measure CPU time, so they run one at a time (`serial`), whatever --test-threads says.
 
 use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::MutexGuard;
 use std::thread::sleep;
 use std::time::Duration;
 
 use joularcode_bpf::discovery::{Discovery, Scope};
 use joularcode_bpf::sampler::{monotonic_ns, Sample, Sampler, ThreadTime, CONSUME_INTERVAL};
-use joularcode_testkit::{bpf_programs_of as programs_held_by, jdk, Jvm};
+use joularcode_testkit::{bpf_programs_of as programs_held_by, jdk, one_at_a_time, Jvm};
 
 fn sampler() -> Sampler {
     sampler_at(100)
 }
 
-static LOCK: Mutex<()> = Mutex::new(());
-
+/// The tests measure CPU time: one at a time (they load the BPF programs: root).
 fn serial() -> MutexGuard<'static, ()> {
-    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    one_at_a_time("the sampler tests load the BPF sampler")
 }
 
 fn sampler_at(rate_hz: u64) -> Sampler {

@@ -8,7 +8,7 @@
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
 
 use joularcode_bpf::hotspot::HotSpot;
@@ -20,14 +20,11 @@ use joularcode_bpf::thread_names;
 use joularcode_core::branch::Branches;
 use joularcode_core::log::Recorded;
 use joularcode_testkit::profiler::{java_command, run_stacks, with_command, StacksRun};
-use joularcode_testkit::{agent_library, all_jdks, workload_classes, Jdk, Jvm};
+use joularcode_testkit::{agent_library, all_jdks, one_at_a_time, workload_classes, Jdk, Jvm};
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
+/// The tests load the BPF sampler, run JVMs and measure CPU: one at a time.
 fn serial() -> MutexGuard<'static, ()> {
-    SERIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    one_at_a_time("the stacks tests load the BPF sampler")
 }
 
 const CHAIN: &str = "StacksChain.main;StacksChain.run;StacksChain.l1;StacksChain.l2;\

@@ -1,10 +1,10 @@
 //! The machine's CPU time on macOS: `host_statistics(HOST_CPU_LOAD_INFO)`, in clock ticks per
 //! CPU state (user, system, idle, nice), all CPUs together.
 
-use super::CpuUse;
+use super::{CpuReadError, CpuUse};
 
 /// The CPU time of all CPUs since boot.
-pub fn cpu_use() -> Result<CpuUse, String> {
+pub fn cpu_use() -> Result<CpuUse, CpuReadError> {
     let mut info = libc::host_cpu_load_info {
         cpu_ticks: [0; libc::CPU_STATE_MAX as usize],
     };
@@ -23,7 +23,7 @@ pub fn cpu_use() -> Result<CpuUse, String> {
         result
     };
     if result != libc::KERN_SUCCESS {
-        return Err(format!("host_statistics failed with Mach error {result}"));
+        return Err(CpuReadError::HostStatistics(result));
     }
     let ticks = |state: libc::c_int| u64::from(info.cpu_ticks[state as usize]);
     let busy =

@@ -37,6 +37,25 @@ impl CpuUse {
     }
 }
 
+/// Why the machine's CPU time could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum CpuReadError {
+    /// `/proc/stat` could not be read or parsed.
+    #[error(transparent)]
+    ProcStat(#[from] procstat::ProcStatError),
+    /// `/proc/stat` lists no CPU.
+    #[error("Cannot use {}: it lists no cpuN line. Point the proc root at a Linux procfs.", .0.display())]
+    NoCpus(PathBuf),
+    /// `GetSystemTimes` failed.
+    #[cfg(windows)]
+    #[error("GetSystemTimes failed: {0}")]
+    GetSystemTimes(std::io::Error),
+    /// `host_statistics` failed with this Mach error.
+    #[cfg(target_os = "macos")]
+    #[error("host_statistics failed with Mach error {0}")]
+    HostStatistics(i32),
+}
+
 /// Where the machine's CPU time is read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CpuSource {
@@ -76,15 +95,12 @@ impl CpuSource {
     }
 
     /// The CPU time of the machine now. The error says what could not be read.
-    pub fn read(&self) -> Result<CpuUse, String> {
+    pub fn read(&self) -> Result<CpuUse, CpuReadError> {
         match self {
             CpuSource::ProcStat { root, ns_per_tick } => {
-                let stat = procstat::read(root).map_err(|error| error.to_string())?;
+                let stat = procstat::read(root)?;
                 if stat.cpus == 0 {
-                    return Err(format!(
-                        "Cannot use {}: it lists no cpuN line. Point the proc root at a Linux procfs.",
-                        root.join("stat").display()
-                    ));
+                    return Err(CpuReadError::NoCpus(root.join("stat")));
                 }
                 Ok(CpuUse {
                     busy_ns: stat.cpu.busy.saturating_mul(*ns_per_tick),
@@ -269,7 +285,7 @@ pub(crate) mod tests {
             }
         );
         std::fs::write(proc.path().join("stat"), "cpu  1 0 0 9\nintr 0\n").unwrap();
-        let error = source(proc.path()).read().unwrap_err();
+        let error = source(proc.path()).read().unwrap_err().to_string();
         assert!(error.contains("it lists no cpuN line"), "{error}");
     }
 

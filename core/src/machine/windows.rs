@@ -6,7 +6,7 @@ use windows_sys::Win32::System::Threading::{
     GetActiveProcessorCount, GetSystemTimes, ALL_PROCESSOR_GROUPS,
 };
 
-use super::CpuUse;
+use super::{CpuReadError, CpuUse};
 
 /// A FILETIME span in nanoseconds.
 pub fn filetime_ns(time: FILETIME) -> u64 {
@@ -14,7 +14,7 @@ pub fn filetime_ns(time: FILETIME) -> u64 {
 }
 
 /// The CPU time of all CPUs since boot.
-pub fn cpu_use() -> Result<CpuUse, String> {
+pub fn cpu_use() -> Result<CpuUse, CpuReadError> {
     let zero = FILETIME {
         dwLowDateTime: 0,
         dwHighDateTime: 0,
@@ -22,10 +22,7 @@ pub fn cpu_use() -> Result<CpuUse, String> {
     let (mut idle, mut kernel, mut user) = (zero, zero, zero);
     // SAFETY: GetSystemTimes writes the three FILETIMEs it is given.
     if unsafe { GetSystemTimes(&mut idle, &mut kernel, &mut user) } == 0 {
-        return Err(format!(
-            "GetSystemTimes failed: {}",
-            std::io::Error::last_os_error()
-        ));
+        return Err(CpuReadError::GetSystemTimes(std::io::Error::last_os_error()));
     }
     let total_ns = filetime_ns(kernel).saturating_add(filetime_ns(user));
     // SAFETY: GetActiveProcessorCount only reads the processor topology.

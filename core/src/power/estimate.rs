@@ -66,7 +66,10 @@ impl PowerSource for Estimate {
     }
 
     fn watts(&mut self) -> Result<f64, PowerError> {
-        let stat = self.cpu.read().map_err(PowerError::new)?;
+        let stat = self
+            .cpu
+            .read()
+            .map_err(|error| PowerError::new(error.to_string()))?;
         // No tick since the last reading (or counters that went back): nothing ran that was seen
         let utilisation = stat.utilisation_since(&self.last).unwrap_or(0.0);
         self.last = stat;

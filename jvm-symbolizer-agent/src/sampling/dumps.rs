@@ -21,10 +21,11 @@ use joularcode_core::attribution::ThreadKind;
 use joularcode_core::threads::{ThreadCounts, ThreadTime};
 
 use super::frames::Frames;
-use super::{lock, Sampler, ThreadEvents};
+use super::{Sampler, ThreadEvents};
 use crate::jvmti::{
     Env, Jni, Jobject, THREAD_STATE_ALIVE, THREAD_STATE_RUNNABLE, THREAD_STATE_SUSPENDED,
 };
+use crate::lock;
 
 /// The most frames kept of a stack (the newest ones).
 const MAX_FRAMES: usize = 512;

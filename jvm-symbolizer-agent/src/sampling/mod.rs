@@ -24,19 +24,20 @@ mod signals;
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::ffi::c_void;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 use joularcode_core::log::{Level, Log, Stderr};
 use joularcode_core::threads::{ThreadCounts, ThreadTime};
 
 use crate::jvmti::{
-    self, Capabilities, Env, EventCallbacks, JavaVm, Jint, JmethodId, Jni, JniEnv, Jobject,
-    JvmtiEnv, JNI_ERR, JNI_OK, JVMTI_ERROR_NONE,
+    self, Capabilities, Env, JavaVm, Jint, JmethodId, Jni, JniEnv, Jobject, JvmtiEnv, JNI_ERR,
+    JNI_OK, JVMTI_ERROR_NONE,
 };
+use crate::lock;
 use frames::Frames;
 use monitor::Monitor;
-use options::{Command, SampleOptions};
+use options::{Command, OptionsError, SampleOptions};
 
 /// The name of every thread of the agent starts so: they are neither sampled nor counted.
 pub const AGENT_THREAD_PREFIX: &str = "joularcode-";
@@ -76,13 +77,6 @@ pub trait Sampler: Send {
     fn stop(&mut self, jni: Jni);
 }
 
-/// Locks a mutex even if a panic (caught at the FFI boundary) poisoned it.
-pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 /// Where the sampling mode's messages go: stderr, in Joular's format.
 fn log() -> Stderr {
     Stderr::default()
@@ -99,7 +93,21 @@ struct Agent {
 unsafe impl Send for Agent {}
 unsafe impl Sync for Agent {}
 
-static AGENT: OnceLock<Result<Agent, String>> = OnceLock::new();
+/// Why the sampling mode's JVMTI environment cannot be made.
+#[derive(Debug, thiserror::Error)]
+enum JvmtiError {
+    /// GetEnv gave no JVMTI 1.2 environment.
+    #[error("this JVM offers no JVMTI 1.2 environment")]
+    NoEnvironment,
+    /// AddCapabilities refused.
+    #[error("the JVM refuses the capabilities to time threads and see compiled code")]
+    Capabilities,
+    /// SetEventCallbacks or SetEventNotificationMode refused.
+    #[error("the JVM refuses to send thread and class events")]
+    Events,
+}
+
+static AGENT: OnceLock<Result<Agent, JvmtiError>> = OnceLock::new();
 /// The thread events' receiver of the running profile.
 static EVENTS: RwLock<Option<Arc<dyn ThreadEvents>>> = RwLock::new(None);
 /// The profile running, if any.
@@ -193,46 +201,32 @@ extern "system" fn on_compiled_method_load(
 ///
 /// # Safety
 /// `vm` is the JavaVM given to Agent_OnLoad or Agent_OnAttach.
-unsafe fn make_agent(vm: *mut JavaVm, attach: bool) -> Result<Agent, String> {
-    let env = jvmti::get_env(vm).ok_or("this JVM offers no JVMTI 1.2 environment")?;
+unsafe fn make_agent(vm: *mut JavaVm, attach: bool) -> Result<Agent, JvmtiError> {
+    let env = jvmti::get_env(vm).ok_or(JvmtiError::NoEnvironment)?;
     let mut capabilities = Capabilities::default();
     capabilities.words[0] = Capabilities::COMPILED_METHOD_LOAD_EVENTS
         | Capabilities::THREAD_CPU_TIME
         | Capabilities::CURRENT_THREAD_CPU_TIME;
     if env.add_capabilities(&capabilities) != JVMTI_ERROR_NONE {
-        return Err(
-            "the JVM refuses the capabilities to time threads and see compiled code".into(),
-        );
+        return Err(JvmtiError::Capabilities);
     }
-    let mut callbacks = EventCallbacks {
-        handlers: [std::ptr::null(); 21],
-    };
-    let slot = |event: Jint| (event - jvmti::EVENT_VM_INIT) as usize;
-    callbacks.handlers[slot(jvmti::EVENT_VM_INIT)] = on_vm_init as *const c_void;
-    callbacks.handlers[slot(jvmti::EVENT_VM_DEATH)] = on_vm_death as *const c_void;
-    callbacks.handlers[slot(jvmti::EVENT_THREAD_START)] = on_thread_start as *const c_void;
-    callbacks.handlers[slot(jvmti::EVENT_THREAD_END)] = on_thread_end as *const c_void;
-    callbacks.handlers[slot(jvmti::EVENT_CLASS_LOAD)] = on_class_load as *const c_void;
-    callbacks.handlers[slot(jvmti::EVENT_CLASS_PREPARE)] = on_class_prepare as *const c_void;
-    callbacks.handlers[slot(jvmti::EVENT_COMPILED_METHOD_LOAD)] =
-        on_compiled_method_load as *const c_void;
-    let mut events = vec![
-        jvmti::EVENT_VM_DEATH,
-        jvmti::EVENT_THREAD_START,
-        jvmti::EVENT_THREAD_END,
-        jvmti::EVENT_CLASS_LOAD,
-        jvmti::EVENT_CLASS_PREPARE,
-        jvmti::EVENT_COMPILED_METHOD_LOAD,
+    let handlers = [
+        (jvmti::EVENT_VM_INIT, on_vm_init as *const c_void),
+        (jvmti::EVENT_VM_DEATH, on_vm_death as *const c_void),
+        (jvmti::EVENT_THREAD_START, on_thread_start as *const c_void),
+        (jvmti::EVENT_THREAD_END, on_thread_end as *const c_void),
+        (jvmti::EVENT_CLASS_LOAD, on_class_load as *const c_void),
+        (
+            jvmti::EVENT_CLASS_PREPARE,
+            on_class_prepare as *const c_void,
+        ),
+        (
+            jvmti::EVENT_COMPILED_METHOD_LOAD,
+            on_compiled_method_load as *const c_void,
+        ),
     ];
-    if !attach {
-        events.push(jvmti::EVENT_VM_INIT);
-    }
-    let refused = env.set_event_callbacks(&callbacks) != JVMTI_ERROR_NONE
-        || events
-            .into_iter()
-            .any(|event| env.enable_event(event) != JVMTI_ERROR_NONE);
-    if refused {
-        return Err("the JVM refuses to send thread and class events".into());
+    if !env.handle_events(&handlers, attach) {
+        return Err(JvmtiError::Events);
     }
     Ok(Agent { vm, env })
 }
@@ -244,8 +238,8 @@ unsafe fn make_agent(vm: *mut JavaVm, attach: bool) -> Result<Agent, String> {
 ///
 /// # Safety
 /// `vm` is the JavaVM given to Agent_OnLoad or Agent_OnAttach.
-pub unsafe fn start(vm: *mut JavaVm, command: Result<Command, String>, attach: bool) -> Jint {
-    let failed = |message: &str| {
+pub unsafe fn start(vm: *mut JavaVm, command: Result<Command, OptionsError>, attach: bool) -> Jint {
+    let failed = |message: &dyn std::fmt::Display| {
         log().log(
             Level::Severe,
             &format!("joularcode agent: {message} This JVM runs on without being profiled."),
@@ -257,7 +251,7 @@ pub unsafe fn start(vm: *mut JavaVm, command: Result<Command, String>, attach: b
         }
     };
     let options = match command {
-        Err(message) => return failed(&message),
+        Err(error) => return failed(&error),
         Ok(Command::Stop) => {
             if end() {
                 log().log(
@@ -274,8 +268,8 @@ pub unsafe fn start(vm: *mut JavaVm, command: Result<Command, String>, attach: b
         }
         Ok(Command::Sample(options)) => options,
     };
-    if let Err(message) = AGENT.get_or_init(|| make_agent(vm, attach)) {
-        return failed(message);
+    if let Err(error) = AGENT.get_or_init(|| make_agent(vm, attach)) {
+        return failed(error);
     }
     if attach {
         if begin(options) {

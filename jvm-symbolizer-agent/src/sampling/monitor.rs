@@ -21,13 +21,14 @@ use joularcode_core::log::{Level, Log, Stderr};
 use joularcode_core::machine::{CpuSource, SystemLoad};
 use joularcode_core::names::fit_for_file_name;
 use joularcode_core::output::csv::CsvWriter;
-use joularcode_core::power::{self, SystemClock, SystemRoots};
+use joularcode_core::power::{self, PowerError, SystemClock, SystemRoots};
 use joularcode_core::threads::{cycle_threads, ThreadCounts, ThreadCpu};
 
 use super::frames::Frames;
-use super::options::{SampleOptions, SamplerChoice};
-use super::{dumps, lock, process, set_events, Sampler};
+use super::options::{OptionsError, SampleOptions, SamplerChoice};
+use super::{dumps, process, set_events, Sampler};
 use crate::jvmti::{Env, JavaVm, JavaVmAttachArgs, Jni, JniEnv, JNI_OK, JNI_VERSION_1_6};
+use crate::lock;
 
 /// How long a profile's end waits for its last cycle to be written.
 const END_WAIT: Duration = Duration::from_secs(5);
@@ -35,6 +36,52 @@ const END_WAIT: Duration = Duration::from_secs(5);
 const START_WAIT: Duration = Duration::from_secs(30);
 /// The name of the monitor thread (also its Java name).
 const THREAD_NAME: &str = "joularcode-sampler";
+
+/// Why a profile cannot start: the one line said before the JVM runs on unprofiled.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    /// The monitor thread could not be made.
+    #[error("cannot start the monitor thread: {0}.")]
+    Thread(std::io::Error),
+    /// The monitor thread said nothing within [`START_WAIT`].
+    #[error("the monitor thread did not start.")]
+    NotStarted,
+    /// The monitor thread could not attach to the JVM.
+    #[error("the monitor thread cannot attach to the JVM.")]
+    Attach,
+    /// The working directory, where the configuration is looked for, cannot be read.
+    #[error("cannot read the working directory: {0}.")]
+    WorkingDir(std::io::Error),
+    /// The options, or the configuration they make, cannot be used.
+    #[error(transparent)]
+    Options(#[from] OptionsError),
+    /// The power source cannot be opened or read.
+    #[error("Cannot measure the CPU power: {0}")]
+    Power(PowerError),
+    /// The results folder or its files cannot be written.
+    #[error("{0}")]
+    Results(std::io::Error),
+    /// The cycle log cannot be written.
+    #[error("cycle-log={}: {source}. Give a file that can be written (not a symbolic link).", path.display())]
+    CycleLog {
+        /// The file given.
+        path: PathBuf,
+        /// The OS's error.
+        source: std::io::Error,
+    },
+    /// The signal sampler cannot start.
+    #[cfg(unix)]
+    #[error(transparent)]
+    Signals(#[from] super::signals::SignalError),
+    /// `sampler=signals` in a JVM without AsyncGetCallTrace.
+    #[cfg(unix)]
+    #[error("sampler=signals: this JVM has no AsyncGetCallTrace. Use sampler=auto or jvmti.")]
+    NoAsyncGetCallTrace,
+    /// `sampler=signals` on Windows.
+    #[cfg(not(unix))]
+    #[error("sampler=signals needs signals, which Windows has not. Use sampler=auto or jvmti.")]
+    NoSignals,
+}
 
 /// The running profile, as the rest of the agent holds it.
 pub struct Handle {
@@ -116,7 +163,11 @@ unsafe impl Send for SendVm {}
 impl Monitor {
     /// Starts the monitor thread of a profile with `options`, and waits until it is sampling, or
     /// has said why it cannot.
-    pub fn spawn(vm: *mut JavaVm, env: Env, options: SampleOptions) -> Result<Handle, String> {
+    pub fn spawn(
+        vm: *mut JavaVm,
+        env: Env,
+        options: SampleOptions,
+    ) -> Result<Handle, ProfileError> {
         let control = Arc::new(Control::default());
         let (ready, started) = mpsc::channel();
         let vm = SendVm(vm);
@@ -128,14 +179,14 @@ impl Monitor {
                 crate::guarded((), || run(vm.0, env, options, &thread_control, &ready));
                 thread_control.finished();
             })
-            .map_err(|error| format!("cannot start the monitor thread: {error}."))?;
+            .map_err(ProfileError::Thread)?;
         match started.recv_timeout(START_WAIT) {
             Ok(Ok(())) => Ok(Handle { control, thread }),
-            Ok(Err(message)) => {
+            Ok(Err(error)) => {
                 let _ = thread.join();
-                Err(message)
+                Err(error)
             }
-            Err(_) => Err("the monitor thread did not start.".into()),
+            Err(_) => Err(ProfileError::NotStarted),
         }
     }
 }
@@ -146,12 +197,12 @@ fn run(
     env: Env,
     options: SampleOptions,
     control: &Control,
-    ready: &mpsc::Sender<Result<(), String>>,
+    ready: &mpsc::Sender<Result<(), ProfileError>>,
 ) {
     super::mark_agent_thread();
     // SAFETY: the process's JavaVM; the thread is attached as a daemon until it ends.
     let Some(jni) = (unsafe { attach(vm) }) else {
-        let _ = ready.send(Err("the monitor thread cannot attach to the JVM.".into()));
+        let _ = ready.send(Err(ProfileError::Attach));
         return;
     };
     match Monitor::open(vm, env, jni, &options) {
@@ -159,8 +210,8 @@ fn run(
             let _ = ready.send(Ok(()));
             monitor.run(jni, control);
         }
-        Err(message) => {
-            let _ = ready.send(Err(message));
+        Err(error) => {
+            let _ = ready.send(Err(error));
         }
     }
     set_events(None);
@@ -194,7 +245,7 @@ fn main_class(env: Env) -> String {
 }
 
 /// Opens the `cycle-log` file, emptied, without following a symbolic link.
-fn open_cycle_log(path: &PathBuf) -> Result<File, String> {
+fn open_cycle_log(path: &PathBuf) -> Result<File, ProfileError> {
     let mut open = std::fs::OpenOptions::new();
     open.write(true).create(true).truncate(true);
     #[cfg(unix)]
@@ -202,11 +253,9 @@ fn open_cycle_log(path: &PathBuf) -> Result<File, String> {
         use std::os::unix::fs::OpenOptionsExt;
         open.custom_flags(libc::O_NOFOLLOW);
     }
-    open.open(path).map_err(|error| {
-        format!(
-            "cycle-log={}: {error}. Give a file that can be written (not a symbolic link).",
-            path.display()
-        )
+    open.open(path).map_err(|source| ProfileError::CycleLog {
+        path: path.clone(),
+        source,
     })
 }
 
@@ -227,7 +276,7 @@ fn sampler(
     choice: SamplerChoice,
     config: &Config,
     cpus: u32,
-) -> Result<Box<dyn Sampler>, String> {
+) -> Result<Box<dyn Sampler>, ProfileError> {
     let interval = Duration::from_millis(config.sample_rate_ms);
     let pid = std::process::id();
     #[cfg(unix)]
@@ -243,10 +292,7 @@ fn sampler(
                 )?))
             }
             None if choice == SamplerChoice::Signals => {
-                return Err(
-                    "sampler=signals: this JVM has no AsyncGetCallTrace. Use sampler=auto or jvmti."
-                        .into(),
-                )
+                return Err(ProfileError::NoAsyncGetCallTrace)
             }
             None => Stderr::default().log(
                 Level::Warning,
@@ -256,10 +302,7 @@ fn sampler(
     }
     #[cfg(not(unix))]
     if choice == SamplerChoice::Signals {
-        return Err(
-            "sampler=signals needs signals, which Windows has not. Use sampler=auto or jvmti."
-                .into(),
-        );
+        return Err(ProfileError::NoSignals);
     }
     let _ = (vm, cpus);
     Ok(Box::new(dumps::Dumps::start(env, jni, interval, pid)))
@@ -272,21 +315,18 @@ impl Monitor {
         env: Env,
         jni: Jni,
         options: &SampleOptions,
-    ) -> Result<Monitor, String> {
+    ) -> Result<Monitor, ProfileError> {
         let log = Stderr::default();
-        let working_dir = std::env::current_dir()
-            .map_err(|error| format!("cannot read the working directory: {error}."))?;
+        let working_dir = std::env::current_dir().map_err(ProfileError::WorkingDir)?;
         let config = options.config(&working_dir, &log)?;
         let roots = SystemRoots::default();
         let mut source = power::open(&config, &roots, Arc::new(SystemClock::default()), &log)
-            .map_err(|error| format!("Cannot measure the CPU power: {error}"))?;
+            .map_err(ProfileError::Power)?;
         if config.source_kind() == Ok(SourceKind::Vm) {
             // The file must be there now: a typo would otherwise only show as warnings
-            source
-                .watts()
-                .map_err(|error| format!("Cannot measure the CPU power: {error}"))?;
+            source.watts().map_err(ProfileError::Power)?;
         }
-        let writer = CsvWriter::open(&config.results_path).map_err(|error| error.to_string())?;
+        let writer = CsvWriter::open(&config.results_path).map_err(ProfileError::Results)?;
         let cycle_log = options.cycle_log.as_ref().map(open_cycle_log).transpose()?;
         let cpu = CpuSource::system();
         let cpus = cpu.read().map(|use_| use_.cpus).unwrap_or(1);

@@ -13,7 +13,7 @@
 
 use std::path::{Path, PathBuf};
 
-use joularcode_core::config::Config;
+use joularcode_core::config::{Config, ConfigError, SettingError};
 use joularcode_core::log::{Log, Recorded};
 
 /// How stacks are sampled.
@@ -64,13 +64,36 @@ pub struct SampleOptions {
     pub sampler: SamplerChoice,
 }
 
+/// Options of the sampling mode that cannot be used: the one line said before the JVM runs on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OptionsError {
+    /// `stop` followed by an option.
+    #[error("stop takes no option, not '{0}'.")]
+    StopTakesNoOption(String),
+    /// A piece without `=` and no value before it to continue.
+    #[error("'{0}' is not an option: write key=value (sample,config=FILE,results-path=DIR).")]
+    NotAnOption(String),
+    /// `sampler=` with another value than the choices.
+    #[error("sampler={0} is not a sampler: write sampler=auto, signals or jvmti.")]
+    UnknownSampler(String),
+    /// A key of `joularcodejava.properties` given a value that cannot be used.
+    #[error(transparent)]
+    Setting(#[from] SettingError),
+    /// `config=` names no file.
+    #[error("config={}: there is no such file. Give the path of a joularcodejava.properties file.", .0.display())]
+    NoConfigFile(PathBuf),
+    /// The configuration, file and options together, names no power source or format we know.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+}
+
 /// Parses the agent's options: `None` when they are not the sampling mode's (the code map's).
-pub fn parse(text: &str) -> Option<Result<Command, String>> {
+pub fn parse(text: &str) -> Option<Result<Command, OptionsError>> {
     let mut pieces = text.split(',');
     match pieces.next()?.trim() {
         "stop" => Some(match pieces.find(|piece| !piece.trim().is_empty()) {
             None => Ok(Command::Stop),
-            Some(piece) => Err(format!("stop takes no option, not '{piece}'.")),
+            Some(piece) => Err(OptionsError::StopTakesNoOption(piece.to_owned())),
         }),
         "sample" => Some(parse_sample(pieces).map(Command::Sample)),
         _ => None,
@@ -78,7 +101,7 @@ pub fn parse(text: &str) -> Option<Result<Command, String>> {
 }
 
 /// The `key=value` pieces after `sample`.
-fn parse_sample<'a>(pieces: impl Iterator<Item = &'a str>) -> Result<SampleOptions, String> {
+fn parse_sample<'a>(pieces: impl Iterator<Item = &'a str>) -> Result<SampleOptions, OptionsError> {
     let mut pairs: Vec<(String, String)> = Vec::new();
     for piece in pieces {
         match piece.split_once('=') {
@@ -89,11 +112,7 @@ fn parse_sample<'a>(pieces: impl Iterator<Item = &'a str>) -> Result<SampleOptio
                     value.push_str(piece);
                 }
                 None if piece.trim().is_empty() => {}
-                None => {
-                    return Err(format!(
-                        "'{piece}' is not an option: write key=value (sample,config=FILE,results-path=DIR)."
-                    ))
-                }
+                None => return Err(OptionsError::NotAnOption(piece.to_owned())),
             },
         }
     }
@@ -108,11 +127,7 @@ fn parse_sample<'a>(pieces: impl Iterator<Item = &'a str>) -> Result<SampleOptio
                     "auto" => SamplerChoice::Auto,
                     "signals" => SamplerChoice::Signals,
                     "jvmti" => SamplerChoice::Jvmti,
-                    other => {
-                        return Err(format!(
-                        "sampler={other} is not a sampler: write sampler=auto, signals or jvmti."
-                    ))
-                    }
+                    other => return Err(OptionsError::UnknownSampler(other.to_owned())),
                 }
             }
             _ => {
@@ -129,25 +144,20 @@ impl SampleOptions {
     /// The configuration: the properties file (`config=`, which must exist, else
     /// `joularcodejava.properties` in `working_dir`) read as Joular reads it, then the options
     /// over it, each checked as on `record`'s command line. What the file says goes to `log`.
-    pub fn config(&self, working_dir: &Path, log: &dyn Log) -> Result<Config, String> {
+    pub fn config(&self, working_dir: &Path, log: &dyn Log) -> Result<Config, OptionsError> {
         let mut config = match &self.config_file {
             ConfigFile::Nothing => Config::default(),
             ConfigFile::WorkingFolder => Config::load(None, working_dir, log),
             ConfigFile::Given(file) if working_dir.join(file).is_file() => {
                 Config::load(Some(&file.to_string_lossy()), working_dir, log)
             }
-            ConfigFile::Given(file) => {
-                return Err(format!(
-                    "config={}: there is no such file. Give the path of a joularcodejava.properties file.",
-                    file.display()
-                ))
-            }
+            ConfigFile::Given(file) => return Err(OptionsError::NoConfigFile(file.clone())),
         };
         for (key, value) in &self.settings {
             config.set_strictly(key, value, log)?;
         }
-        config.source_kind().map_err(|error| error.to_string())?;
-        config.vm_format().map_err(|error| error.to_string())?;
+        config.source_kind()?;
+        config.vm_format()?;
         Ok(config)
     }
 }
@@ -201,7 +211,7 @@ mod tests {
     #[test]
     fn bad_options_are_one_line_that_says_what_to_write() {
         let error = |text: &str| match parse(text) {
-            Some(Err(error)) => error,
+            Some(Err(error)) => error.to_string(),
             other => panic!("{text}: {other:?}"),
         };
         assert!(error("sample,fast").contains("write key=value"));
@@ -240,7 +250,8 @@ mod tests {
         assert_eq!(config.source_kind(), Ok(SourceKind::Estimate));
         let error = sample("sample,config=missing.properties")
             .config(dir.path(), &log)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             error.starts_with("config=missing.properties: there is no such file."),
             "{error}"
@@ -250,7 +261,10 @@ mod tests {
             "power-source-type=wind\n",
         )
         .unwrap();
-        let error = sample("sample").config(dir.path(), &log).unwrap_err();
+        let error = sample("sample")
+            .config(dir.path(), &log)
+            .unwrap_err()
+            .to_string();
         assert!(
             error.contains("Unknown power-source-type 'wind'"),
             "{error}"

@@ -21,10 +21,10 @@ use crate::signals;
 pub fn run(args: &StacksArgs) -> Result<i32, String> {
     let log: Arc<dyn Log> = Arc::new(Stderr::default());
     let targets = args.jvms.targets(&args.command);
-    let mut options = SessionOptions::new(log.clone());
-    options.rate_hz = args.rate.rate;
-    args.agent.apply_to(&mut options);
-    options.native_frames = args.native;
+    let options = SessionOptions {
+        native_frames: args.native,
+        ..args.agent.session_options(args.rate.rate, log.clone())
+    };
     // Open the output first: a bad path fails before anything is sampled.
     let mut out: Box<dyn Write> = match &args.output {
         Some(path) => Box::new(BufWriter::new(create_output(path)?)),

@@ -39,7 +39,7 @@ pub fn run(args: &Recording, config: &Config, log: &dyn Log) -> Result<i32, Stri
              the results afterwards with joularcode-bpf report RESULTS --flamegraph FILE --pprof FILE."
             .into());
     }
-    if !args.attach_agent {
+    if args.agent.no_attach {
         return Err(
             "--no-attach cannot be used with --mode agent, which loads the agent into the JVMs."
                 .into(),
@@ -48,7 +48,7 @@ pub fn run(args: &Recording, config: &Config, log: &dyn Log) -> Result<i32, Stri
     if args.cycle_log.is_some() && args.pids().len() > 1 {
         return Err("--cycle-log takes one JVM in agent mode: give one --pid.".into());
     }
-    let agent = launch::find_agent(args.agent_path.as_deref()).map_err(|e| e.to_string())?;
+    let agent = launch::find_agent(args.agent.agent_path.as_deref()).map_err(|e| e.to_string())?;
     let working_dir = std::env::current_dir()
         .map_err(|error| format!("cannot read the working directory: {error}"))?;
     let deadline = args.duration.map(|duration| Instant::now() + duration);

@@ -31,7 +31,7 @@ use joularcode_core::threads::{cycle_threads, ThreadCpu};
 use crate::discovery;
 use crate::launch;
 use crate::sampler::{monotonic_ns, Sampler, CONSUME_INTERVAL};
-use crate::session::{BranchLimit, Session, SessionOptions, Targets};
+use crate::session::{AgentArgs, BranchLimit, Session, SessionOptions, Targets};
 use crate::signals;
 use cycle_log::CycleLog;
 use options::ConfigOptions;
@@ -53,10 +53,8 @@ pub struct Recording {
     pub config: Option<PathBuf>,
     /// The keys of joularcodejava.properties given as options.
     pub options: ConfigOptions,
-    /// The symbolizer agent library (by default found beside the executable).
-    pub agent_path: Option<PathBuf>,
-    /// Whether the agent is loaded into running JVMs.
-    pub attach_agent: bool,
+    /// The symbolizer agent's options.
+    pub agent: AgentArgs,
     /// How the JVMs are profiled.
     pub mode: Mode,
     /// Where one JSON line per cycle and JVM goes, if asked for.
@@ -175,12 +173,11 @@ pub fn run_with(args: Recording, mut outputs: Outputs) -> Result<i32, String> {
             .map_err(|error| format!("Cannot measure the CPU power: {error}"))?;
     }
 
-    let mut session_options = SessionOptions::new(log.clone());
-    session_options.rate_hz = rate_hz;
-    session_options.prefixes = config.methods_filtering_prefix.clone();
-    session_options.agent_path = args.agent_path.clone();
-    session_options.attach_agent = args.attach_agent;
-    session_options.branch_limit = args.branch_limit;
+    let session_options = SessionOptions {
+        prefixes: config.methods_filtering_prefix.clone(),
+        branch_limit: args.branch_limit,
+        ..args.agent.session_options(rate_hz, log.clone())
+    };
     signals::stop_on_signals().map_err(|e| e.to_string())?;
     let none_profiled = args.none_profiled();
     let mut session = Session::with_sampler(sampler, args.targets, &session_options)

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use joularcode_core::log::Level;
+use joularcode_core::log::{Level, Log};
 
 use super::SessionOptions;
 use crate::attach::{self, AttachError};
@@ -16,6 +16,32 @@ use crate::foreign::{self, ForeignError};
 use crate::jit::codemap::CodeMap;
 use crate::launch;
 use crate::resolve::JitNames;
+
+/// The options of the symbolizer agent, shared by the subcommands that name compiled frames
+/// (`stacks`, `record`, `top`, `daemon`), flattened into each by [`crate::cli`].
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct AgentArgs {
+    /// The symbolizer agent library (default: libjvm_symbolizer_agent.so beside this program).
+    #[arg(long, value_name = "FILE")]
+    pub agent_path: Option<PathBuf>,
+    /// Do not load the symbolizer agent into the JVMs: their compiled frames are then named from
+    /// their code caches, by their outer methods only.
+    #[arg(long)]
+    pub no_attach: bool,
+}
+
+impl AgentArgs {
+    /// The options of a command's session: `rate_hz`, this agent, messages to `log`; the rest as
+    /// [`SessionOptions::new`] makes them, for the command to change.
+    pub fn session_options(&self, rate_hz: u64, log: Arc<dyn Log>) -> SessionOptions {
+        SessionOptions {
+            rate_hz,
+            agent_path: self.agent_path.clone(),
+            attach_agent: !self.no_attach,
+            ..SessionOptions::new(log)
+        }
+    }
+}
 
 /// An attach of the agent in progress: the names to use once it is done, and the message to say.
 pub type Attaching = attach::Background<(JitNames, Option<String>)>;

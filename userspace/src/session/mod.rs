@@ -38,6 +38,7 @@ use crate::launch::{self, LaunchError};
 use crate::sampler::{Sampler, SamplerError};
 use agent::Attacher;
 
+pub use agent::AgentArgs;
 pub use counts::{BranchLimit, NativeStack};
 pub use jvm::{main_class_of, ProfiledJvm, ThreadCounts};
 

@@ -15,25 +15,18 @@ use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-use joularcode_testkit::{agent_library, jdk, repo_root, target_dir, workload_classes, Jvm};
+use joularcode_testkit::{
+    agent_library, jdk, one_at_a_time, repo_root, target_dir, workload_classes, Jvm,
+};
 use protobuf::reflect::{FileDescriptor, ReflectValueRef};
 use protobuf::Message as _;
 
 /// The tests measure energy shares: one at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
-
 fn serial() -> MutexGuard<'static, ()> {
-    assert!(
-        // SAFETY: geteuid only reads this process's user id.
-        unsafe { libc::geteuid() } == 0,
-        "the views tests load the BPF sampler: run them as root"
-    );
-    SERIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    one_at_a_time("the views tests load the BPF sampler")
 }
 
 /// The folder of this file's test outputs, emptied once per test process and kept afterwards.

@@ -124,7 +124,7 @@ impl Drop for Timer {
 }
 
 /// Linux has a timer per thread: no process timer.
-pub fn start_process_timer(_interval: Duration) -> Result<(), String> {
+pub fn start_process_timer(_interval: Duration) -> Result<(), super::SignalError> {
     Ok(())
 }
 

@@ -9,6 +9,8 @@ use mach2::traps::mach_task_self;
 
 use joularcode_core::power::clock::posix_clock_ns;
 
+use super::SignalError;
+
 /// The calling thread's errno.
 pub fn errno() -> i32 {
     // SAFETY: the calling thread's errno location.
@@ -116,7 +118,7 @@ impl Timer {
 }
 
 /// Sets the process CPU timer.
-fn set_process_timer(interval: Duration) -> Result<(), String> {
+fn set_process_timer(interval: Duration) -> Result<(), SignalError> {
     let period = libc::timeval {
         tv_sec: interval.as_secs() as libc::time_t,
         tv_usec: interval.subsec_micros() as libc::suseconds_t,
@@ -127,16 +129,13 @@ fn set_process_timer(interval: Duration) -> Result<(), String> {
     };
     // SAFETY: setitimer reads the itimerval it is given.
     if unsafe { libc::setitimer(libc::ITIMER_PROF, &timer, std::ptr::null_mut()) } != 0 {
-        return Err(format!(
-            "cannot set the process CPU timer: {}",
-            std::io::Error::last_os_error()
-        ));
+        return Err(SignalError::ProcessTimer(errno()));
     }
     Ok(())
 }
 
 /// Arms the process CPU timer: a SIGPROF every `interval` of the process's CPU time.
-pub fn start_process_timer(interval: Duration) -> Result<(), String> {
+pub fn start_process_timer(interval: Duration) -> Result<(), SignalError> {
     set_process_timer(interval)
 }
 

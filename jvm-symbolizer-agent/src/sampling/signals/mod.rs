@@ -41,8 +41,21 @@ use joularcode_core::threads::{classify, JvmThread, ThreadCounts, ThreadTime};
 
 use super::frames::Frames;
 use super::ring::{CallFrame, Record, Ring, MAX_FRAMES};
-use super::{lock, Sampler, ThreadEvents, AGENT_THREAD_PREFIX};
+use super::{Sampler, ThreadEvents, AGENT_THREAD_PREFIX};
 use crate::jvmti::{Env, JavaVm, Jint, Jni, JniEnv, Jobject, JNI_OK, JNI_VERSION_1_6};
+use crate::lock;
+
+/// Why the signal sampler cannot start.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SignalError {
+    /// `sigaction` refused the SIGPROF handler, with this errno.
+    #[error("cannot install a SIGPROF handler: {}", std::io::Error::from_raw_os_error(*.0))]
+    Handler(i32),
+    /// `setitimer` refused the process CPU timer, with this errno.
+    #[cfg(target_os = "macos")]
+    #[error("cannot set the process CPU timer: {}", std::io::Error::from_raw_os_error(*.0))]
+    ProcessTimer(i32),
+}
 
 /// `ASGCT_CallTrace`.
 #[repr(C)]
@@ -63,7 +76,7 @@ static RING: OnceLock<Ring> = OnceLock::new();
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 /// The handler is installed once and stays: a late signal must never meet SIGPROF's default
 /// action, which ends the process.
-static INSTALLED: OnceLock<Result<(), String>> = OnceLock::new();
+static INSTALLED: OnceLock<Result<(), SignalError>> = OnceLock::new();
 
 /// AsyncGetCallTrace of the JVM `env` belongs to: looked up in the process (the launcher loads
 /// libjvm globally), else in the library that holds the JVMTI functions (a JVM embedded with
@@ -133,7 +146,7 @@ fn take_sample(record: &mut Record, context: *mut c_void) {
 }
 
 /// Installs the SIGPROF handler, once for the life of the process.
-fn install_handler() -> Result<(), String> {
+fn install_handler() -> Result<(), SignalError> {
     INSTALLED
         .get_or_init(|| {
             // SAFETY: a zeroed sigaction is valid; the handler is async-signal-safe.
@@ -143,10 +156,7 @@ fn install_handler() -> Result<(), String> {
                 action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
                 libc::sigemptyset(&mut action.sa_mask);
                 if libc::sigaction(libc::SIGPROF, &action, std::ptr::null_mut()) != 0 {
-                    return Err(format!(
-                        "cannot install a SIGPROF handler: {}",
-                        std::io::Error::last_os_error()
-                    ));
+                    return Err(SignalError::Handler(os::errno()));
                 }
             }
             Ok(())
@@ -250,7 +260,7 @@ impl Signals {
         interval: Duration,
         ring_slots: usize,
         pid: u32,
-    ) -> Result<Signals, String> {
+    ) -> Result<Signals, SignalError> {
         install_handler()?;
         RING.get_or_init(|| Ring::new(ring_slots));
         VM.store(vm, Ordering::Release);
