@@ -134,9 +134,14 @@ pub unsafe fn start(vm: *mut JavaVm, options: *const c_char, attach: bool) -> Ji
             return JNI_ERR;
         }
     };
-    let Some(env) = jvmti::get_env(vm) else {
-        say(Level::Severe, "this JVM offers no JVMTI 1.2 environment");
-        return JNI_ERR;
+    let env = match jvmti::get_env(vm) {
+        Ok(env) => env,
+        // Attached as the JVM shuts down: nothing is lost, and its output is no place to say so.
+        Err(jvmti::NoJvmti::Ending) => return JNI_ERR,
+        Err(e) => {
+            say(Level::Severe, &e.to_string());
+            return JNI_ERR;
+        }
     };
     let sink = match Sink::open(&options, std::process::id()) {
         Ok(Some(sink)) => sink,

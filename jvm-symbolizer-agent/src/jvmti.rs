@@ -595,12 +595,27 @@ pub unsafe fn jni_env(vm: *mut JavaVm) -> Option<Jni> {
     (rc == JNI_OK && !env.is_null()).then_some(Jni(env as JniEnv))
 }
 
+/// Why the JVM gave no JVMTI environment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum NoJvmti {
+    /// HotSpot gives JVMTI environments only while it starts (OnLoad) and runs (live phase): an
+    /// agent attached while the JVM shuts down gets `JNI_EDETACHED`.
+    #[error("the JVM is ending: it gives no JVMTI environment any more")]
+    Ending,
+    /// The JVM does not know JVMTI 1.2 (`JNI_EVERSION`), or failed otherwise.
+    #[error("this JVM offers no JVMTI 1.2 environment (GetEnv returned {0})")]
+    Refused(Jint),
+}
+
 /// Gets a JVMTI 1.2 environment from the JVM.
 ///
 /// # Safety
 /// `vm` must be the JavaVM given to Agent_OnLoad or Agent_OnAttach.
-pub unsafe fn get_env(vm: *mut JavaVm) -> Option<Env> {
+pub unsafe fn get_env(vm: *mut JavaVm) -> Result<Env, NoJvmti> {
     let mut env: *mut c_void = std::ptr::null_mut();
-    let rc = ((**vm).get_env)(vm, &mut env, JVMTI_VERSION_1_2);
-    (rc == JNI_OK && !env.is_null()).then_some(Env(env as JvmtiEnv))
+    match ((**vm).get_env)(vm, &mut env, JVMTI_VERSION_1_2) {
+        JNI_OK if !env.is_null() => Ok(Env(env as JvmtiEnv)),
+        JNI_EDETACHED => Err(NoJvmti::Ending),
+        rc => Err(NoJvmti::Refused(rc)),
+    }
 }

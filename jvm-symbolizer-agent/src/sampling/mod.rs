@@ -97,8 +97,8 @@ unsafe impl Sync for Agent {}
 #[derive(Debug, thiserror::Error)]
 enum JvmtiError {
     /// GetEnv gave no JVMTI 1.2 environment.
-    #[error("this JVM offers no JVMTI 1.2 environment")]
-    NoEnvironment,
+    #[error(transparent)]
+    NoEnvironment(#[from] jvmti::NoJvmti),
     /// AddCapabilities refused.
     #[error("the JVM refuses the capabilities to time threads and see compiled code")]
     Capabilities,
@@ -202,7 +202,7 @@ extern "system" fn on_compiled_method_load(
 /// # Safety
 /// `vm` is the JavaVM given to Agent_OnLoad or Agent_OnAttach.
 unsafe fn make_agent(vm: *mut JavaVm, attach: bool) -> Result<Agent, JvmtiError> {
-    let env = jvmti::get_env(vm).ok_or(JvmtiError::NoEnvironment)?;
+    let env = jvmti::get_env(vm)?;
     let mut capabilities = Capabilities::default();
     capabilities.words[0] = Capabilities::COMPILED_METHOD_LOAD_EVENTS
         | Capabilities::THREAD_CPU_TIME
