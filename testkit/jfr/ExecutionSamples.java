@@ -18,7 +18,8 @@ import jdk.jfr.consumer.RecordingFile;
  * `jfr print --json --stack-depth DEPTH` gives them and in its shape:
  * {"values": {"sampledThread": {"javaName", "osThreadId", "virtual"}, "stackTrace": {"truncated",
  * "frames": [{"method": {"type": {"name", "hidden"}, "name"}}]}}}, the newest frame first.
- * Field values are the recording's own, as jfr print writes them. `jfr print --json` writes every
+ * Field values are the recording's own, as jfr print writes them (getString, getLong: not the
+ * accessors that turn them, such as RecordedClass.getName). `jfr print --json` writes every
  * field of every object (hundreds of MB for a run of javac sampled every millisecond): this writes
  * only those.
  *
@@ -55,8 +56,9 @@ public class ExecutionSamples {
             return;
         }
         line.append("{\"javaName\":");
-        string(line, thread.getJavaName());
-        line.append(",\"osThreadId\":").append(thread.getOSThreadId());
+        string(line, thread.getString("javaName"));
+        // The recorded value: getOSThreadId() gives -1 for a virtual thread where the recording has 0
+        line.append(",\"osThreadId\":").append(thread.getLong("osThreadId"));
         // A field of Java 21 on: absent before, as in jfr print's output
         if (thread.hasField("virtual")) {
             line.append(",\"virtual\":").append(thread.getBoolean("virtual"));
@@ -95,7 +97,7 @@ public class ExecutionSamples {
                 line.append('}');
             }
             line.append(",\"name\":");
-            string(line, method.getName());
+            string(line, method.getString("name"));
             line.append("}}");
         }
         line.append("]}");
