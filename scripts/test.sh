@@ -15,10 +15,10 @@ cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 # The agent's sampling mode and core on the other platforms: built for Windows (and run under
-# Wine by the tests), type-checked for macOS (no Apple linker here)
-for target in x86_64-pc-windows-gnu aarch64-apple-darwin x86_64-apple-darwin; do
-    echo "== cargo clippy --target $target (the agent and core)"
-    cargo clippy --target "$target" -p jvm-symbolizer-agent -p joularcode-core --quiet -- -D warnings
-done
+# Wine by the tests), type-checked for macOS (no Apple linker here); the three targets in one
+# Cargo run, which builds their crates side by side
+targets=(x86_64-pc-windows-gnu aarch64-apple-darwin x86_64-apple-darwin)
+echo "== cargo clippy ${targets[*]/#/--target } (the agent and core)"
+cargo clippy "${targets[@]/#/--target=}" -p jvm-symbolizer-agent -p joularcode-core --quiet -- -D warnings
 echo "== cargo test"
 cargo test --workspace --no-fail-fast -- --test-threads=1 2>&1

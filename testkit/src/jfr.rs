@@ -25,6 +25,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 
 use serde_json::Value;
 
@@ -79,33 +80,52 @@ impl Recording {
         )
     }
 
-    /// The recording's execution samples, read with the `jfr` tool of `jdk` (the JDK that ran
-    /// the recording). Panics, saying why, when the recording or the tool is missing or gives
-    /// something else than JSON.
+    /// The recording's execution samples, read with JFR's own parser (`jdk.jfr.consumer`) on
+    /// `jdk` (the JDK that ran the recording) by `testkit/jfr/ExecutionSamples.java`, which
+    /// gives what `jfr print --json --stack-depth 512 --events jdk.ExecutionSample` gives, field
+    /// for field, without the hundreds of MB of every other field that it writes for a run of
+    /// javac. Panics, saying why, when the recording or the JDK is missing or gives something
+    /// else than JSON lines.
     pub fn read(&self, jdk: &Jdk) -> Profile {
-        let tool = jdk.home.join("bin/jfr");
-        let output = Command::new(&tool)
-            .args(["print", "--json", "--events", "jdk.ExecutionSample"])
-            .args(["--stack-depth", "512"])
+        let output = Command::new(jdk.java())
+            .arg("-cp")
+            .arg(reader_classes())
+            .arg("ExecutionSamples")
             .arg(&self.path)
+            .arg(STACK_DEPTH.to_string())
             .output()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", tool.display()));
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", jdk.java().display()));
         assert!(
             output.status.success(),
-            "{} print {}: {}",
-            tool.display(),
+            "ExecutionSamples {}: {}",
             self.path.display(),
             String::from_utf8_lossy(&output.stderr)
         );
-        let json: Value = serde_json::from_slice(&output.stdout)
-            .unwrap_or_else(|e| panic!("jfr print --json gave no JSON: {e}"));
-        let events = json["recording"]["events"]
-            .as_array()
-            .unwrap_or_else(|| panic!("no recording.events in {}", self.path.display()));
-        Profile {
-            samples: events.iter().filter_map(sample).collect(),
-        }
+        let text = String::from_utf8(output.stdout).expect("UTF-8 from ExecutionSamples");
+        let samples = text
+            .lines()
+            .filter_map(|line| {
+                let event: Value = serde_json::from_str(line)
+                    .unwrap_or_else(|e| panic!("ExecutionSamples gave no JSON ({e}): {line}"));
+                sample(&event)
+            })
+            .collect();
+        Profile { samples }
     }
+}
+
+/// How many frames of a stack are read, the newest first, as `jfr print --stack-depth`.
+const STACK_DEPTH: usize = 512;
+
+/// The compiled `testkit/jfr/ExecutionSamples.java`.
+fn reader_classes() -> &'static Path {
+    static CLASSES: OnceLock<PathBuf> = OnceLock::new();
+    CLASSES.get_or_init(|| {
+        let source = [crate::repo_root().join("testkit/jfr/ExecutionSamples.java")];
+        crate::compiled_once("jfr-reader", &source, |out| {
+            crate::javac(out, &source, "testkit/jfr")
+        })
+    })
 }
 
 /// One `jdk.ExecutionSample`.
@@ -140,7 +160,7 @@ pub const VIRTUAL_THREAD_START: &str = "java.lang.VirtualThread.run";
 /// The execution samples of a recording.
 #[derive(Debug, Clone, Default)]
 pub struct Profile {
-    /// Every sample, in the recording's order.
+    /// Every sample, in the order the recording holds them (`jfr print` sorts them by time).
     pub samples: Vec<Sample>,
 }
 

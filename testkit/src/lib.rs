@@ -77,8 +77,9 @@ pub fn all_jdks() -> Vec<Jdk> {
     [17, 21, 25].into_iter().map(jdk).collect()
 }
 
-/// The folder holding the compiled classes of `testkit/java/*.java`, compiled once per test process
-/// with javac 17 (`--release 17`, so that every JDK runs them).
+/// The folder holding the compiled classes of `testkit/java/*.java`, compiled with javac 17
+/// (`--release 17`, so that every JDK runs them) once per build folder and set of sources: the
+/// test programs of a suite share `target/java-classes-<hash of the sources>`.
 pub fn workload_classes() -> &'static Path {
     static CLASSES: OnceLock<PathBuf> = OnceLock::new();
     CLASSES.get_or_init(|| {
@@ -87,42 +88,80 @@ pub fn workload_classes() -> &'static Path {
             .map(|entry| entry.expect("testkit/java entry").path())
             .filter(|path| path.extension().is_some_and(|ext| ext == "java"))
             .collect();
-        let out = target_dir().join(format!("java-classes-{}", std::process::id()));
-        let javac = jdk(17).home.join("bin/javac");
-        let status = Command::new(&javac)
-            .args(["--release", "17", "-g", "-d"])
-            .arg(&out)
-            .args(&sources)
-            .status()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", javac.display()));
-        assert!(status.success(), "javac failed on testkit/java");
-        out
+        compiled_once("java-classes", &sources, |out| {
+            javac(out, &sources, "testkit/java")
+        })
     })
 }
 
 /// The module path holding the named modules of `testkit/java/modules/<module>/` (sources with
-/// their `module-info.java`), compiled once per test process with javac 17 (`--release 17`).
-/// Run a workload that uses them with `-p <this> --add-modules <module>`.
+/// their `module-info.java`), compiled with javac 17 (`--release 17`) once per build folder and
+/// set of sources. Run a workload that uses them with `-p <this> --add-modules <module>`.
 pub fn workload_modules() -> &'static Path {
     static MODULES: OnceLock<PathBuf> = OnceLock::new();
     MODULES.get_or_init(|| {
-        let out = target_dir().join(format!("java-modules-{}", std::process::id()));
-        let javac = jdk(17).home.join("bin/javac");
-        let modules = std::fs::read_dir(repo_root().join("testkit/java/modules"))
-            .expect("testkit/java/modules is readable");
-        for module in modules {
-            let module = module.expect("testkit/java/modules entry").path();
-            let name = module.file_name().expect("a module folder").to_owned();
-            let status = Command::new(&javac)
-                .args(["--release", "17", "-g", "-d"])
-                .arg(out.join(&name))
-                .args(java_sources(&module))
-                .status()
-                .unwrap_or_else(|e| panic!("cannot run {}: {e}", javac.display()));
-            assert!(status.success(), "javac failed on {}", module.display());
-        }
-        out
+        let modules: Vec<PathBuf> = std::fs::read_dir(repo_root().join("testkit/java/modules"))
+            .expect("testkit/java/modules is readable")
+            .map(|module| module.expect("testkit/java/modules entry").path())
+            .collect();
+        let sources: Vec<PathBuf> = modules.iter().flat_map(|m| java_sources(m)).collect();
+        compiled_once("java-modules", &sources, |out| {
+            for module in &modules {
+                let name = module.file_name().expect("a module folder");
+                javac(
+                    &out.join(name),
+                    &java_sources(module),
+                    &module.display().to_string(),
+                );
+            }
+        })
     })
+}
+
+/// `target/<prefix>-<hash>`, where `compile` wrote what it makes of `sources`; the hash covers
+/// the sources' paths and contents. Compiled only when that folder is missing, into a folder of
+/// this process renamed there whole, so that test programs running at once never see a half.
+pub(crate) fn compiled_once(
+    prefix: &str,
+    sources: &[PathBuf],
+    compile: impl FnOnce(&Path),
+) -> PathBuf {
+    use std::hash::{Hash, Hasher};
+    let mut sorted = sources.to_vec();
+    sorted.sort();
+    // SipHash with fixed keys: the same sources give the same folder in every test program.
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for source in &sorted {
+        source.hash(&mut hasher);
+        std::fs::read(source)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", source.display()))
+            .hash(&mut hasher);
+    }
+    let dir = target_dir().join(format!("{prefix}-{:016x}", hasher.finish()));
+    if dir.is_dir() {
+        return dir;
+    }
+    let fresh = target_dir().join(format!("{prefix}-new-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&fresh);
+    compile(&fresh);
+    if std::fs::rename(&fresh, &dir).is_err() {
+        // Another test program renamed its copy first.
+        let _ = std::fs::remove_dir_all(&fresh);
+        assert!(dir.is_dir(), "no {} after compiling", dir.display());
+    }
+    dir
+}
+
+/// `javac --release 17 -g -d <out> <sources>` of JDK 17; `what` names the sources in a failure.
+pub(crate) fn javac(out: &Path, sources: &[PathBuf], what: &str) {
+    let javac = jdk(17).home.join("bin/javac");
+    let status = Command::new(&javac)
+        .args(["--release", "17", "-g", "-d"])
+        .arg(out)
+        .args(sources)
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", javac.display()));
+    assert!(status.success(), "javac failed on {what}");
 }
 
 /// The `.java` files under `dir`, at any depth.
