@@ -95,6 +95,19 @@ fn java(jdk: &Jdk, jvm_args: &[&str], main: &str, args: &[&str]) -> Command {
     command
 }
 
+/// The branches of each thread of `main` launched on `jdk` for 12 s in a session: 6 s of them,
+/// after 3 s of warm-up.
+fn launched_threads(jdk: &Jdk, main: &str) -> HashMap<String, ThreadBranches> {
+    let command = java(jdk, &[], main, &["12"]);
+    let mut session =
+        Session::start(Targets::Launch(command), &session_options()).expect("session starts");
+    let threads = measure(&mut session, Duration::from_secs(3), Duration::from_secs(6));
+    let _ = session
+        .stop()
+        .map(|mut child| child.kill().and_then(|_| child.wait()));
+    threads
+}
+
 #[test]
 fn native_leaves_reach_their_java_caller_and_the_thread_entry() {
     let _serial = serial();
@@ -109,10 +122,7 @@ fn native_leaves_reach_their_java_caller_and_the_thread_entry() {
         "clock",
     ];
     for jdk in all_jdks() {
-        let command = java(&jdk, &[], "UnwindNative", &["12"]);
-        let mut session =
-            Session::start(Targets::Launch(command), &session_options()).expect("session starts");
-        let threads = measure(&mut session, Duration::from_secs(3), Duration::from_secs(6));
+        let threads = launched_threads(&jdk, "UnwindNative");
         for name in loops {
             let branches = threads
                 .get(name)
@@ -148,9 +158,6 @@ fn native_leaves_reach_their_java_caller_and_the_thread_entry() {
                 whole * 100.0
             );
         }
-        let _ = session
-            .stop()
-            .map(|mut child| child.kill().and_then(|_| child.wait()));
     }
 }
 
@@ -158,10 +165,7 @@ fn native_leaves_reach_their_java_caller_and_the_thread_entry() {
 fn threads_just_started_reach_their_entry_from_native_leaves() {
     let _serial = serial();
     for jdk in all_jdks() {
-        let command = java(&jdk, &[], "UnwindNewThreads", &["12"]);
-        let mut session =
-            Session::start(Targets::Launch(command), &session_options()).expect("session starts");
-        let threads = measure(&mut session, Duration::from_secs(3), Duration::from_secs(6));
+        let threads = launched_threads(&jdk, "UnwindNewThreads");
         // A thread that ended before its name was read is counted under an empty name.
         let mut branches = ThreadBranches::new();
         for name in ["fresh", ""] {
@@ -200,9 +204,6 @@ fn threads_just_started_reach_their_entry_from_native_leaves() {
             jdk.major,
             whole * 100.0
         );
-        let _ = session
-            .stop()
-            .map(|mut child| child.kill().and_then(|_| child.wait()));
     }
 }
 
