@@ -30,7 +30,8 @@ _Static_assert(sizeof(struct jp_thread) == 40, "jp_thread");
 _Static_assert(sizeof(struct jp_field) == 4, "jp_field");
 _Static_assert(__builtin_offsetof(struct jp_jvm, blob_size) == 184, "jp_jvm fields");
 _Static_assert(__builtin_offsetof(struct jp_jvm, name) == 216, "jp_jvm name");
-_Static_assert(sizeof(struct jp_jvm) == 224, "jp_jvm");
+_Static_assert(__builtin_offsetof(struct jp_jvm, java_thread_vtable) == 232, "jp_jvm thread");
+_Static_assert(sizeof(struct jp_jvm) == 240, "jp_jvm");
 _Static_assert(sizeof(struct jp_java_thread) == 32, "jp_java_thread");
 
 /* task->flags: the task is exiting. */
@@ -65,6 +66,18 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 20);
 } samples SEC(".maps");
+
+/*
+ * The Java threads of the JVMs the walker knows, by tid: those userspace listed, and those the
+ * sampler found in r15 before userspace listed them (jp_thread_in_r15). An exiting thread's entry
+ * goes (jp_on_exit).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct jp_java_thread);
+} java_threads SEC(".maps");
 
 /* Samples lost because the ring buffer was full. */
 __u64 ring_drops = 0;
@@ -123,7 +136,9 @@ int BPF_PROG(jp_on_exit, struct task_struct *task)
 
 	if (!is_tracked(tgid))
 		return 0;
-	account(task, tgid, task->pid, true);
+	__u32 tid = task->pid;
+	account(task, tgid, tid, true);
+	bpf_map_delete_elem(&java_threads, &tid);
 	/* The last thread of the process: it is no longer tracked nor followed (its threads'
 	 * times stay until userspace reads them). */
 	if (task->signal->live.counter == 0) {
@@ -149,13 +164,35 @@ int BPF_PROG(jp_on_fork, struct task_struct *parent, struct task_struct *child)
 	return 0;
 }
 
-/* The Java threads of those JVMs, by tid (userspace keeps it up to date). */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u32);
-	__type(value, struct jp_java_thread);
-} java_threads SEC(".maps");
+/*
+ * The current thread's JavaThread, taken from r15 when userspace has not listed the thread yet
+ * (it has just started): HotSpot keeps the current JavaThread* in r15 in Java code, and native
+ * code it calls keeps r15 unless it saves and reuses it. The candidate is taken only if it is a
+ * JavaThread (its vtable), its stack holds sp and its OS thread is this tid; then it is added to
+ * java_threads, for the samples that find r15 reused.
+ */
+static __always_inline bool jp_thread_in_r15(const struct jp_jvm *jvm, __u32 tgid, __u32 tid,
+					     __u64 r15, __u64 sp, struct jp_java_thread *found)
+{
+	__u64 vtable, base, size, os_thread;
+	__u32 os_tid;
+
+	if (jvm->java_thread_vtable == 0 || r15 == 0 || (r15 & 7) ||
+	    jp_read(&vtable, sizeof(vtable), r15) || vtable != jvm->java_thread_vtable ||
+	    jp_read(&base, sizeof(base), r15 + jvm->thread_stack_base) ||
+	    jp_read(&size, sizeof(size), r15 + jvm->thread_stack_size) || size > base ||
+	    sp >= base || sp < base - size ||
+	    jp_read(&os_thread, sizeof(os_thread), r15 + jvm->thread_osthread) || os_thread == 0 ||
+	    jp_read(&os_tid, sizeof(os_tid), os_thread + jvm->osthread_tid) || os_tid != tid)
+		return false;
+	found->pid = tgid;
+	found->pad = 0;
+	found->thread = r15;
+	found->stack_low = base - size;
+	found->stack_high = base;
+	bpf_map_update_elem(&java_threads, &tid, found, BPF_ANY);
+	return true;
+}
 
 /*
  * The start of a sample of the current thread, if its process is tracked: its time refreshed,
@@ -186,6 +223,7 @@ static __always_inline struct jp_scratch *begin_sample(struct bpf_perf_event_dat
 	__u64 bx = ctx->regs.bx;
 	__u64 r13 = ctx->regs.r13;
 	__u64 ax = ctx->regs.ax;
+	__u64 r15 = ctx->regs.r15;
 	__u32 flags = 0;
 	if ((__s64)ip < 0) {
 		struct pt_regs *user = (struct pt_regs *)bpf_task_pt_regs(task);
@@ -195,6 +233,7 @@ static __always_inline struct jp_scratch *begin_sample(struct bpf_perf_event_dat
 		bx = BPF_CORE_READ(user, bx);
 		r13 = BPF_CORE_READ(user, r13);
 		ax = BPF_CORE_READ(user, ax);
+		r15 = BPF_CORE_READ(user, r15);
 		flags = JP_SAMPLE_KERNEL;
 	}
 	struct jp_walk *w = &s->w;
@@ -217,8 +256,16 @@ static __always_inline struct jp_scratch *begin_sample(struct bpf_perf_event_dat
 	if (c->jvm) {
 		flags |= JP_SAMPLE_JVM;
 		struct jp_java_thread *thread = bpf_map_lookup_elem(&java_threads, &tid);
-		if (thread && thread->pid == tgid && sp >= thread->stack_low &&
-		    sp < thread->stack_high) {
+		struct jp_java_thread found;
+		if (!(thread && thread->pid == tgid && sp >= thread->stack_low &&
+		      sp < thread->stack_high)) {
+			thread = 0;
+			if (jp_thread_in_r15(c->jvm, tgid, tid, r15, sp, &found)) {
+				thread = &found;
+				flags |= JP_SAMPLE_THREAD_R15;
+			}
+		}
+		if (thread) {
 			flags |= JP_SAMPLE_JAVA_THREAD;
 			w->stack_high = thread->stack_high;
 			if (jp_read_anchor(w, thread->thread + c->jvm->thread_anchor))

@@ -20,6 +20,7 @@
 #define JP_SAMPLE_JVM 2         /* the process is a JVM the walker knows (map jvms) */
 #define JP_SAMPLE_JAVA_THREAD 4 /* the thread's JavaThread is known (map java_threads) */
 #define JP_SAMPLE_SCANNED 8     /* native code without frame pointers was left by a stack scan */
+#define JP_SAMPLE_THREAD_R15 16 /* the JavaThread was not in java_threads: it was found in r15 */
 
 /* jp_sample.stop: why the walk ended. */
 #define JP_STOP_ENTRY 1      /* at the call stub of the thread's first Java call: whole */
@@ -118,10 +119,21 @@ struct jp_jvm {
 	struct jp_field orig_pc;        /* nmethod::_orig_pc_offset (from a frame's sp) */
 	struct jp_field deopt_handler;  /* the deopt handler's address or offset */
 	struct jp_field name;           /* CodeBlob::_name */
+	/*
+	 * How to check that r15 holds the current thread's JavaThread (jp_thread_in_r15): the
+	 * vtable pointer of a plain JavaThread (0: never check, java_threads only) and offsets in
+	 * Thread and OSThread.
+	 */
+	__u16 thread_stack_base; /* Thread::_stack_base */
+	__u16 thread_stack_size; /* Thread::_stack_size */
+	__u16 thread_osthread;   /* Thread::_osthread */
+	__u16 osthread_tid;      /* OSThread::_thread_id (4 bytes) */
 	__u32 pad;
+	__u64 java_thread_vtable;
 };
 
-/* A Java thread of a JVM (the value of map `java_threads`, keyed by tid). */
+/* A Java thread of a JVM (the value of map `java_threads`, keyed by tid): listed by userspace,
+ * or found in r15 by the sampler. */
 struct jp_java_thread {
 	__u32 pid;         /* its process */
 	__u32 pad;

@@ -125,6 +125,24 @@ fn the_walker_gets_the_code_cache_the_field_layouts_and_the_java_threads() {
             let (low, high) = thread.stack.expect("a stack");
             assert!(high - low >= 64 * 1024, "JDK {}: {thread:?}", jdk.major);
         }
+        // Every thread Java code started is a plain JavaThread, with the vtable the walker
+        // checks r15 against, and the stack and OS thread id where the layout says.
+        let layout = info.thread.expect("the JavaThread layout");
+        let mem = hs.memory();
+        let plain = threads
+            .iter()
+            .filter(|t| mem.read_u64(t.address) == Some(layout.vtable))
+            .count();
+        assert!(plain >= 2, "JDK {}: {plain} plain JavaThreads", jdk.major);
+        for thread in &threads {
+            let base = mem.read_u64(thread.address + u64::from(layout.stack_base));
+            assert_eq!(base, thread.stack.map(|s| s.1), "JDK {}", jdk.major);
+            let os = mem
+                .read_u64(thread.address + u64::from(layout.osthread))
+                .expect("an OSThread");
+            let tid = mem.read_u32(os + u64::from(layout.osthread_tid));
+            assert_eq!(tid, thread.tid, "JDK {}", jdk.major);
+        }
         let names: Vec<String> = tids
             .iter()
             .map(|tid| {

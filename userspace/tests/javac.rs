@@ -177,19 +177,62 @@ fn javac_run(jdk: &Jdk, jvm_flags: &[&str]) -> JavacRun {
     JavacRun { ours, jfr }
 }
 
-/// What one side saw: its samples, their mean number of frames, and each method's inclusive
-/// share (the part of the samples whose stack holds it).
+/// javac's phases, by the method of `JavaCompiler` a stack runs under (the last one stands for
+/// the rest: start-up, options, writing out).
+const PHASES: [&str; 7] = [
+    "com.sun.tools.javac.main.JavaCompiler.parseFiles",
+    "com.sun.tools.javac.main.JavaCompiler.enterTrees",
+    "com.sun.tools.javac.main.JavaCompiler.attribute",
+    "com.sun.tools.javac.main.JavaCompiler.flow",
+    "com.sun.tools.javac.main.JavaCompiler.desugar",
+    "com.sun.tools.javac.main.JavaCompiler.generate",
+    "",
+];
+
+/// What one side saw: its samples, their mean number of frames, each method's inclusive share
+/// (the part of the samples whose stack holds it), and per phase of javac ([`PHASES`]) its
+/// samples and their frames.
 struct Summary {
     samples: u64,
     depth: f64,
     shares: HashMap<String, f64>,
+    phase_samples: [u64; PHASES.len()],
+    phase_frames: [u64; PHASES.len()],
+}
+
+impl Summary {
+    /// The share of the samples in each phase.
+    fn phase_mix(&self) -> Vec<f64> {
+        let total = self.samples.max(1) as f64;
+        self.phase_samples
+            .iter()
+            .map(|&n| n as f64 / total)
+            .collect()
+    }
+
+    /// The mean depth of these samples if the phases had weighed `mix` (a phase without samples
+    /// counts as 0 frames).
+    fn depth_in_mix(&self, mix: &[f64]) -> f64 {
+        mix.iter()
+            .zip(self.phase_samples.iter().zip(&self.phase_frames))
+            .map(|(weight, (&n, &frames))| weight * frames as f64 / n.max(1) as f64)
+            .sum()
+    }
 }
 
 fn summary(stacks: &[(String, u64)]) -> Summary {
     let (mut samples, mut frames) = (0u64, 0u64);
     let mut holding: HashMap<&str, u64> = HashMap::new();
+    let mut phase_samples = [0u64; PHASES.len()];
+    let mut phase_frames = [0u64; PHASES.len()];
     for (stack, n) in stacks {
         let methods: Vec<&str> = stack.split(';').collect();
+        let phase = PHASES
+            .iter()
+            .position(|phase| phase.is_empty() || methods.contains(phase))
+            .unwrap_or(PHASES.len() - 1);
+        phase_samples[phase] += n;
+        phase_frames[phase] += methods.len() as u64 * n;
         samples += n;
         frames += methods.len() as u64 * n;
         for method in methods.into_iter().collect::<HashSet<_>>() {
@@ -204,11 +247,24 @@ fn summary(stacks: &[(String, u64)]) -> Summary {
             .into_iter()
             .map(|(method, n)| (method.to_string(), n as f64 / total))
             .collect(),
+        phase_samples,
+        phase_frames,
     }
 }
 
 /// Checks javac's stacks on every JDK with `jvm_flags` against JFR's: our mean depth within 5% of
 /// JFR's, and the inclusive shares of JFR's [`TOP`] methods within 0.04 of ours on average.
+///
+/// The depths are compared over the same mix of javac's phases. JFR's execution sampler takes,
+/// every millisecond of wall-clock time, the threads whose state is "in Java", whether they run
+/// on a CPU or wait for one; ours samples CPU time. On this 2-CPU machine the JIT compiler
+/// threads take much of the CPU early in the run, so JFR weighs the early phases (parsing, 30
+/// frames deep, and entering, 40) more than their CPU time does, and attribution (56) less.
+/// Seen with the flag: parsing 8.0 to 8.8% of JFR's samples against 5.4 to 5.5% of ours (JDK 17
+/// and 21), while within each large phase (parse, enter, attribute, desugar) the mean depths
+/// agreed within 2.2%, and none of our samples of parsing was cut short. So our mean depth is
+/// taken per phase and weighed by JFR's phase mix: in 4 runs, 1.1 to 2.2% from JFR's as sampled,
+/// within 0.7% so weighed. The shares stay as sampled.
 fn assert_javac_agrees_with_jfr(jvm_flags: &[&str]) {
     for jdk in all_jdks() {
         let run = javac_run(&jdk, jvm_flags);
@@ -227,14 +283,19 @@ fn assert_javac_agrees_with_jfr(jvm_flags: &[&str]) {
         differences.sort_by(|a, b| b.0.total_cmp(&a.0));
         let mean = differences.iter().map(|d| d.0).sum::<f64>() / differences.len() as f64;
         let what = format!("Java {} {jvm_flags:?}", jdk.major);
+        let depth = ours.depth_in_mix(&jfr.phase_mix());
         eprintln!(
-            "{what}: mean Java depth {:.1} ({} samples) vs JFR's {:.1} ({} samples); JFR's top \
-             {TOP} methods' inclusive shares differ by {mean:.4} on average; most (difference, \
-             method, JFR's share, ours): {:?}",
+            "{what}: mean Java depth {depth:.1} in JFR's mix of javac's phases ({:.1} as \
+             sampled, {} samples) vs JFR's {:.1} ({} samples); phases (parse, enter, attribute, \
+             flow, desugar, generate, other) ours {:.3?}, JFR's {:.3?}; JFR's top {TOP} methods' \
+             inclusive shares differ by {mean:.4} on average; most (difference, method, JFR's \
+             share, ours): {:?}",
             ours.depth,
             ours.samples,
             jfr.depth,
             jfr.samples,
+            ours.phase_mix(),
+            jfr.phase_mix(),
             &differences[..differences.len().min(3)]
         );
         assert!(
@@ -242,9 +303,8 @@ fn assert_javac_agrees_with_jfr(jvm_flags: &[&str]) {
             "{what}: too few samples of javac"
         );
         assert!(
-            (ours.depth - jfr.depth).abs() <= 0.05 * jfr.depth,
-            "{what}: mean depth {:.1}, JFR's {:.1}",
-            ours.depth,
+            (depth - jfr.depth).abs() <= 0.05 * jfr.depth,
+            "{what}: mean depth {depth:.1} in JFR's phase mix, JFR's {:.1}",
             jfr.depth
         );
         assert!(

@@ -95,6 +95,19 @@ fn java(jdk: &Jdk, jvm_args: &[&str], main: &str, args: &[&str]) -> Command {
     command
 }
 
+/// The branches of each thread of `main` launched on `jdk` for 12 s in a session: 6 s of them,
+/// after 3 s of warm-up.
+fn launched_threads(jdk: &Jdk, main: &str) -> HashMap<String, ThreadBranches> {
+    let command = java(jdk, &[], main, &["12"]);
+    let mut session =
+        Session::start(Targets::Launch(command), &session_options()).expect("session starts");
+    let threads = measure(&mut session, Duration::from_secs(3), Duration::from_secs(6));
+    let _ = session
+        .stop()
+        .map(|mut child| child.kill().and_then(|_| child.wait()));
+    threads
+}
+
 #[test]
 fn native_leaves_reach_their_java_caller_and_the_thread_entry() {
     let _serial = serial();
@@ -109,10 +122,7 @@ fn native_leaves_reach_their_java_caller_and_the_thread_entry() {
         "clock",
     ];
     for jdk in all_jdks() {
-        let command = java(&jdk, &[], "UnwindNative", &["12"]);
-        let mut session =
-            Session::start(Targets::Launch(command), &session_options()).expect("session starts");
-        let threads = measure(&mut session, Duration::from_secs(3), Duration::from_secs(6));
+        let threads = launched_threads(&jdk, "UnwindNative");
         for name in loops {
             let branches = threads
                 .get(name)
@@ -148,9 +158,129 @@ fn native_leaves_reach_their_java_caller_and_the_thread_entry() {
                 whole * 100.0
             );
         }
-        let _ = session
-            .stop()
-            .map(|mut child| child.kill().and_then(|_| child.wait()));
+    }
+}
+
+#[test]
+fn threads_just_started_reach_their_entry_from_native_leaves() {
+    let _serial = serial();
+    for jdk in all_jdks() {
+        let threads = launched_threads(&jdk, "UnwindNewThreads");
+        // A thread that ended before its name was read is counted under an empty name.
+        let mut branches = ThreadBranches::new();
+        for name in ["fresh", ""] {
+            for (branch, n) in threads.get(name).into_iter().flatten() {
+                *branches.entry(branch.clone()).or_default() += n;
+            }
+        }
+        // Samples at a thread's very start or end, in the VM before or after its Java code, have
+        // no Java frame ([native], [VM]): every other one must reach the thread's entry.
+        let java: ThreadBranches = branches
+            .iter()
+            .filter(|(branch, _)| !branch.starts_with('['))
+            .map(|(branch, n)| (branch.clone(), *n))
+            .collect();
+        let entry = |branch: &str| {
+            branch.starts_with("java.lang.Thread.run")
+                || branch.starts_with("java.lang.Thread.exit")
+        };
+        let (whole, samples) = share(&java, entry);
+        let (in_life, _) = share(&java, |branch| branch.contains(";UnwindNewThreads.life"));
+        let others: Vec<_> = branches
+            .iter()
+            .filter(|(branch, _)| !entry(branch))
+            .collect();
+        println!(
+            "Java {}: {:.2}% of {samples} samples of 20 ms threads with Java frames reach \
+             Thread.run ({:.2}% in UnwindNewThreads.life); the others: {others:?}",
+            jdk.major,
+            whole * 100.0,
+            in_life * 100.0
+        );
+        assert!(samples >= 300, "Java {}: {samples} samples", jdk.major);
+        assert!(
+            whole >= 0.99,
+            "Java {}: only {:.2}% whole; the others: {others:?}",
+            jdk.major,
+            whole * 100.0
+        );
+    }
+}
+
+#[test]
+fn threads_not_listed_yet_are_found_in_r15_and_only_java_threads() {
+    let _serial = serial();
+    for jdk in all_jdks() {
+        let jvm = Jvm::start(&jdk, &[], "UnwindNewThreads", &[]);
+        let sampler = Sampler::new(RATE_HZ).expect("these tests load BPF programs and need root");
+        let hotspot = HotSpot::open(jvm.pid()).expect("read the JVM");
+        // Registered once and never refreshed: every "fresh" thread started later is one the
+        // walker was not told of.
+        let _walked = WalkedJvm::register(&sampler, &hotspot).expect("the walker takes it");
+        let listed: Vec<u32> = hotspot
+            .java_threads()
+            .iter()
+            .filter_map(|t| t.tid)
+            .collect();
+        sampler.track(jvm.pid()).expect("track the JVM");
+        let mut samples: Vec<Sample> = Vec::new();
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(100));
+            samples.extend(sampler.samples().try_iter());
+        }
+        // The threads alive at the end that are not Java threads (GC, VM thread...).
+        // (The list cannot be read while the JVM replaces it, as it does for each new thread.)
+        let java_now: Vec<u32> = (0..100)
+            .map(|_| hotspot.java_threads())
+            .find(|threads| !threads.is_empty())
+            .expect("the Java threads")
+            .iter()
+            .filter_map(|t| t.tid)
+            .collect();
+        let others: Vec<u32> = std::fs::read_dir(format!("/proc/{}/task", jvm.pid()))
+            .expect("the JVM's threads")
+            .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+            .filter(|tid| !java_now.contains(tid) && !listed.contains(tid))
+            .collect();
+        let new: Vec<&Sample> = samples
+            .iter()
+            .filter(|s| !listed.contains(&s.tid) && !others.contains(&s.tid))
+            .collect();
+        let in_java = new.iter().filter(|s| s.end == WalkEnd::Entry).count();
+        let found = new
+            .iter()
+            .filter(|s| s.java_thread && s.thread_in_r15)
+            .count();
+        let listed_java = new
+            .iter()
+            .filter(|s| s.java_thread && !s.thread_in_r15)
+            .count();
+        println!(
+            "Java {}: {} samples of threads not listed, {in_java} walked to their entry; \
+             {found} found their JavaThread in r15, {listed_java} in the map",
+            jdk.major,
+            new.len()
+        );
+        assert!(
+            new.len() >= 200,
+            "Java {}: {} samples",
+            jdk.major,
+            new.len()
+        );
+        // Every sample of a new thread knows its thread (from r15, or the map once r15 found
+        // it) but those at its very start or end, outside Java code.
+        assert!(
+            (found + listed_java) * 100 >= new.len() * 95 && found > 0,
+            "Java {}: {found} + {listed_java} of {} samples knew their JavaThread",
+            jdk.major,
+            new.len()
+        );
+        let wrong: Vec<&Sample> = samples
+            .iter()
+            .filter(|s| others.contains(&s.tid) && s.java_thread)
+            .collect();
+        assert!(wrong.is_empty(), "Java {}: {wrong:?}", jdk.major);
     }
 }
 

@@ -346,6 +346,7 @@ mod tests {
             jvm: true,
             java_thread: true,
             scanned: false,
+            thread_in_r15: false,
             ip: 0,
             sp: 0,
             bp: 0,

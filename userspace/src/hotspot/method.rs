@@ -26,7 +26,7 @@ pub struct JavaMethod {
 pub const METHOD_VTABLE_SYMBOL: &str = "_ZTV6Method";
 
 /// A vtable symbol points at the offset-to-top and RTTI words; objects point 2 words further.
-const VTABLE_ADDRESS_POINT: u64 = 16;
+pub(crate) const VTABLE_ADDRESS_POINT: u64 = 16;
 
 /// Entries kept in the name cache before it is cleared.
 const CACHE_LIMIT: usize = 100_000;

@@ -26,8 +26,8 @@ use codecache::CodeCache;
 use flags::Flags;
 use libjvm::Libjvm;
 use memory::{Memory, ProcessMemory};
-use method::{MethodReader, METHOD_VTABLE_SYMBOL};
-use threads::ThreadReader;
+use method::{MethodReader, METHOD_VTABLE_SYMBOL, VTABLE_ADDRESS_POINT};
+use threads::{ThreadReader, JAVA_THREAD_VTABLE_SYMBOL};
 use vmstructs::VmStructs;
 
 /// Longest version string read.
@@ -78,6 +78,8 @@ pub struct HotSpot {
     methods: MethodReader,
     code: CodeCache,
     threads: ThreadReader,
+    /// What the first word of a plain JavaThread holds, if libjvm names its vtable.
+    java_thread_vtable: Option<u64>,
     flags: Flags,
 }
 
@@ -108,6 +110,9 @@ impl HotSpot {
         )?;
         let code = CodeCache::read(&*mem, &vm)?;
         let threads = ThreadReader::new(&vm)?;
+        let java_thread_vtable = libjvm
+            .symbol(JAVA_THREAD_VTABLE_SYMBOL)
+            .map(|vtable| vtable.wrapping_add(VTABLE_ADDRESS_POINT));
         let flags = Flags::read(&*mem, &vm)?;
         Ok(HotSpot {
             pid,
@@ -117,6 +122,7 @@ impl HotSpot {
             methods,
             code,
             threads,
+            java_thread_vtable,
             flags,
         })
     }
@@ -212,7 +218,7 @@ impl HotSpot {
 
     /// What a stack walker needs to unwind this JVM's frames (see [`UnwindInfo`]).
     pub fn unwind_info(&self) -> Result<UnwindInfo, HotSpotError> {
-        UnwindInfo::read(&*self.mem, &self.vm, &self.code)
+        UnwindInfo::read(&*self.mem, &self.vm, &self.code, self.java_thread_vtable)
     }
 
     /// The Java threads alive now, with their OS thread ids and stacks.
@@ -225,6 +231,7 @@ impl HotSpot {
 pub fn libjvm_symbols() -> Vec<&'static str> {
     let mut wanted = vmstructs::SYMBOLS.to_vec();
     wanted.push(METHOD_VTABLE_SYMBOL);
+    wanted.push(JAVA_THREAD_VTABLE_SYMBOL);
     wanted
 }
 

@@ -6,6 +6,10 @@ use super::memory::{array_at, word, Memory};
 use super::vmstructs::VmStructs;
 use super::HotSpotError;
 
+/// The mangled name of `vtable for JavaThread` in libjvm's symbol tables: the class of every
+/// thread that Java code starts.
+pub const JAVA_THREAD_VTABLE_SYMBOL: &str = "_ZTV10JavaThread";
+
 /// More Java threads than this reader accepts in one list.
 const MAX_THREADS: u32 = 100_000;
 

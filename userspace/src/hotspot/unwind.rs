@@ -26,6 +26,48 @@ pub struct FieldLayout {
     pub relative: bool,
 }
 
+/// How the walker checks that r15 holds the current thread's JavaThread (a thread it was not
+/// told of yet): the vtable of a plain JavaThread, and where a thread's stack and OS thread id
+/// are. Offsets in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThreadLayout {
+    /// The first word of a plain JavaThread (its vtable's address point).
+    pub vtable: u64,
+    /// `Thread::_stack_base`: the stack's high end.
+    pub stack_base: u16,
+    /// `Thread::_stack_size`.
+    pub stack_size: u16,
+    /// `Thread::_osthread`.
+    pub osthread: u16,
+    /// `OSThread::_thread_id` (4 bytes).
+    pub osthread_tid: u16,
+}
+
+impl ThreadLayout {
+    /// The layout from `vm`, with `vtable` (`None`: libjvm does not name it).
+    fn read(vm: &VmStructs, vtable: Option<u64>) -> Result<Option<ThreadLayout>, HotSpotError> {
+        let Some(vtable) = vtable else {
+            return Ok(None);
+        };
+        let thread = |name| -> Result<u16, HotSpotError> {
+            small(
+                &format!("Thread::{name}"),
+                vm.offset(&["JavaThread", "Thread"], name, 8)? as i64,
+            )
+        };
+        Ok(Some(ThreadLayout {
+            vtable,
+            stack_base: thread("_stack_base")?,
+            stack_size: thread("_stack_size")?,
+            osthread: thread("_osthread")?,
+            osthread_tid: small(
+                "OSThread::_thread_id",
+                vm.offset(&["OSThread"], "_thread_id", 4)? as i64,
+            )?,
+        }))
+    }
+}
+
 /// What the walker needs of one JVM.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnwindInfo {
@@ -66,6 +108,8 @@ pub struct UnwindInfo {
     pub deopt_handler: FieldLayout,
     /// `CodeBlob::_name`.
     pub name: FieldLayout,
+    /// How to find a thread's JavaThread in r15 (`None`: only the threads listed are known).
+    pub thread: Option<ThreadLayout>,
 }
 
 /// The width of a field of C++ type `ty`, as VMStructs spells it.
@@ -111,12 +155,14 @@ fn small<T: TryFrom<i64>>(what: &str, value: i64) -> Result<T, HotSpotError> {
 }
 
 impl UnwindInfo {
-    /// Reads what the walker needs from `vm` and the JVM's memory; `NotReady` while the JVM has
-    /// not generated its call stub yet.
+    /// Reads what the walker needs from `vm` and the JVM's memory, with the address point of
+    /// libjvm's `vtable for JavaThread`; `NotReady` while the JVM has not generated its call
+    /// stub yet.
     pub fn read(
         mem: &dyn Memory,
         vm: &VmStructs,
         code: &CodeCache,
+        java_thread_vtable: Option<u64>,
     ) -> Result<UnwindInfo, HotSpotError> {
         let blob = &["CodeBlob"][..];
         let nmethod = &["nmethod", "CompiledMethod"][..];
@@ -154,6 +200,7 @@ impl UnwindInfo {
                 ],
             )?,
             name: field(vm, &[(blob, "_name", false)])?,
+            thread: ThreadLayout::read(vm, java_thread_vtable)?,
         };
         check_anchor_layout(vm)?;
         let blob_read = info.fields().iter().map(|f| u64::from(f.offset) + 8).max();

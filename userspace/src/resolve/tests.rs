@@ -16,6 +16,7 @@ fn sample(time_ns: u64, frames: Vec<StackFrame>) -> Sample {
         jvm: true,
         java_thread: true,
         scanned: false,
+        thread_in_r15: false,
         ip: frames.first().map_or(0, |frame| frame.pc),
         sp: 0x7000,
         bp: 0x7100,

@@ -56,7 +56,12 @@ fn jvm_record(info: &UnwindInfo) -> Result<JvmRecord, String> {
         orig_pc: field_record(&info.orig_pc),
         deopt_handler: field_record(&info.deopt_handler),
         name: field_record(&info.name),
+        thread_stack_base: info.thread.map_or(0, |t| t.stack_base),
+        thread_stack_size: info.thread.map_or(0, |t| t.stack_size),
+        thread_osthread: info.thread.map_or(0, |t| t.osthread),
+        osthread_tid: info.thread.map_or(0, |t| t.osthread_tid),
         pad: 0,
+        java_thread_vtable: info.thread.map_or(0, |t| t.vtable),
     })
 }
 
@@ -189,6 +194,7 @@ impl WalkedJvm {
 mod tests {
     use super::*;
     use crate::hotspot::codecache::HeapLayout;
+    use crate::hotspot::unwind::ThreadLayout;
 
     fn field(offset: u16, size: u8, relative: bool) -> FieldLayout {
         FieldLayout {
@@ -225,6 +231,13 @@ mod tests {
             orig_pc: field(300, 4, false),
             deopt_handler: field(128, 8, false),
             name: field(96, 8, false),
+            thread: Some(ThreadLayout {
+                vtable: 0x7f00_1000,
+                stack_base: 520,
+                stack_size: 528,
+                osthread: 560,
+                osthread_tid: 108,
+            }),
         }
     }
 
@@ -257,6 +270,22 @@ mod tests {
         );
         assert_eq!(record.deopt_handler.offset, 128);
         assert_eq!(record.name.offset, 96);
+        assert_eq!(
+            (
+                record.java_thread_vtable,
+                record.thread_stack_base,
+                record.thread_stack_size,
+                record.thread_osthread,
+                record.osthread_tid
+            ),
+            (0x7f00_1000, 520, 528, 560, 108)
+        );
+        let unchecked = jvm_record(&UnwindInfo {
+            thread: None,
+            ..info(1)
+        })
+        .expect("1 heap");
+        assert_eq!(unchecked.java_thread_vtable, 0);
         assert!(jvm_record(&info(0)).is_err());
         assert!(jvm_record(&info(5)).is_err());
     }

@@ -121,6 +121,8 @@ pub struct Sample {
     pub jvm: bool,
     /// The walker knew the thread as a Java thread (its JavaThread, and so its anchor).
     pub java_thread: bool,
+    /// ...having found its JavaThread in r15, as userspace had not listed the thread yet.
+    pub thread_in_r15: bool,
     /// Native code without frame pointers, called from Java code, was left by scanning the
     /// stack for the return address into Java code.
     pub scanned: bool,
@@ -155,6 +157,7 @@ const FLAG_KERNEL: u32 = 1;
 const FLAG_JVM: u32 = 2;
 const FLAG_JAVA_THREAD: u32 = 4;
 const FLAG_SCANNED: u32 = 8;
+const FLAG_THREAD_R15: u32 = 16;
 /// `jp_frame.flags`.
 const FRAME_CALLER: u8 = 1;
 const FRAME_DEOPT: u8 = 2;
@@ -278,6 +281,7 @@ impl Sample {
             jvm: header.flags & FLAG_JVM != 0,
             java_thread: header.flags & FLAG_JAVA_THREAD != 0,
             scanned: header.flags & FLAG_SCANNED != 0,
+            thread_in_r15: header.flags & FLAG_THREAD_R15 != 0,
             time_ns: header.time_ns,
             ip: header.ip,
             sp: header.sp,
@@ -400,7 +404,12 @@ pub(super) struct JvmRecord {
     pub orig_pc: FieldRecord,
     pub deopt_handler: FieldRecord,
     pub name: FieldRecord,
+    pub thread_stack_base: u16,
+    pub thread_stack_size: u16,
+    pub thread_osthread: u16,
+    pub osthread_tid: u16,
     pub pad: u32,
+    pub java_thread_vtable: u64,
 }
 same_layout!(
     JvmRecord,
@@ -428,7 +437,12 @@ same_layout!(
     orig_pc,
     deopt_handler,
     name,
+    thread_stack_base,
+    thread_stack_size,
+    thread_osthread,
+    osthread_tid,
     pad,
+    java_thread_vtable,
 );
 
 /// `struct jp_java_thread`: a Java thread of a JVM (the value of map `java_threads`, keyed by
@@ -496,9 +510,11 @@ mod tests {
 
     #[test]
     fn reads_the_header_and_every_kind_of_frame() {
-        let sample = Sample::parse(&record(4, 1 | 2 | 4 | 8, &frames())).expect("a valid record");
+        let sample =
+            Sample::parse(&record(4, 1 | 2 | 4 | 8 | 16, &frames())).expect("a valid record");
         assert_eq!((sample.pid, sample.tid, sample.cpu), (7, 9, 1));
         assert!(sample.kernel && sample.jvm && sample.java_thread && sample.scanned);
+        assert!(sample.thread_in_r15);
         assert_eq!(sample.time_ns, 1_000);
         assert_eq!(
             (sample.ip, sample.sp, sample.bp, sample.stack_end),
@@ -524,6 +540,7 @@ mod tests {
         assert_eq!(sample.frames[1].lookup_pc(), 0x50_1fff);
         let plain = Sample::parse(&record(0, 0, &[])).expect("no frames");
         assert!(!plain.kernel && !plain.jvm && !plain.java_thread && !plain.scanned);
+        assert!(!plain.thread_in_r15);
         assert!(plain.frames.is_empty());
     }
 

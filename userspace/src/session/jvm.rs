@@ -439,6 +439,7 @@ mod tests {
             jvm: false,
             java_thread: false,
             scanned: false,
+            thread_in_r15: false,
             ip: 0,
             sp: 0,
             bp: 0,
