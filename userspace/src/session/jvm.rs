@@ -24,7 +24,10 @@ use crate::thread_names::{self, JvmThread};
 
 pub use joularcode_core::threads::ThreadCounts;
 
-/// How often opening a starting JVM is retried, and for how long.
+/// How often opening a starting JVM is retried, and for how long: after a quarter of the time
+/// since it was seen, between 10 and 250 ms, so that a JVM just launched is opened (and its stacks
+/// walked whole) within moments of its VM being ready.
+const OPEN_RETRY_FIRST: Duration = Duration::from_millis(10);
 const OPEN_RETRY: Duration = Duration::from_millis(250);
 const OPEN_GIVE_UP: Duration = Duration::from_secs(20);
 /// Samples kept per JVM while it cannot be opened yet (resolved once it can).
@@ -221,7 +224,10 @@ impl ProfiledJvm {
                     self.add(sample, options.native_frames, true);
                 }
             }
-            Err(_) => *next_try = now + OPEN_RETRY,
+            Err(_) => {
+                *next_try =
+                    now + (now.duration_since(*since) / 4).clamp(OPEN_RETRY_FIRST, OPEN_RETRY)
+            }
         }
         if !self.tracked {
             self.tracked = true;
