@@ -23,9 +23,6 @@ use metrics::Metrics;
 #[derive(Debug, Clone)]
 pub struct Shared(pub Arc<Mutex<Metrics>>);
 
-/// Every how many cycles the heap gives its free pages back to the system.
-const TRIM_EVERY_CYCLES: u64 = 10;
-
 /// Keeps a process that runs for weeks from holding the memory it freed: with glibc, two malloc
 /// arenas at most (each thread that attaches to a JVM would otherwise get one of its own, up to
 /// eight per CPU, each holding its freed pieces), called once at start.
@@ -51,9 +48,8 @@ impl Sink for Shared {
     fn cycle(&mut self, cycle: &CycleView<'_>) {
         let mut metrics = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         metrics.cycle(cycle, Instant::now());
-        if metrics.cycles() % TRIM_EVERY_CYCLES == 0 {
-            trim_the_heap();
-        }
+        drop(metrics);
+        trim_the_heap();
     }
 
     fn finish(&mut self, _: &dyn Log) -> Result<(), String> {
