@@ -306,15 +306,20 @@ impl Jvm {
     }
 
     /// Starts a workload's `command` and waits until it prints a line starting with `READY`.
-    pub fn spawn(mut command: Command) -> Jvm {
+    pub fn spawn(command: Command) -> Jvm {
+        let mut jvm = Jvm::launch(command);
+        jvm.wait_for_line("READY", Duration::from_secs(60));
+        jvm
+    }
+
+    /// Starts a workload's `command` without waiting for anything: the JVM is still starting.
+    pub fn launch(mut command: Command) -> Jvm {
         let mut child = command
             .stdout(Stdio::piped())
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {:?}: {e}", command.get_program()));
         let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
-        let mut jvm = Jvm { child, stdout };
-        jvm.wait_for_line("READY", Duration::from_secs(60));
-        jvm
+        Jvm { child, stdout }
     }
 
     /// The process id.

@@ -400,7 +400,17 @@ fn read_heap_pointers(mem: &dyn Memory, vm: &VmStructs) -> Result<Vec<u64>, HotS
         .collect())
 }
 
+/// Bytes a StubQueue's buffer may extend past its code once its unused tail was given back:
+/// under a code heap segment (128 bytes). Before, the tail is tens of kilobytes (187 KB on JDK 21).
+const TRIMMED_TAIL: i64 = 4096;
+
 /// `AbstractInterpreter::_code`, a StubQueue: `[_stub_buffer, _stub_buffer + _buffer_limit)`.
+///
+/// HotSpot makes the queue as large as any interpreter may need, generates the interpreter into
+/// it, then gives the unused tail back to the code heap, where stubs and adapters go later. Read
+/// before that (`_queue_end`, the end of the code generated, still far from `_buffer_limit`), the
+/// range would hold that tail, and later code there would be taken for interpreted frames:
+/// `NotReady` until the tail is given back.
 fn read_interpreter(mem: &dyn Memory, vm: &VmStructs) -> Result<(u64, u64), HotSpotError> {
     let code_var = vm.static_address("AbstractInterpreter", "_code")?;
     let unreadable = |addr| HotSpotError::Unreadable {
@@ -418,17 +428,23 @@ fn read_interpreter(mem: &dyn Memory, vm: &VmStructs) -> Result<(u64, u64), HotS
         .read_bytes(queue, size as usize)
         .ok_or(unreadable(queue))?;
     let buffer = word(&bytes, vm.offset(&["StubQueue"], "_stub_buffer", 8)?);
-    let limit =
-        array_at(&bytes, vm.offset(&["StubQueue"], "_buffer_limit", 4)?).map(i32::from_ne_bytes);
-    match (buffer, limit) {
-        (Some(begin), Some(limit)) if begin != 0 && limit > 0 => begin
-            .checked_add(limit as u64)
-            .map(|end| (begin, end))
-            .ok_or_else(|| {
-                HotSpotError::BadTable(format!("the interpreter at {begin:#x} wraps around"))
-            }),
+    let int = |field| -> Result<Option<i32>, HotSpotError> {
+        Ok(array_at(&bytes, vm.offset(&["StubQueue"], field, 4)?).map(i32::from_ne_bytes))
+    };
+    let (limit, end) = (int("_buffer_limit")?, int("_queue_end")?);
+    match (buffer, limit, end) {
+        (Some(begin), Some(limit), Some(end))
+            if begin != 0 && end > 0 && i64::from(limit) - i64::from(end) < TRIMMED_TAIL =>
+        {
+            begin
+                .checked_add(u64::from(limit.max(end).unsigned_abs()))
+                .map(|end| (begin, end))
+                .ok_or_else(|| {
+                    HotSpotError::BadTable(format!("the interpreter at {begin:#x} wraps around"))
+                })
+        }
         _ => Err(HotSpotError::NotReady(
-            "the interpreter's code buffer is empty".into(),
+            "the interpreter is being generated".into(),
         )),
     }
 }

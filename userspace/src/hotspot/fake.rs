@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use super::libjvm::Libjvm;
 use super::memory::{readable_range, Memory};
 use super::method::METHOD_VTABLE_SYMBOL;
-use super::HotSpot;
+use super::{HotSpot, HotSpotError};
 
 /// Where the arena starts: an address no real read of this process is asked for.
 const BASE: u64 = 0x7e00_0000_0000;
@@ -141,6 +141,7 @@ const FIELDS: &[(&str, &str, &str, u64)] = &[
     ("nmethod", "_comp_level", "CompLevel", 76),
     ("StubQueue", "_stub_buffer", "address", 0),
     ("StubQueue", "_buffer_limit", "int", 8),
+    ("StubQueue", "_queue_end", "int", 12),
     ("GrowableArrayBase", "_len", "int", 0),
     ("GrowableArray<int>", "_data", "int*", 8),
     ("ThreadsList", "_length", "uint", 0),
@@ -161,6 +162,8 @@ pub struct FakeJvm {
     segmap: u64,
     next_segment: u64,
     interpreter: (u64, u64),
+    /// The interpreter's StubQueue, whose `_queue_end` says how much of it is generated.
+    interpreter_queue: u64,
 }
 
 impl Default for FakeJvm {
@@ -181,6 +184,7 @@ impl Default for FakeJvm {
             segmap,
             next_segment: 0,
             interpreter: (0, 0),
+            interpreter_queue: 0,
         };
         jvm.interpreter = jvm.blob("Interpreter", BLOB_HEADER, 0x400);
         jvm.version(21, 5, "21.0.5+7-fake");
@@ -240,10 +244,21 @@ impl FakeJvm {
     }
 
     /// Writes the VMStructs tables and opens the image as process `pid`'s JVM.
-    pub fn open(mut self, pid: u32) -> HotSpot {
+    pub fn open(self, pid: u32) -> HotSpot {
+        self.try_open(pid).expect("the fake JVM opens")
+    }
+
+    /// Writes the VMStructs tables and reads the image as process `pid`'s JVM.
+    pub fn try_open(mut self, pid: u32) -> Result<HotSpot, HotSpotError> {
         self.tables();
         let libjvm = Libjvm::with_symbols(self.symbols.clone());
-        HotSpot::read(pid, Box::new(self.mem), &libjvm).expect("the fake JVM opens")
+        HotSpot::read(pid, Box::new(self.mem), &libjvm)
+    }
+
+    /// Makes the interpreter's queue as a JVM has it before generating the interpreter into it:
+    /// no code yet, the unused tail not given back.
+    pub fn interpreter_not_generated(&mut self) {
+        self.mem.write_u32(self.interpreter_queue + 12, 0);
     }
 
     /// A Symbol holding `text`.
@@ -320,6 +335,8 @@ impl FakeJvm {
         let (begin, end) = self.interpreter;
         self.mem.write_u64(queue, begin);
         self.mem.write_u32(queue + 8, (end - begin) as u32);
+        self.mem.write_u32(queue + 12, (end - begin) as u32);
+        self.interpreter_queue = queue;
         self.static_pointer("AbstractInterpreter", "_code", queue);
     }
 
@@ -492,5 +509,12 @@ mod tests {
         assert_eq!(hotspot.flag_bool("PreserveFramePointer"), Some(false));
         assert!(hotspot.has_flag("PreserveFramePointer"));
         assert!(!hotspot.has_flag("NoSuchFlag"));
+    }
+
+    #[test]
+    fn a_jvm_whose_interpreter_is_not_generated_yet_is_not_ready() {
+        let mut jvm = FakeJvm::default();
+        jvm.interpreter_not_generated();
+        assert!(matches!(jvm.try_open(1), Err(HotSpotError::NotReady(_))));
     }
 }

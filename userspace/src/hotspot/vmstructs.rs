@@ -91,6 +91,13 @@ impl Layout {
             return Err(HotSpotError::NotReady(format!("{table} is not set yet")));
         }
         let stride = read_var(&format!("{prefix}ArrayStride"))?;
+        // The table pointers are relocated as libjvm is loaded, its strides and offsets set by
+        // its initialisers a moment later.
+        if stride == 0 {
+            return Err(HotSpotError::NotReady(format!(
+                "{prefix}ArrayStride is not set yet"
+            )));
+        }
         if !(8..=MAX_STRIDE).contains(&stride) {
             return Err(HotSpotError::BadTable(format!(
                 "{prefix}ArrayStride is {stride}, not in 8..={MAX_STRIDE}"
@@ -434,17 +441,22 @@ mod tests {
     }
 
     #[test]
-    fn a_null_table_is_not_ready() {
-        let mut fake = Fake::new();
-        fake.set("gHotSpotVMStructs", 0);
-        assert!(matches!(fake.read(), Err(HotSpotError::NotReady(_))));
+    fn a_null_table_or_a_stride_not_set_is_not_ready() {
+        for name in ["gHotSpotVMStructs", "gHotSpotVMStructEntryArrayStride"] {
+            let mut fake = Fake::new();
+            fake.set(name, 0);
+            assert!(
+                matches!(fake.read(), Err(HotSpotError::NotReady(_))),
+                "{name} = 0"
+            );
+        }
     }
 
     #[test]
     fn implausible_strides_and_offsets_are_refused() {
         for (name, value) in [
             ("gHotSpotVMStructEntryArrayStride", 4096),
-            ("gHotSpotVMStructEntryArrayStride", 0),
+            ("gHotSpotVMStructEntryArrayStride", 4),
             ("gHotSpotVMStructEntryOffsetOffset", 44),
             ("gHotSpotVMTypeEntrySizeOffset", u64::MAX),
         ] {
