@@ -106,7 +106,7 @@ fn churn_for_ten_minutes_keeps_memory_bounded_and_misses_no_jvm() {
         reap(&mut running, &mut ended);
         look(&daemon.scrape(), start.elapsed().as_secs_f64(), &mut seen);
         if start.elapsed() >= Duration::from_secs(60) {
-            rss.push((start.elapsed().as_secs_f64(), daemon.rss_bytes()));
+            rss.push((start.elapsed().as_secs_f64(), daemon.memory()));
         }
         let next = Duration::from_secs(3) * (i + 1);
         sleep(next.saturating_sub(start.elapsed()));
@@ -156,17 +156,31 @@ fn churn_for_ten_minutes_keeps_memory_bounded_and_misses_no_jvm() {
     let mut next_30_s: Vec<u64> = rss
         .iter()
         .filter(|(at, _)| *at < 90.0)
-        .map(|(_, bytes)| *bytes)
+        .map(|(_, memory)| memory[0])
         .collect();
     next_30_s.sort_unstable();
     let first = *next_30_s.get(next_30_s.len() / 2).expect("readings") as f64;
     let (low, high) = (
-        rss.iter().map(|(_, bytes)| *bytes).min().expect("readings") as f64,
-        rss.iter().map(|(_, bytes)| *bytes).max().expect("readings") as f64,
+        rss.iter()
+            .map(|(_, memory)| memory[0])
+            .min()
+            .expect("readings") as f64,
+        rss.iter()
+            .map(|(_, memory)| memory[0])
+            .max()
+            .expect("readings") as f64,
     );
+    let readings: Vec<String> = rss
+        .iter()
+        .map(|(at, memory)| {
+            let kib = memory.map(|bytes| bytes / 1024);
+            format!("{at:.0} {} {} {} {}", kib[0], kib[1], kib[2], kib[3])
+        })
+        .collect();
     eprintln!(
         "daemon RSS after the first minute: {first} (median of 60 to 90 s), then {low} to {high} \
-         bytes; every reading (s, bytes): {rss:?}"
+         bytes; every reading (s, then KiB of VmRSS, RssAnon, RssFile, RssShmem): {}",
+        readings.join(", ")
     );
     assert!(
         missed.is_empty(),

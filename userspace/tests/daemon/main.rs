@@ -130,15 +130,19 @@ impl Daemon {
         std::fs::read_to_string(self.dir.path().join("stderr")).unwrap_or_default()
     }
 
-    fn rss_bytes(&self) -> u64 {
+    /// The daemon's resident memory, in bytes: (VmRSS, RssAnon, RssFile, RssShmem), the heap
+    /// apart from mapped files and shared memory (BPF maps).
+    fn memory(&self) -> [u64; 4] {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
             .expect("the daemon runs");
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix("VmRSS:"))
-            .and_then(|kb| kb.trim().trim_end_matches(" kB").parse::<u64>().ok())
-            .expect("VmRSS")
-            * 1024
+        ["VmRSS:", "RssAnon:", "RssFile:", "RssShmem:"].map(|field| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix(field))
+                .and_then(|kb| kb.trim().trim_end_matches(" kB").parse::<u64>().ok())
+                .unwrap_or_else(|| panic!("{field} in /proc/PID/status"))
+                * 1024
+        })
     }
 }
 
