@@ -25,7 +25,7 @@ pub fn run(args: &TopArgs) -> Result<i32, String> {
     // load would otherwise end the process with the terminal still taken over.
     signals::stop_on_signals().map_err(|e| e.to_string())?;
     if std::io::stdout().is_terminal() {
-        let screen = Screen::start()?;
+        let screen = Screen::start().map_err(|e| e.to_string())?;
         let log = screen.log();
         let sinks: Vec<Box<dyn Sink>> = vec![Box::new(View::Screen(screen))];
         record::run_with(
