@@ -49,4 +49,5 @@ pub fn run(args: &DaemonArgs) -> Result<i32, String> {
             sinks: vec![Box::new(metrics)],
         },
     )
+    .map_err(|e| e.to_string())
 }
