@@ -6,7 +6,6 @@
 
 mod properties;
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 use crate::log::{Level, Log, Recorded};
@@ -105,41 +104,33 @@ pub use crate::attribution::JvmThreads;
 
 /// A setting that cannot be used. The caller turns it into "monitoring off" as Joular does, or
 /// into a one-line error and a non-zero exit on the command line.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
     /// A key that is not one of [`KEYS`].
+    #[error("Unknown setting '{0}'. Use one of {keys}.", keys = key_list())]
     UnknownKey(String),
     /// A `power-source-type` that is not one of the choices.
+    #[error(
+        "Unknown power-source-type '{0}'. Use auto, rapl, ringbuffer, vm, estimate, energy-meter \
+         or powermetrics."
+    )]
     UnknownPowerSourceType(String),
     /// A `vm-power-format` that is not one of the choices.
+    #[error("Unknown vm-power-format '{0}'. Use powerjoular or watts.")]
     UnknownVmPowerFormat(String),
     /// `power-source-type=vm` without `vm-power-file`.
+    #[error(
+        "power-source-type=vm needs vm-power-file, the file the host writes the power of this \
+         virtual machine to."
+    )]
     VmWithoutFile,
 }
 
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ConfigError::UnknownKey(key) => {
-                let keys: Vec<&str> = KEYS.iter().map(|(key, _)| *key).collect();
-                write!(f, "Unknown setting '{key}'. Use one of {}.", keys.join(", "))
-            }
-            ConfigError::UnknownPowerSourceType(value) => write!(
-                f,
-                "Unknown power-source-type '{value}'. Use auto, rapl, ringbuffer, vm, estimate, energy-meter or powermetrics."
-            ),
-            ConfigError::UnknownVmPowerFormat(value) => write!(
-                f,
-                "Unknown vm-power-format '{value}'. Use powerjoular or watts."
-            ),
-            ConfigError::VmWithoutFile => f.write_str(
-                "power-source-type=vm needs vm-power-file, the file the host writes the power of this virtual machine to.",
-            ),
-        }
-    }
+/// The keys of [`KEYS`], comma-separated.
+fn key_list() -> String {
+    let keys: Vec<&str> = KEYS.iter().map(|(key, _)| *key).collect();
+    keys.join(", ")
 }
-
-impl std::error::Error for ConfigError {}
 
 /// A value given by hand ([`Config::set_strictly`]) that cannot be used; the message names the
 /// key, for the caller to prefix (`--`).

@@ -2,7 +2,6 @@
 //! on the first (`cpu`) line, busy = user + nice + system + irq + softirq + steal and total = busy
 //! + idle + iowait, in clock ticks; guest time is already inside user and nice.
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 /// Cumulative CPU time of the whole machine since boot, in clock ticks.
@@ -24,24 +23,17 @@ pub struct ProcStat {
 }
 
 /// Why `/proc/stat` could not be used.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "Cannot use {}: {reason}",
+    path.as_deref().unwrap_or(Path::new("/proc/stat")).display()
+)]
 pub struct ProcStatError {
     /// The file read, when there was one.
     pub path: Option<PathBuf>,
     /// What was wrong.
     pub reason: String,
 }
-
-impl fmt::Display for ProcStatError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.path {
-            Some(path) => write!(f, "Cannot use {}: {}", path.display(), self.reason),
-            None => write!(f, "Cannot use /proc/stat: {}", self.reason),
-        }
-    }
-}
-
-impl std::error::Error for ProcStatError {}
 
 fn invalid(reason: impl Into<String>) -> ProcStatError {
     ProcStatError {

@@ -7,26 +7,17 @@
 //! stands for itself. A later key replaces an earlier one.
 
 use std::collections::HashMap;
-use std::fmt;
 
 /// A malformed `\uXXXX` escape, the only input `java.util.Properties` refuses.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "line {line} has a malformed \\uXXXX escape: write four hex digits after \\u, or \\\\u for a \
+     backslash"
+)]
 pub struct MalformedEscape {
     /// The 1-based natural line the logical line that holds the escape starts on.
     pub line: usize,
 }
-
-impl fmt::Display for MalformedEscape {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "line {} has a malformed \\uXXXX escape: write four hex digits after \\u, or \\\\u for a backslash",
-            self.line
-        )
-    }
-}
-
-impl std::error::Error for MalformedEscape {}
 
 /// Blanks as `java.util.Properties` sees them.
 fn is_blank(c: char) -> bool {

@@ -18,7 +18,6 @@ pub mod rapl;
 pub mod ringbuffer;
 pub mod vm;
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,7 +37,8 @@ pub const MAX_WATTS: f64 = 10_000.0;
 pub const ONE_SECOND: Duration = Duration::from_secs(1);
 
 /// Why no power could be had: one line saying what went wrong and how to fix it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct PowerError(String);
 
 impl PowerError {
@@ -52,14 +52,6 @@ impl PowerError {
         &self.0
     }
 }
-
-impl fmt::Display for PowerError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for PowerError {}
 
 impl From<ConfigError> for PowerError {
     fn from(error: ConfigError) -> Self {

@@ -19,7 +19,7 @@ use crate::record::{self, Outputs};
 /// BPF cannot be loaded.
 pub fn run(args: &DaemonArgs) -> Result<i32, String> {
     crate::daemon::bound_the_heap();
-    let server = server::bind(args.listen)?;
+    let server = server::bind(args.listen).map_err(|e| e.to_string())?;
     // The port the system chose for port 0, else the one asked for.
     let listening = server
         .server_addr()
@@ -35,7 +35,7 @@ pub fn run(args: &DaemonArgs) -> Result<i32, String> {
     ))));
     let mut registry = Registry::default();
     registry.register_collector(Box::new(metrics.clone()));
-    server::serve(server, Arc::new(registry))?;
+    server::serve(server, Arc::new(registry)).map_err(|e| e.to_string())?;
     let log: Arc<dyn Log> = Arc::new(Stderr::default());
     log.log(
         joularcode_core::log::Level::Info,
@@ -49,4 +49,5 @@ pub fn run(args: &DaemonArgs) -> Result<i32, String> {
             sinks: vec![Box::new(metrics)],
         },
     )
+    .map_err(|e| e.to_string())
 }

@@ -1,6 +1,7 @@
 //! The subcommands, one file each, all of one shape: `run(&Args) -> Result<i32, String>` takes the
 //! subcommand's options ([`crate::cli`]) and returns the exit code, or the one line to print
-//! when it fails.
+//! when it fails. The library modules fail with their own error types (thiserror), each a message
+//! that says what failed and how to fix it; a command turns one into its line with `to_string`.
 
 pub mod daemon;
 pub mod raw;

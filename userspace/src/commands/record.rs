@@ -15,14 +15,15 @@ use crate::record::{self, Outputs};
 /// ([`record::run_with`]). Returns the exit code, or the error to print.
 pub fn run(args: &RecordArgs) -> Result<i32, String> {
     let recording = args.recording();
-    record::check_targets(&recording)?;
+    record::check_targets(&recording).map_err(|e| e.to_string())?;
     let terminal = Arc::new(Terminal::new());
     let mut sinks: Vec<Box<dyn Sink>> = vec![Box::new(StatusLine::new(terminal.clone()))];
     let views = ViewFiles::create(
         args.flamegraph.as_deref(),
         args.pprof.as_deref(),
         BranchSet::from_app_flag(args.app),
-    )?;
+    )
+    .map_err(|e| e.to_string())?;
     if let Some(views) = views {
         sinks.push(Box::new(views));
     }
@@ -34,4 +35,5 @@ pub fn run(args: &RecordArgs) -> Result<i32, String> {
             sinks,
         },
     )
+    .map_err(|e| e.to_string())
 }

@@ -25,17 +25,16 @@ fn report(args: &ReportArgs) -> Result<(String, i32), String> {
     match &args.baseline {
         Some(after) => compare_runs(args, after, set),
         None => {
-            let mut out = table(&args.results, args.all_branches, args.top)?;
+            let mut out =
+                table(&args.results, args.all_branches, args.top).map_err(|e| e.to_string())?;
             if args.flamegraph.is_some() || args.pprof.is_some() {
-                let profile = read::profile(&args.results, set)?;
+                let profile = read::profile(&args.results, set).map_err(|e| e.to_string())?;
                 if let Some(path) = &args.flamegraph {
-                    OutputFile::create("--flamegraph", path)?
-                        .write(|out| flamegraph::write(&profile, out))?;
+                    write(path, "--flamegraph", |out| flamegraph::write(&profile, out))?;
                     let _ = writeln!(out, "flame graph of {}: {}", what(&profile), path.display());
                 }
                 if let Some(path) = &args.pprof {
-                    OutputFile::create("--pprof", path)?
-                        .write(|out| pprof::write(&profile, out))?;
+                    write(path, "--pprof", |out| pprof::write(&profile, out))?;
                     let _ = writeln!(
                         out,
                         "pprof profile of {}: {}",
@@ -47,6 +46,17 @@ fn report(args: &ReportArgs) -> Result<(String, i32), String> {
             Ok((out, 0))
         }
     }
+}
+
+/// Writes the file of `option` at `path` with `write`.
+fn write(
+    path: &Path,
+    option: &'static str,
+    write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+) -> Result<(), String> {
+    OutputFile::create(option, path)
+        .and_then(|file| file.write(write))
+        .map_err(|e| e.to_string())
 }
 
 /// What a profile written holds, for the line that says where it went.
@@ -72,10 +82,8 @@ fn compare_runs(
         BranchSet::App
     };
     let read = |set| -> Result<(EnergyProfile, EnergyProfile), String> {
-        Ok((
-            read::profile(&args.results, set)?.masked(),
-            read::profile(after_path, set)?.masked(),
-        ))
+        let read = |path| read::profile(path, set).map_err(|e| e.to_string());
+        Ok((read(&args.results)?.masked(), read(after_path)?.masked()))
     };
     let (before, after) = read(table_set)?;
     let comparison = Comparison::new(&before, &after);
@@ -92,8 +100,9 @@ fn compare_runs(
         } else {
             read(set)?
         };
-        OutputFile::create("--flamegraph", path)?
-            .write(|out| flamegraph::write_diff(&before, &after, out))?;
+        write(path, "--flamegraph", |out| {
+            flamegraph::write_diff(&before, &after, out)
+        })?;
         let _ = writeln!(
             out,
             "\ndifferential flame graph of {}: {}",

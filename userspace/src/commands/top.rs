@@ -20,12 +20,12 @@ use crate::top::View;
 /// in plain text, the end of the reader of its output.
 pub fn run(args: &TopArgs) -> Result<i32, String> {
     let recording = args.recording();
-    record::check_targets(&recording)?;
+    record::check_targets(&recording).map_err(|e| e.to_string())?;
     // Counted from now on, not from when the recording starts: a SIGTERM while the BPF programs
     // load would otherwise end the process with the terminal still taken over.
     signals::stop_on_signals().map_err(|e| e.to_string())?;
-    if std::io::stdout().is_terminal() {
-        let screen = Screen::start()?;
+    let recorded = if std::io::stdout().is_terminal() {
+        let screen = Screen::start().map_err(|e| e.to_string())?;
         let log = screen.log();
         let sinks: Vec<Box<dyn Sink>> = vec![Box::new(View::Screen(screen))];
         record::run_with(
@@ -49,5 +49,6 @@ pub fn run(args: &TopArgs) -> Result<i32, String> {
                 sinks,
             },
         )
-    }
+    };
+    recorded.map_err(|e| e.to_string())
 }

@@ -16,6 +16,7 @@ use joularcode_core::log::Log;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 
+use crate::output::OutputError;
 use crate::record::sink::{CycleView, Sink};
 use metrics::Metrics;
 
@@ -52,7 +53,7 @@ impl Sink for Shared {
         trim_the_heap();
     }
 
-    fn finish(&mut self, _: &dyn Log) -> Result<(), String> {
+    fn finish(&mut self, _: &dyn Log) -> Result<(), OutputError> {
         Ok(())
     }
 }

@@ -17,19 +17,32 @@ const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=
 /// The content type of the other answers.
 const TEXT: &str = "text/plain; charset=utf-8";
 
-/// Listens on `address`: fails with one line when it cannot (the port is taken, the address is
-/// not this machine's).
-pub fn bind(address: SocketAddr) -> Result<Server, String> {
-    Server::http(address).map_err(|error| {
-        format!(
-            "--listen {address}: cannot listen there ({error}). Give a free port of an address of \
-             this machine, such as 127.0.0.1:29100."
-        )
-    })
+/// Why the endpoint cannot serve: one line that says what failed and how to fix it.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// `--listen` cannot be listened on (the port is taken, the address is not this machine's).
+    #[error(
+        "--listen {address}: cannot listen there ({source}). Give a free port of an address of \
+         this machine, such as 127.0.0.1:29100."
+    )]
+    Listen {
+        /// The address given.
+        address: SocketAddr,
+        /// Why.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The thread that serves cannot be started.
+    #[error("cannot start the metrics endpoint's thread: {0}")]
+    Thread(#[source] std::io::Error),
+}
+
+/// Listens on `address`.
+pub fn bind(address: SocketAddr) -> Result<Server, ServerError> {
+    Server::http(address).map_err(|source| ServerError::Listen { address, source })
 }
 
 /// Serves `registry` on `server` from a thread of its own, until the process ends.
-pub fn serve(server: Server, registry: Arc<Registry>) -> Result<JoinHandle<()>, String> {
+pub fn serve(server: Server, registry: Arc<Registry>) -> Result<JoinHandle<()>, ServerError> {
     std::thread::Builder::new()
         .name("jp-metrics".into())
         .spawn(move || {
@@ -68,7 +81,7 @@ pub fn serve(server: Server, registry: Arc<Registry>) -> Result<JoinHandle<()>, 
                 let _ = request.respond(response);
             }
         })
-        .map_err(|error| format!("cannot start the metrics endpoint's thread: {error}"))
+        .map_err(ServerError::Thread)
 }
 
 fn header(content_type: &str) -> Header {

@@ -11,6 +11,8 @@ use std::sync::{Arc, Mutex};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{OpenObject, RingBuffer, RingBufferBuilder};
 
+use crate::sampler::SamplerError;
+
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/processes.skel.rs"));
 }
@@ -46,6 +48,22 @@ pub struct Taken {
     pub lost: bool,
 }
 
+/// Why the process tracepoints cannot be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum EventsError {
+    /// Not root, and without the capabilities needed (the message names them).
+    #[error("{0}")]
+    Privileges(#[from] SamplerError),
+    /// The BPF object could not be opened, loaded or attached.
+    #[error("cannot {what} (bpf/processes.bpf.c): {source}")]
+    Bpf {
+        /// What failed.
+        what: &'static str,
+        /// Why.
+        source: libbpf_rs::Error,
+    },
+}
+
 /// The loaded and attached process tracepoints.
 pub struct ProcessEvents {
     skel: ProcessesSkel<'static>,
@@ -56,13 +74,11 @@ pub struct ProcessEvents {
 
 impl ProcessEvents {
     /// Loads and attaches the tracepoints; events are kept from now on.
-    pub fn start() -> Result<ProcessEvents, String> {
+    pub fn start() -> Result<ProcessEvents, EventsError> {
         // The same one line as the sampler's when the privileges are missing, before libbpf
         // tries and prints its own complaints.
-        crate::sampler::privileges::check_privileges().map_err(|e| e.to_string())?;
-        let error = |what: &'static str| {
-            move |e: libbpf_rs::Error| format!("cannot {what} (bpf/processes.bpf.c): {e}")
-        };
+        crate::sampler::privileges::check_privileges()?;
+        let error = |what| move |source| EventsError::Bpf { what, source };
         // The skeleton borrows the storage of its object for its whole life: these few bytes
         // are leaked (the object itself is freed with the skeleton).
         let storage: &'static mut MaybeUninit<OpenObject> =

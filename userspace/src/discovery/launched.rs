@@ -52,7 +52,7 @@ impl Launched {
             }
             if !entry.jvm && entry.checks < LAUNCH_CHECKS {
                 entry.checks += 1;
-                entry.jvm = maps_libjvm(proc, pid) == Ok(true);
+                entry.jvm = matches!(maps_libjvm(proc, pid), Ok(true));
                 if entry.jvm && !known(pid) {
                     started.push(pid);
                 }

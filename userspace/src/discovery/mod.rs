@@ -9,7 +9,6 @@
 //! scanned again if events were lost, and once every [`FULL_SCAN_EVERY`] whatever happens.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::fmt;
 use std::fs::{self, File};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -19,7 +18,7 @@ mod access;
 pub mod events;
 mod launched;
 
-use events::{ProcessEvent, ProcessEvents};
+use events::{EventsError, ProcessEvent, ProcessEvents};
 
 pub use launched::Launched;
 
@@ -37,31 +36,34 @@ pub enum Scope {
 }
 
 /// Why a process cannot be profiled.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error)]
 pub enum DiscoveryError {
     /// There is no such process.
+    #[error("process {0} does not exist")]
     NoProcess(u32),
     /// The process does not map libjvm.so.
+    #[error("process {0} is not a JVM (it does not map libjvm.so)")]
     NotJvm(u32),
-    /// Its maps could not be read (the message says why).
-    Unreadable(String),
-    /// The kernel's process events cannot be followed (the message says why).
-    Events(String),
+    /// Its maps may not be read: `why` says what this process lacks.
+    #[error("cannot read {}: permission denied: {why}", path.display())]
+    Denied {
+        /// The maps file.
+        path: PathBuf,
+        /// What this process lacks.
+        why: String,
+    },
+    /// Its maps could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Unreadable {
+        /// The maps file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The kernel's process events cannot be followed.
+    #[error("{0}")]
+    Events(#[from] EventsError),
 }
-
-impl fmt::Display for DiscoveryError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DiscoveryError::NoProcess(pid) => write!(f, "process {pid} does not exist"),
-            DiscoveryError::NotJvm(pid) => {
-                write!(f, "process {pid} is not a JVM (it does not map libjvm.so)")
-            }
-            DiscoveryError::Unreadable(msg) | DiscoveryError::Events(msg) => f.write_str(msg),
-        }
-    }
-}
-
-impl std::error::Error for DiscoveryError {}
 
 /// The JVMs that started and ended since the previous scan.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -103,7 +105,7 @@ impl Seen {
     fn is_jvm(&mut self, proc_root: &Path, pid: u32) -> bool {
         if !self.jvm && self.checks < CHECKS_BEFORE_VERDICT {
             self.checks += 1;
-            self.jvm = maps_libjvm(proc_root, pid) == Ok(true);
+            self.jvm = matches!(maps_libjvm(proc_root, pid), Ok(true));
         }
         self.jvm
     }
@@ -126,7 +128,7 @@ impl Discovery {
     pub fn new(target: Scope) -> Result<Discovery, DiscoveryError> {
         let mut discovery = Discovery::with_proc_root("/proc", target)?;
         if target == Scope::All {
-            discovery.events = Some(ProcessEvents::start().map_err(DiscoveryError::Events)?);
+            discovery.events = Some(ProcessEvents::start()?);
         }
         Ok(discovery)
     }
@@ -277,20 +279,21 @@ pub fn parse_stat(text: &str) -> Option<Stat<'_>> {
 /// Whether process `pid` maps libjvm.so. Reads its maps line by line, up to the first match.
 pub fn maps_libjvm(proc_root: &Path, pid: u32) -> Result<bool, DiscoveryError> {
     let path = proc_root.join(format!("{pid}/maps"));
+    let unreadable = |source| DiscoveryError::Unreadable {
+        path: path.clone(),
+        source,
+    };
     let file = File::open(&path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => DiscoveryError::NoProcess(pid),
-        std::io::ErrorKind::PermissionDenied => DiscoveryError::Unreadable(format!(
-            "cannot read {}: permission denied: {}",
-            path.display(),
-            access::why_denied(proc_root, pid)
-        )),
-        _ => DiscoveryError::Unreadable(format!("cannot read {}: {e}", path.display())),
+        std::io::ErrorKind::PermissionDenied => DiscoveryError::Denied {
+            path: path.clone(),
+            why: access::why_denied(proc_root, pid),
+        },
+        _ => unreadable(e),
     })?;
     // Byte lines: a mapped path need not be UTF-8.
     for line in BufReader::new(file).split(b'\n') {
-        let line = line.map_err(|e| {
-            DiscoveryError::Unreadable(format!("cannot read {}: {e}", path.display()))
-        })?;
+        let line = line.map_err(unreadable)?;
         if line.ends_with(b"/libjvm.so") || line.ends_with(b"/libjvm.so (deleted)") {
             return Ok(true);
         }
@@ -394,7 +397,10 @@ mod tests {
         let missing = Discovery::with_proc_root(&proc.0, Scope::Pid(12))
             .err()
             .expect("missing");
-        assert_eq!(missing, DiscoveryError::NoProcess(12));
+        assert!(
+            matches!(missing, DiscoveryError::NoProcess(12)),
+            "{missing:?}"
+        );
     }
 
     #[test]

@@ -44,16 +44,27 @@ struct ElfSymbols {
     addresses: HashMap<String, u64>,
 }
 
+/// Why an ELF file gives no [`ElfSymbols`].
+#[derive(Debug, thiserror::Error)]
+enum ElfError {
+    /// It is not an ELF file the parser reads.
+    #[error("{0}")]
+    Parse(#[from] object::Error),
+    /// It has no segment that maps its start.
+    #[error("no loadable segment at file offset 0")]
+    NoFirstSegment,
+}
+
 impl ElfSymbols {
     /// Reads the first segment's address and the `wanted` symbols of an ELF file in memory.
-    fn parse(data: &[u8], wanted: &[&str]) -> Result<ElfSymbols, String> {
-        let elf = object::File::parse(data).map_err(|e| e.to_string())?;
+    fn parse(data: &[u8], wanted: &[&str]) -> Result<ElfSymbols, ElfError> {
+        let elf = object::File::parse(data)?;
         let first_vaddr = elf
             .segments()
             .filter(|s| s.file_range().0 == 0)
             .map(|s| s.address() & !0xfff)
             .min()
-            .ok_or("no loadable segment at file offset 0")?;
+            .ok_or(ElfError::NoFirstSegment)?;
         let mut addresses = HashMap::new();
         for symbol in elf.dynamic_symbols().chain(elf.symbols()) {
             if let Ok(name) = symbol.name() {
@@ -144,7 +155,9 @@ impl Libjvm {
             Some(symbols) => symbols,
             None => {
                 let data = file.read().map_err(|e| elf_error(e.to_string()))?;
-                let symbols = Arc::new(ElfSymbols::parse(&data, wanted).map_err(elf_error)?);
+                let symbols = Arc::new(
+                    ElfSymbols::parse(&data, wanted).map_err(|e| elf_error(e.to_string()))?,
+                );
                 ELF_CACHE.put(file.identity(), wanted, symbols.clone());
                 symbols
             }

@@ -46,13 +46,6 @@ pub enum OutputError {
     },
 }
 
-/// The one-line message of a command.
-impl From<OutputError> for String {
-    fn from(error: OutputError) -> String {
-        error.to_string()
-    }
-}
-
 impl OutputFile {
     /// The file at `path` for the option `option` (`--flamegraph`), if it can be written: no
     /// symbolic link on its path, a regular file with no other link if it exists

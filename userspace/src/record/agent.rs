@@ -18,50 +18,92 @@ use joularcode_core::log::{Level, Log};
 
 use super::results::folder_name;
 use super::Recording;
-use crate::attach;
-use crate::launch;
+use crate::attach::{self, AttachError};
+use crate::launch::{self, LaunchError};
 use crate::session::{main_class_of, Targets};
-use crate::signals;
+use crate::signals::{self, SignalError};
 
 /// How often the loop looks at the JVMs and the clock.
 const POLL: Duration = Duration::from_millis(100);
 
-/// Runs `record` in agent mode; returns the exit code (the launched command's, else 0).
-pub fn run(args: &Recording, config: &Config, log: &dyn Log) -> Result<i32, String> {
+/// Why `record` cannot run in agent mode, or its command or attaches failed: one line each.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentModeError {
+    /// `--all` was given.
+    #[error("--all needs the eBPF sampler: in agent mode, give --pid PID or a command to launch.")]
+    All,
+    /// `--flamegraph` or `--pprof` was given.
+    #[error(
+        "--flamegraph and --pprof need the eBPF mode: in agent mode, make them from the results \
+         afterwards with joularcode-bpf report RESULTS --flamegraph FILE --pprof FILE."
+    )]
+    Views,
+    /// `--no-attach` was given.
+    #[error("--no-attach cannot be used with --mode agent, which loads the agent into the JVMs.")]
+    NoAttach,
+    /// `--cycle-log` was given with several `--pid`.
+    #[error("--cycle-log takes one JVM in agent mode: give one --pid.")]
+    CycleLogOfSeveral,
+    /// The agent library is missing, or the command could not be ended.
+    #[error("{0}")]
+    Launch(#[from] LaunchError),
+    /// The signals cannot be caught.
+    #[error("{0}")]
+    Signals(#[from] SignalError),
+    /// The agent's option holds a space, which `JAVA_TOOL_OPTIONS` cannot carry.
+    #[error(
+        "{0} holds a space, which JAVA_TOOL_OPTIONS cannot carry: give the agent, the results \
+         and the files paths without spaces."
+    )]
+    Space(String),
+    /// The command could not be started.
+    #[error("cannot run {program}: {source}")]
+    Spawn {
+        /// The program, as given.
+        program: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The command could not be waited for.
+    #[error("cannot wait for the command: {0}")]
+    Wait(#[source] std::io::Error),
+    /// The agent could not be attached to the first JVM.
+    #[error("{0}")]
+    Attach(#[from] AttachError),
+}
+
+/// Runs `record` in agent mode, paths relative to `working_dir`; returns the exit code (the
+/// launched command's, else 0).
+pub fn run(
+    args: &Recording,
+    config: &Config,
+    working_dir: &Path,
+    log: &dyn Log,
+) -> Result<i32, AgentModeError> {
     if args.all() {
-        return Err(
-            "--all needs the eBPF sampler: in agent mode, give --pid PID or a command to launch."
-                .into(),
-        );
+        return Err(AgentModeError::All);
     }
     if args.views {
-        return Err("--flamegraph and --pprof need the eBPF mode: in agent mode, make them from \
-             the results afterwards with joularcode-bpf report RESULTS --flamegraph FILE --pprof FILE."
-            .into());
+        return Err(AgentModeError::Views);
     }
     if args.agent.no_attach {
-        return Err(
-            "--no-attach cannot be used with --mode agent, which loads the agent into the JVMs."
-                .into(),
-        );
+        return Err(AgentModeError::NoAttach);
     }
     if args.cycle_log.is_some() && args.pids().len() > 1 {
-        return Err("--cycle-log takes one JVM in agent mode: give one --pid.".into());
+        return Err(AgentModeError::CycleLogOfSeveral);
     }
-    let agent = launch::find_agent(args.agent.agent_path.as_deref()).map_err(|e| e.to_string())?;
-    let working_dir = std::env::current_dir()
-        .map_err(|error| format!("cannot read the working directory: {error}"))?;
+    let agent = launch::find_agent(args.agent.agent_path.as_deref())?;
     let deadline = args.duration.map(|duration| Instant::now() + duration);
-    signals::stop_on_signals().map_err(|e| e.to_string())?;
+    signals::stop_on_signals()?;
     match &args.targets {
         Targets::Launch(command) => {
             let program = command.get_program().to_os_string();
             let rest: Vec<OsString> = command.get_args().map(OsStr::to_os_string).collect();
-            let options = agent_options(config, &working_dir, args.cycle_log.as_deref(), None);
+            let options = agent_options(config, working_dir, args.cycle_log.as_deref(), None);
             launch_command(&program, &rest, &agent, &options, deadline, log)
         }
         Targets::Pids(_) | Targets::All => {
-            attach_all(args, config, &working_dir, &agent, deadline, log)?;
+            attach_all(args, config, working_dir, &agent, deadline, log)?;
             Ok(0)
         }
     }
@@ -109,13 +151,10 @@ fn launch_command(
     options: &str,
     deadline: Option<Instant>,
     log: &dyn Log,
-) -> Result<i32, String> {
+) -> Result<i32, AgentModeError> {
     let agent_option = format!("-agentpath:{}={options}", agent.display());
     if agent_option.contains(char::is_whitespace) {
-        return Err(format!(
-            "{agent_option} holds a space, which JAVA_TOOL_OPTIONS cannot carry: give the agent, \
-             the results and the files paths without spaces."
-        ));
+        return Err(AgentModeError::Space(agent_option));
     }
     let mut value = OsString::new();
     if let Some(existing) = std::env::var_os("JAVA_TOOL_OPTIONS").filter(|v| !v.is_empty()) {
@@ -127,17 +166,17 @@ fn launch_command(
         .args(rest)
         .env("JAVA_TOOL_OPTIONS", value)
         .spawn()
-        .map_err(|error| format!("cannot run {}: {error}", program.to_string_lossy()))?;
+        .map_err(|source| AgentModeError::Spawn {
+            program: program.to_string_lossy().into_owned(),
+            source,
+        })?;
     loop {
-        if let Some(status) = child
-            .try_wait()
-            .map_err(|error| format!("cannot wait for the command: {error}"))?
-        {
+        if let Some(status) = child.try_wait().map_err(AgentModeError::Wait)? {
             return Ok(launch::exit_code(status));
         }
         if signals::stop_requested() || deadline.is_some_and(|deadline| Instant::now() >= deadline)
         {
-            return launch::end(&mut child, launch::GRACE, log).map_err(|e| e.to_string());
+            return Ok(launch::end(&mut child, launch::GRACE, log)?);
         }
         std::thread::sleep(POLL);
     }
@@ -152,7 +191,7 @@ fn attach_all(
     agent: &Path,
     deadline: Option<Instant>,
     log: &dyn Log,
-) -> Result<(), String> {
+) -> Result<(), AgentModeError> {
     let root = working_dir.join(&config.results_path);
     let mut attached = Vec::new();
     for &pid in args.pids() {
@@ -167,8 +206,7 @@ fn attach_all(
             args.cycle_log.as_deref(),
             Some(&results),
         );
-        let loaded = attach::load_agent(pid, agent, &options).map_err(|error| error.to_string());
-        match loaded {
+        match attach::load_agent(pid, agent, &options) {
             Ok(()) => {
                 log.log(
                     Level::Info,
@@ -179,7 +217,7 @@ fn attach_all(
                 );
                 attached.push(pid);
             }
-            Err(error) if attached.is_empty() => return Err(error),
+            Err(error) if attached.is_empty() => return Err(error.into()),
             Err(error) => log.log(
                 Level::Severe,
                 &format!("JVM {pid} is not profiled: {error}"),

@@ -20,14 +20,15 @@ pub struct CycleLog {
 impl CycleLog {
     /// Checks, creating nothing, that the file at `path` can be created ([`path::check_file`]),
     /// so that a bad one is refused before anything is launched.
-    pub fn check(path: &Path) -> Result<(), String> {
-        path::check_file(path).map_err(|error| refused(path, error))
+    pub fn check(path: &Path) -> Result<(), CycleLogError> {
+        path::check_file(path).map_err(|source| CycleLogError::new(path, source))
     }
 
     /// Creates (or empties) the file at `path`, following no symbolic link on its path; the
     /// error is one line that names the option.
-    pub fn create(path: &Path) -> Result<CycleLog, String> {
-        let file = path::create_file(path, Mode::Truncate).map_err(|error| refused(path, error))?;
+    pub fn create(path: &Path) -> Result<CycleLog, CycleLogError> {
+        let file = path::create_file(path, Mode::Truncate)
+            .map_err(|source| CycleLogError::new(path, source))?;
         Ok(CycleLog {
             path: path.to_path_buf(),
             file: Some(file),
@@ -63,9 +64,23 @@ impl CycleLog {
     }
 }
 
-/// The error of `--cycle-log` at `path`.
-fn refused(path: &Path, error: std::io::Error) -> String {
-    format!("--cycle-log {}: {error}", path.display())
+/// Why the file of `--cycle-log` cannot be created; the message names the option.
+#[derive(Debug, thiserror::Error)]
+#[error("--cycle-log {}: {source}", path.display())]
+pub struct CycleLogError {
+    /// The path given.
+    path: PathBuf,
+    /// Why.
+    source: std::io::Error,
+}
+
+impl CycleLogError {
+    fn new(path: &Path, source: std::io::Error) -> CycleLogError {
+        CycleLogError {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
 }
 
 #[cfg(test)]

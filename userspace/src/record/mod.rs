@@ -25,17 +25,19 @@ use joularcode_core::cycle::{Engine, JvmInput};
 use joularcode_core::log::{Level, Log, Recorded};
 use joularcode_core::machine::{BusyCpu, CpuSource};
 use joularcode_core::output::losses::Lost;
-use joularcode_core::power::{self, PowerSource, SystemClock, SystemRoots};
+use joularcode_core::power::{self, PowerError, PowerSource, SystemClock, SystemRoots};
 use joularcode_core::threads::{cycle_threads, ThreadCpu};
 
-use crate::discovery;
-use crate::launch;
-use crate::sampler::{monotonic_ns, Sampler, CONSUME_INTERVAL};
-use crate::session::{AgentArgs, BranchLimit, Session, SessionOptions, Targets};
-use crate::signals;
-use cycle_log::CycleLog;
-use options::ConfigOptions;
-use results::Results;
+use crate::discovery::{self, DiscoveryError};
+use crate::launch::{self, LaunchError};
+use crate::output::OutputError;
+use crate::sampler::{monotonic_ns, Sampler, SamplerError, CONSUME_INTERVAL};
+use crate::session::{AgentArgs, BranchLimit, Session, SessionError, SessionOptions, Targets};
+use crate::signals::{self, SignalError};
+use agent::AgentModeError;
+use cycle_log::{CycleLog, CycleLogError};
+use options::{ConfigOptions, OptionsError};
+use results::{Results, ResultsError};
 use sink::{CycleView, JvmView, Sink};
 
 /// How long the loop waits for samples between two looks at the clock.
@@ -102,6 +104,47 @@ pub enum Mode {
     Agent,
 }
 
+/// Why a recording cannot start or go on: one line each, that says what failed and how to fix it.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// A `--pid` is not a JVM this process can read.
+    #[error("{0}")]
+    Target(#[from] DiscoveryError),
+    /// The working directory, which relative paths start from, cannot be read.
+    #[error("cannot read the working directory: {0}")]
+    WorkingDir(#[source] std::io::Error),
+    /// The configuration file or an option cannot be used.
+    #[error("{0}")]
+    Options(#[from] OptionsError),
+    /// The eBPF sampler cannot run.
+    #[error("{0}")]
+    Sampler(#[from] SamplerError),
+    /// `results-path` cannot hold the results.
+    #[error("{0}")]
+    Results(#[from] ResultsError),
+    /// The `--cycle-log` file cannot be created.
+    #[error("{0}")]
+    CycleLog(#[from] CycleLogError),
+    /// The power source cannot be opened or read.
+    #[error("Cannot measure the CPU power: {0}")]
+    Power(#[source] PowerError),
+    /// The signals cannot be caught.
+    #[error("{0}")]
+    Signals(#[from] SignalError),
+    /// The session cannot start or go on.
+    #[error("{0}")]
+    Session(#[from] SessionError),
+    /// The launched command could not be ended.
+    #[error("{0}")]
+    Launch(#[from] LaunchError),
+    /// The agent's sampling mode cannot run.
+    #[error("{0}")]
+    AgentMode(#[from] AgentModeError),
+    /// A flame graph or pprof profile cannot be written.
+    #[error("{0}")]
+    Output(#[from] OutputError),
+}
+
 /// Where a recording's cycles go.
 pub struct Outputs {
     /// Where messages go.
@@ -114,9 +157,9 @@ pub struct Outputs {
 
 /// Checks that each pid given is a JVM this process can read: the one line a mistyped pid gives,
 /// before anything else is said or done (the configuration read, the power source chosen).
-pub fn check_targets(recording: &Recording) -> Result<(), String> {
+pub fn check_targets(recording: &Recording) -> Result<(), RecordError> {
     for &pid in recording.pids() {
-        discovery::check_jvm(Path::new("/proc"), pid).map_err(|error| error.to_string())?;
+        discovery::check_jvm(Path::new("/proc"), pid)?;
     }
     Ok(())
 }
@@ -124,16 +167,15 @@ pub fn check_targets(recording: &Recording) -> Result<(), String> {
 /// Runs `recording` until its duration is over, a signal arrives, or the JVMs (or the command)
 /// end, its cycles going to `outputs`. Returns the exit code: the launched command's (ended with
 /// SIGTERM if it still runs then: [`launch::end`]), else 0; 1 (unless the command's is not 0)
-/// when rows could not be written. Errors are one line each.
-pub fn run_with(args: Recording, mut outputs: Outputs) -> Result<i32, String> {
+/// when rows could not be written. Errors are one line each ([`RecordError`]).
+pub fn run_with(args: Recording, mut outputs: Outputs) -> Result<i32, RecordError> {
     let log = outputs.log.clone();
-    let working_dir = std::env::current_dir()
-        .map_err(|error| format!("cannot read the working directory: {error}"))?;
+    let working_dir = std::env::current_dir().map_err(RecordError::WorkingDir)?;
     let config = options::load(args.config.as_deref(), &args.options, &working_dir, &*log)?;
     let rate_hz = 1000 / config.sample_rate_ms;
     let sampler = match args.mode {
-        Mode::Agent => return agent_mode(&args, &config, &*log),
-        Mode::Bpf => Sampler::new(rate_hz).map_err(|error| error.to_string())?,
+        Mode::Agent => return agent_mode(&args, &config, &working_dir, &*log),
+        Mode::Bpf => Sampler::new(rate_hz)?,
         Mode::Auto => match Sampler::new(rate_hz) {
             Ok(sampler) => sampler,
             Err(error) if error.is_unavailable() && !args.all() => {
@@ -143,9 +185,9 @@ pub fn run_with(args: Recording, mut outputs: Outputs) -> Result<i32, String> {
                         "The BPF programs cannot be loaded ({error}): the JVMs profile themselves with the agent's sampling mode instead (--mode agent)."
                     ),
                 );
-                return agent_mode(&args, &config, &*log);
+                return agent_mode(&args, &config, &working_dir, &*log);
             }
-            Err(error) => return Err(error.to_string()),
+            Err(error) => return Err(error.into()),
         },
     };
     let results = if outputs.csv {
@@ -159,29 +201,16 @@ pub fn run_with(args: Recording, mut outputs: Outputs) -> Result<i32, String> {
     if let Some(path) = args.cycle_log.as_deref() {
         CycleLog::check(path)?;
     }
-    let mut source = power::open(
-        &config,
-        &SystemRoots::default(),
-        Arc::new(SystemClock::default()),
-        &*log,
-    )
-    .map_err(|error| format!("Cannot measure the CPU power: {error}"))?;
-    if config.source_kind() == Ok(SourceKind::Vm) {
-        // The file must be there now: a typo would otherwise only show as warnings
-        source
-            .watts()
-            .map_err(|error| format!("Cannot measure the CPU power: {error}"))?;
-    }
+    let source = open_power(&config, &*log)?;
 
     let session_options = SessionOptions {
         prefixes: config.methods_filtering_prefix.clone(),
         branch_limit: args.branch_limit,
         ..args.agent.session_options(rate_hz, log.clone())
     };
-    signals::stop_on_signals().map_err(|e| e.to_string())?;
+    signals::stop_on_signals()?;
     let none_profiled = args.none_profiled();
-    let mut session = Session::with_sampler(sampler, args.targets, &session_options)
-        .map_err(|error| error.to_string())?;
+    let mut session = Session::with_sampler(sampler, args.targets, &session_options)?;
     let recorded = record(
         args.cycle_log.as_deref(),
         args.duration,
@@ -199,7 +228,7 @@ pub fn run_with(args: Recording, mut outputs: Outputs) -> Result<i32, String> {
         .fold(Ok(()), Result::and);
     // A launched command is ended even when recording failed, rather than left behind.
     let exit = match session.stop() {
-        Some(mut child) => launch::end(&mut child, launch::GRACE, &*log).map_err(|e| e.to_string()),
+        Some(mut child) => launch::end(&mut child, launch::GRACE, &*log),
         None => Ok(0),
     };
     let summary = recorded?;
@@ -252,7 +281,7 @@ fn record(
     results: Option<Results>,
     session: &mut Session,
     outputs: &mut Outputs,
-) -> Result<Summary, String> {
+) -> Result<Summary, RecordError> {
     let log = &*outputs.log.clone();
     let sinks = &mut outputs.sinks;
     let cycle_log = cycle_log.map(CycleLog::create).transpose()?;
@@ -271,9 +300,7 @@ fn record(
 
     let deadline = duration.map(|duration| Instant::now() + duration);
     loop {
-        session
-            .pump(PUMP_INTERVAL)
-            .map_err(|error| error.to_string())?;
+        session.pump(PUMP_INTERVAL)?;
         recorder.open_new(session, log)?;
         let stop = signals::stop_requested()
             || deadline.is_some_and(|deadline| Instant::now() >= deadline)
@@ -299,26 +326,34 @@ fn record(
     }
 }
 
-/// `record --mode agent` ([`agent`]), after the checks `record` makes before anything starts:
-/// the results path, and the power source (opened here and closed, what it says kept quiet: the
-/// agent says it).
-fn agent_mode(args: &Recording, config: &Config, log: &dyn Log) -> Result<i32, String> {
-    Results::new(&config.results_path, args.pids().len() > 1)?;
-    let quiet = Recorded::default();
+/// The power source of `config`, what it says going to `log`. A `vm` source is read once: its
+/// file must be there now, as a typo would otherwise only show as warnings.
+fn open_power(config: &Config, log: &dyn Log) -> Result<Box<dyn PowerSource>, RecordError> {
     let mut source = power::open(
         config,
         &SystemRoots::default(),
         Arc::new(SystemClock::default()),
-        &quiet,
+        log,
     )
-    .map_err(|error| format!("Cannot measure the CPU power: {error}"))?;
+    .map_err(RecordError::Power)?;
     if config.source_kind() == Ok(SourceKind::Vm) {
-        source
-            .watts()
-            .map_err(|error| format!("Cannot measure the CPU power: {error}"))?;
+        source.watts().map_err(RecordError::Power)?;
     }
-    drop(source);
-    agent::run(args, config, log)
+    Ok(source)
+}
+
+/// `record --mode agent` ([`agent`]), after the checks `record` makes before anything starts:
+/// the results path, and the power source (opened here and closed, what it says kept quiet: the
+/// agent says it).
+fn agent_mode(
+    args: &Recording,
+    config: &Config,
+    working_dir: &Path,
+    log: &dyn Log,
+) -> Result<i32, RecordError> {
+    Results::new(&config.results_path, args.pids().len() > 1)?;
+    drop(open_power(config, &Recorded::default())?);
+    Ok(agent::run(args, config, working_dir, log)?)
 }
 
 /// The state of the loop between cycles, and where the cycles' results go.
@@ -337,7 +372,7 @@ impl Recorder<'_> {
     /// Opens the results of the JVMs seen for the first time, and says what is profiled. The
     /// results of the first JVM that cannot be written to end the run; later ones are said
     /// (SEVERE) and the run goes on for the other JVMs.
-    fn open_new(&mut self, session: &Session, log: &dyn Log) -> Result<(), String> {
+    fn open_new(&mut self, session: &Session, log: &dyn Log) -> Result<(), RecordError> {
         for jvm in session.jvms() {
             let first = self.opened.is_empty();
             if !self.opened.insert(jvm.pid()) {
@@ -361,7 +396,7 @@ impl Recorder<'_> {
                         dir.display()
                     ),
                 ),
-                Err(error) if first => return Err(error),
+                Err(error) if first => return Err(error.into()),
                 Err(error) => log.log(
                     Level::Severe,
                     &format!("{name} is profiled without results: {error}"),
@@ -381,7 +416,7 @@ impl Recorder<'_> {
         engine: &mut Engine,
         now_ns: u64,
         log: &dyn Log,
-    ) -> Result<(), String> {
+    ) -> Result<(), RecordError> {
         let uses = self.threads.cycle(session.sampler().thread_times());
         let measures = engine.measure(now_ns, log);
         // A sample reaches the session up to one consumer pass after it was taken, in about the
@@ -394,9 +429,7 @@ impl Recorder<'_> {
             if left == 0 {
                 break;
             }
-            session
-                .pump(Duration::from_nanos(left))
-                .map_err(|error| error.to_string())?;
+            session.pump(Duration::from_nanos(left))?;
         }
         self.open_new(session, log)?;
 

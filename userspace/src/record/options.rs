@@ -5,10 +5,10 @@
 //! Unlike Joular's agent, which falls back to a default and goes on, a value given on the command
 //! line that cannot be used is an error: the user is there to fix it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use clap::{Arg, ArgMatches, Args, Command, FromArgMatches};
-use joularcode_core::config::{Config, KEYS};
+use joularcode_core::config::{Config, ConfigError, SettingError, KEYS};
 use joularcode_core::log::Log;
 
 /// The values given on the command line for the keys of [`KEYS`], in the order of [`KEYS`].
@@ -57,6 +57,31 @@ impl Args for ConfigOptions {
     }
 }
 
+/// Why the configuration of a run cannot be used: one line that names the option or key and
+/// the value.
+#[derive(Debug, thiserror::Error)]
+pub enum OptionsError {
+    /// The file of `--config` is not a regular file that exists.
+    #[error(
+        "--config {}: {what}. Give the path of a joularcodejava.properties file, or leave \
+         --config out to read ./joularcodejava.properties.",
+        path.display()
+    )]
+    ConfigFile {
+        /// The file's path (made absolute).
+        path: PathBuf,
+        /// What it is instead.
+        what: &'static str,
+    },
+    /// A value given as an option is refused ([`Config::set_strictly`]).
+    #[error("--{0}")]
+    Setting(#[from] SettingError),
+    /// The file or the options give a `power-source-type` or `vm-power-format` that is not one
+    /// of the choices.
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+}
+
 /// The configuration of a run: `config_file` (`--config`), else `joularcodejava.properties` in
 /// `working_dir`, read as Joular reads it (what it says goes to `log`), then `options` over it.
 ///
@@ -68,7 +93,7 @@ pub fn load(
     options: &ConfigOptions,
     working_dir: &Path,
     log: &dyn Log,
-) -> Result<Config, String> {
+) -> Result<Config, OptionsError> {
     if let Some(file) = config_file {
         let absolute = working_dir.join(file);
         let what = match absolute.metadata() {
@@ -78,29 +103,20 @@ pub fn load(
             Err(_) => Some("there is no such file"),
         };
         if let Some(what) = what {
-            return Err(format!(
-                "--config {}: {what}. Give the path of a joularcodejava.properties file, or \
-                 leave --config out to read ./joularcodejava.properties.",
-                absolute.display()
-            ));
+            return Err(OptionsError::ConfigFile {
+                path: absolute,
+                what,
+            });
         }
     }
     let explicit = config_file.map(|file| file.to_string_lossy().into_owned());
     let mut config = Config::load(explicit.as_deref(), working_dir, log);
     for (key, value) in &options.values {
-        set(&mut config, key, value, log)?;
+        config.set_strictly(key, value, log)?;
     }
-    config.source_kind().map_err(|error| error.to_string())?;
-    config.vm_format().map_err(|error| error.to_string())?;
+    config.source_kind()?;
+    config.vm_format()?;
     Ok(config)
-}
-
-/// Sets one key from the command line, refusing a value that cannot be used
-/// ([`Config::set_strictly`]).
-fn set(config: &mut Config, key: &str, value: &str, log: &dyn Log) -> Result<(), String> {
-    config
-        .set_strictly(key, value, log)
-        .map_err(|error| format!("--{error}"))
 }
 
 #[cfg(test)]
@@ -109,7 +125,6 @@ mod tests {
     use clap::Parser;
     use joularcode_core::config::{JvmThreads, SourceKind};
     use joularcode_core::log::{Level, Recorded};
-    use std::path::PathBuf;
 
     #[derive(Debug, Parser)]
     struct Cli {
@@ -201,7 +216,8 @@ mod tests {
             dir.path(),
             &log,
         )
-        .expect_err("missing");
+        .expect_err("missing")
+        .to_string();
         assert!(
             error.starts_with("--config ") && error.contains("missing.properties"),
             "{error}"
@@ -240,7 +256,7 @@ mod tests {
         ] {
             let error =
                 load(None, &options(args), dir.path(), &log).expect_err("an invalid value");
-            assert_eq!(error, expected);
+            assert_eq!(error.to_string(), expected);
         }
     }
 
@@ -277,7 +293,8 @@ mod tests {
             dir.path(),
             &Recorded::default(),
         )
-        .expect_err("unknown source");
+        .expect_err("unknown source")
+        .to_string();
         assert!(
             error.contains("Unknown power-source-type 'wind'"),
             "{error}"

@@ -20,6 +20,22 @@ use joularcode_core::output::path;
 /// The longest main class kept in a folder name, in characters.
 const MAX_NAME: usize = 120;
 
+/// Why results cannot be written.
+#[derive(Debug, thiserror::Error)]
+pub enum ResultsError {
+    /// `results-path` cannot hold them (checked at start); the message says to give another.
+    #[error("results-path {}: {source} Set --results-path to another directory.", root.display())]
+    Refused {
+        /// `results-path`.
+        root: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A JVM's folder or files cannot be created (the message names the folder, and the fix).
+    #[error("{0}")]
+    Open(#[from] std::io::Error),
+}
+
 /// The results of every JVM of a run.
 #[derive(Debug)]
 pub struct Results {
@@ -43,12 +59,10 @@ impl Results {
     /// else the first in `root` itself. Refuses, without creating anything, a `root` with a
     /// symbolic link or something else than a directory on its path ([`path::check_dir`]), and
     /// CSV files there that could not be appended to ([`path::check_file`]: a link, a FIFO...).
-    pub fn new(root: &Path, per_jvm: bool) -> Result<Results, String> {
-        let refused = |error: std::io::Error| {
-            format!(
-                "results-path {}: {error} Set --results-path to another directory.",
-                root.display()
-            )
+    pub fn new(root: &Path, per_jvm: bool) -> Result<Results, ResultsError> {
+        let refused = |source| ResultsError::Refused {
+            root: root.to_path_buf(),
+            source,
         };
         path::check_dir(root).map_err(refused)?;
         if !per_jvm {
@@ -67,7 +81,7 @@ impl Results {
 
     /// Opens the results of JVM `pid` (creating its folder and both files) and returns where
     /// they go. A JVM already open keeps its folder.
-    pub fn open(&mut self, pid: u32, main_class: &str) -> Result<&Path, String> {
+    pub fn open(&mut self, pid: u32, main_class: &str) -> Result<&Path, ResultsError> {
         if !self.open.contains_key(&pid) {
             let in_root = !self.per_jvm && !self.root_taken;
             let dir = if in_root {
@@ -75,7 +89,7 @@ impl Results {
             } else {
                 self.root.join(folder_name(pid, main_class))
             };
-            let writer = CsvWriter::open(&dir).map_err(|error| error.to_string())?;
+            let writer = CsvWriter::open(&dir)?;
             self.root_taken |= in_root;
             self.open.insert(pid, Output { dir, writer });
         }
@@ -165,19 +179,22 @@ mod tests {
         let file = dir.path().join("file");
         std::fs::write(&file, "x").unwrap();
         let error = Results::new(&file, false).unwrap_err();
-        assert!(error.contains("is not a directory"), "{error}");
+        assert!(error.to_string().contains("is not a directory"), "{error}");
         let link = dir.path().join("link");
         let target = dir.path().join("target");
         std::fs::create_dir(&target).unwrap();
         std::os::unix::fs::symlink(&target, &link).unwrap();
         for path in [link.clone(), link.join("sub")] {
             let error = Results::new(&path, false).unwrap_err();
-            assert!(error.contains("is a symbolic link"), "{error}");
+            assert!(error.to_string().contains("is a symbolic link"), "{error}");
         }
         assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0);
         std::fs::create_dir(dir.path().join(APP_FILE)).unwrap();
         let error = Results::new(dir.path(), false).unwrap_err();
-        assert!(error.contains("is not a regular file"), "{error}");
+        assert!(
+            error.to_string().contains("is not a regular file"),
+            "{error}"
+        );
         Results::new(dir.path(), true).expect("per JVM, the root's files are not written");
     }
 }

@@ -10,6 +10,7 @@ use joularcode_core::cycle::{Cycle, JvmCycle};
 use joularcode_core::energy::{Energy, Power};
 use joularcode_core::log::Log;
 
+use crate::output::OutputError;
 use crate::profile::BranchSet;
 
 /// An output fed with each cycle of a recording.
@@ -17,8 +18,9 @@ pub trait Sink {
     /// One cycle's results.
     fn cycle(&mut self, cycle: &CycleView<'_>);
 
-    /// The recording is over (or failed): write what was gathered. Messages go to `log`.
-    fn finish(&mut self, log: &dyn Log) -> Result<(), String>;
+    /// The recording is over (or failed): write what was gathered (the file that cannot be
+    /// written is the error). Messages go to `log`.
+    fn finish(&mut self, log: &dyn Log) -> Result<(), OutputError>;
 }
 
 /// One cycle, as the sinks see it.

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use joularcode_core::log::{Level, Log, Stderr};
 
 use super::sink::{CycleView, Sink};
+use crate::output::OutputError;
 
 /// What the status line shows.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -143,7 +144,7 @@ impl Sink for StatusLine {
         self.terminal.show(status);
     }
 
-    fn finish(&mut self, _: &dyn Log) -> Result<(), String> {
+    fn finish(&mut self, _: &dyn Log) -> Result<(), OutputError> {
         self.terminal.finish();
         Ok(())
     }

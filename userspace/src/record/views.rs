@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use joularcode_core::log::{Level, Log};
 
 use super::sink::{CycleView, Sink};
-use crate::output::{flamegraph, pprof, OutputFile};
+use crate::output::{flamegraph, pprof, OutputError, OutputFile};
 use crate::profile::{format_joules, BranchSet, EnergyProfile, JvmEnergy, Weight};
 
 /// The flame graph and the pprof profile of a recording.
@@ -29,7 +29,7 @@ impl ViewFiles {
         flamegraph: Option<&std::path::Path>,
         pprof: Option<&std::path::Path>,
         set: BranchSet,
-    ) -> Result<Option<ViewFiles>, String> {
+    ) -> Result<Option<ViewFiles>, OutputError> {
         if flamegraph.is_none() && pprof.is_none() {
             return Ok(None);
         }
@@ -92,7 +92,7 @@ impl Sink for ViewFiles {
         }
     }
 
-    fn finish(&mut self, log: &dyn Log) -> Result<(), String> {
+    fn finish(&mut self, log: &dyn Log) -> Result<(), OutputError> {
         let profile = self.profile();
         let what = format!(
             "{} ({}, {})",

@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::profile::BranchSet;
-use read::FileEnergy;
+use read::{FileEnergy, ReadError};
 
 /// The exit status of `report` when `--fail-above` finds an energy regression.
 pub const REGRESSION_EXIT: i32 = 3;
@@ -47,7 +47,7 @@ pub fn render(path: &Path, file: &FileEnergy, top: usize) -> String {
 }
 
 /// The table of the `top` branches of every results file found at `path`.
-pub fn table(path: &Path, all_branches: bool, top: usize) -> Result<String, String> {
+pub fn table(path: &Path, all_branches: bool, top: usize) -> Result<String, ReadError> {
     let set = if all_branches {
         BranchSet::All
     } else {

@@ -100,13 +100,6 @@ pub enum ReadError {
     },
 }
 
-/// The one-line message of a command.
-impl From<ReadError> for String {
-    fn from(error: ReadError) -> String {
-        error.to_string()
-    }
-}
-
 /// Adds up the energy per branch of a Joular CSV file's text.
 pub fn file_energy(text: &str) -> Result<FileEnergy, ReadError> {
     let mut reader = csv::ReaderBuilder::new()

@@ -19,10 +19,15 @@ const REFRESH_SOON: Duration = Duration::from_millis(200);
 /// ...and this often anyway, to forget ended threads and catch reused thread ids.
 const REFRESH_ANYWAY: Duration = Duration::from_secs(5);
 
+/// A JVM with no code heap, or more than the walker takes ([`MAX_HEAPS`]).
+#[derive(Debug, thiserror::Error)]
+#[error("{0} code heaps")]
+struct HeapCount(usize);
+
 /// `struct jp_jvm` for `info`.
-fn jvm_record(info: &UnwindInfo) -> Result<JvmRecord, String> {
+fn jvm_record(info: &UnwindInfo) -> Result<JvmRecord, HeapCount> {
     if info.heaps.is_empty() || info.heaps.len() > MAX_HEAPS {
-        return Err(format!("{} code heaps", info.heaps.len()));
+        return Err(HeapCount(info.heaps.len()));
     }
     let mut heaps = [CodeHeapRecord::zeroed(); MAX_HEAPS];
     for (record, heap) in heaps.iter_mut().zip(&info.heaps) {
@@ -107,7 +112,7 @@ impl WalkedJvm {
         let info = hotspot
             .unwind_info()
             .map_err(|e| unsupported(e.to_string()))?;
-        let record = jvm_record(&info).map_err(unsupported)?;
+        let record = jvm_record(&info).map_err(|e| unsupported(e.to_string()))?;
         sampler
             .skel
             .maps

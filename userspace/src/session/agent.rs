@@ -14,7 +14,7 @@ use super::SessionOptions;
 use crate::attach::{self, AttachError};
 use crate::foreign::{self, ForeignError};
 use crate::jit::codemap::CodeMap;
-use crate::launch;
+use crate::launch::{self, LaunchError};
 use crate::resolve::JitNames;
 
 /// The options of the symbolizer agent, shared by the subcommands that name compiled frames
@@ -51,7 +51,7 @@ pub struct Attacher<'a> {
     /// The session's options (whether to attach; where messages go).
     pub options: &'a SessionOptions,
     /// The agent library, or why there is none.
-    pub agent: &'a Result<PathBuf, String>,
+    pub agent: &'a Result<PathBuf, LaunchError>,
     /// Whether the absence of the agent was said already (it is said once).
     pub said_no_agent: &'a mut bool,
 }

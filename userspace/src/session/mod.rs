@@ -129,7 +129,7 @@ pub struct Session {
     jvms: HashMap<u32, ProfiledJvm>,
     options: SessionOptions,
     /// The agent library, or why there is none (said once, when a JVM would have had it).
-    agent: Result<PathBuf, String>,
+    agent: Result<PathBuf, LaunchError>,
     said_no_agent: bool,
     sampled_until: u64,
 }
@@ -181,7 +181,7 @@ impl Session {
                 (Ok(agent.clone()), Some((command, agent)))
             }
             (Err(e), Some(_)) => return Err(e.into()),
-            (agent, None) => (agent.map_err(|e| e.to_string()), None),
+            (agent, None) => (agent, None),
         };
         let sampler = match sampler {
             Some(sampler) => sampler,

@@ -10,6 +10,7 @@ use std::io::Write;
 
 use joularcode_core::log::Log;
 
+use crate::output::OutputError;
 use crate::profile::BranchSet;
 use crate::record::sink::{CycleView, Sink};
 use crate::signals;
@@ -72,7 +73,7 @@ impl Sink for View {
         }
     }
 
-    fn finish(&mut self, _: &dyn Log) -> Result<(), String> {
+    fn finish(&mut self, _: &dyn Log) -> Result<(), OutputError> {
         if let View::Screen(screen) = self {
             screen.end();
         }

@@ -53,6 +53,11 @@ fn restore() {
     }
 }
 
+/// Why the terminal cannot show the live view.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot use the terminal for the live view: {0}")]
+pub struct ScreenError(#[source] io::Error);
+
 /// The live view on the terminal, until [`Screen::end`] or drop.
 pub struct Screen {
     sender: Sender<Message>,
@@ -61,7 +66,7 @@ pub struct Screen {
 
 impl Screen {
     /// Takes the terminal over (raw mode, alternate screen) and starts drawing.
-    pub fn start() -> Result<Screen, String> {
+    pub fn start() -> Result<Screen, ScreenError> {
         static HOOK: Once = Once::new();
         HOOK.call_once(|| {
             let hook = std::panic::take_hook();
@@ -72,7 +77,7 @@ impl Screen {
         });
         let fail = |error: io::Error| {
             restore();
-            format!("cannot use the terminal for the live view: {error}")
+            ScreenError(error)
         };
         terminal::enable_raw_mode().map_err(fail)?;
         ACTIVE.store(true, Ordering::SeqCst);
