@@ -278,6 +278,25 @@ pub fn seeds(dir: &Path) -> Vec<Vec<u8>> {
     seeds
 }
 
+/// Reads `output` (a workload's stdout) to its end in a thread of its own, so that the workload
+/// never blocks on a full pipe, and sends the first line that starts with `prefix`, without its
+/// line end.
+pub fn line_starting_with(
+    output: impl std::io::Read + Send + 'static,
+    prefix: &'static str,
+) -> std::sync::mpsc::Receiver<String> {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(output).lines() {
+            let Ok(line) = line else { return };
+            if line.starts_with(prefix) {
+                let _ = sender.send(line);
+            }
+        }
+    });
+    receiver
+}
+
 /// A JVM started by a test, killed when dropped.
 pub struct Jvm {
     /// The child process.

@@ -38,3 +38,20 @@ pub fn short_lived_share(
     let process = after.0 - before.0;
     (process - long_lived) as f64 / process as f64
 }
+
+/// The most CPU time any one thread of a process used between two [`cpu_ticks`], in seconds: how
+/// long its busiest thread ran, which a loaded machine stretches over a longer wall time.
+pub fn busiest_thread_seconds(
+    before: &(u64, HashMap<u32, u64>),
+    after: &(u64, HashMap<u32, u64>),
+) -> f64 {
+    let busiest = after
+        .1
+        .iter()
+        .map(|(tid, &end)| end - before.1.get(tid).copied().unwrap_or(0))
+        .max()
+        .unwrap_or(0);
+    // SAFETY: sysconf only reads a constant of the system.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    busiest as f64 / per_second.max(1) as f64
+}
