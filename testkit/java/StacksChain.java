@@ -8,15 +8,11 @@
  */
 public class StacksChain {
     static long sink;
-    /** Set once the standard input ends, with `stdin`. */
-    static volatile boolean stop;
 
     public static void main(String[] args) {
         long seconds = args.length > 0 ? Long.parseLong(args[0]) : Long.MAX_VALUE / 2_000_000_000L;
         if (args.length > 1 && args[1].equals("stdin")) {
-            Thread watcher = new Thread(StacksChain::stopAtEndOfInput, "stdin-watcher");
-            watcher.setDaemon(true);
-            watcher.start();
+            EndOfInput.watch();
         }
         System.out.println("READY " + ProcessHandle.current().pid());
         System.out.flush();
@@ -24,19 +20,8 @@ public class StacksChain {
         System.out.println("DONE " + sink);
     }
 
-    static void stopAtEndOfInput() {
-        try {
-            while (System.in.read() >= 0) {
-                // the input's bytes mean nothing: only its end does
-            }
-        } catch (java.io.IOException e) {
-            // a broken input ends it as well
-        }
-        stop = true;
-    }
-
     static void run(long deadline) {
-        while (!stop && System.nanoTime() < deadline) {
+        while (!EndOfInput.ended && System.nanoTime() < deadline) {
             sink += l1(sink);
         }
     }
