@@ -325,14 +325,19 @@ impl Jvm {
     }
 
     /// Starts a workload's `command` and waits until it prints a line starting with `READY`.
-    pub fn spawn(mut command: Command) -> Jvm {
+    pub fn spawn(command: Command) -> Jvm {
+        Jvm::spawn_until(command, "READY")
+    }
+
+    /// Starts a workload's `command` and waits until it prints a line starting with `prefix`.
+    pub fn spawn_until(mut command: Command, prefix: &str) -> Jvm {
         let mut child = command
             .stdout(Stdio::piped())
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {:?}: {e}", command.get_program()));
         let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
         let mut jvm = Jvm { child, stdout };
-        jvm.wait_for_line("READY", Duration::from_secs(60));
+        jvm.wait_for_line(prefix, Duration::from_secs(60));
         jvm
     }
 
