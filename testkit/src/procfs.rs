@@ -55,3 +55,20 @@ pub fn busiest_thread_seconds(
     let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     busiest as f64 / per_second.max(1) as f64
 }
+
+/// The children of process `pid` (none once it has ended).
+pub fn children(pid: u32) -> Vec<u32> {
+    let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    threads
+        .filter_map(|thread| std::fs::read_to_string(thread.ok()?.path().join("children")).ok())
+        .flat_map(|children| {
+            let pids: Vec<u32> = children
+                .split_whitespace()
+                .filter_map(|pid| pid.parse().ok())
+                .collect();
+            pids
+        })
+        .collect()
+}

@@ -62,19 +62,30 @@ pub fn run_stacks(profiler: &Path, rate_hz: u64, args: &[&str]) -> StacksRun {
     read_run(&output, result)
 }
 
+/// How [`run_stacks_until`] ends a run once it has what it needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    /// As Ctrl-C does: stacks stops sampling and writes what it has (a run with `--pid`, `--all`).
+    Interrupt,
+    /// The standard input of stacks, which its launched command shares, is closed: a workload
+    /// run with `stdin` then ends normally, and stacks with it.
+    EndOfInput,
+}
+
 /// Runs `<profiler> stacks` as [`run_stacks`] does, ARGS with no `--duration`, and ends it as
-/// Ctrl-C does once `enough` holds (asked every 100 ms from when it holds its BPF programs, the
-/// sampler loaded), or after `at_most`: a test waits for what it needs to see, however long a
-/// loaded machine takes to give it.
+/// `end` says once `enough` holds (asked every 100 ms with the pid of stacks, from when it holds
+/// its BPF programs, the sampler loaded), or after `at_most`: a test waits for what it needs to
+/// see, however long a loaded machine takes to give it.
 pub fn run_stacks_until(
     profiler: &Path,
     rate_hz: u64,
     args: &[&str],
-    at_most: Duration,
-    mut enough: impl FnMut() -> bool,
+    (end, at_most): (End, Duration),
+    mut enough: impl FnMut(u32) -> bool,
 ) -> StacksRun {
     let output = output_file();
     let mut child = stacks_command(profiler, rate_hz, &output, args)
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -83,17 +94,20 @@ pub fn run_stacks_until(
     let (mut stdout, mut stderr) = (child.stdout.take(), child.stderr.take());
     let stdout = std::thread::spawn(move || read_all(stdout.as_mut()));
     let stderr = std::thread::spawn(move || read_all(stderr.as_mut()));
-    let pid = child.id().to_string();
+    let pid = child.id();
     let mut sampling = false;
     while child.try_wait().expect("wait for stacks").is_none()
         && start.elapsed() < at_most
-        && !(sampling && enough())
+        && !(sampling && enough(pid))
     {
-        sampling = sampling || !bpf_programs_of(&pid).is_empty();
+        sampling = sampling || !bpf_programs_of(&pid.to_string()).is_empty();
         std::thread::sleep(Duration::from_millis(100));
     }
-    // SAFETY: kill(2) of the child this function started, not reaped yet (its pid is its own).
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    drop(child.stdin.take());
+    if end == End::Interrupt {
+        // SAFETY: kill(2) of the child this function started, not reaped yet (its pid is its own).
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) };
+    }
     let status = child.wait().expect("stacks ends");
     let stdout = stdout.join().expect("stdout read");
     let stderr = stderr.join().expect("stderr read");

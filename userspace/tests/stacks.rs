@@ -19,9 +19,9 @@ use joularcode_bpf::session::{Session, SessionOptions, Targets};
 use joularcode_bpf::thread_names;
 use joularcode_core::branch::Branches;
 use joularcode_core::log::Recorded;
-use joularcode_testkit::procfs::{busiest_thread_seconds, cpu_ticks};
+use joularcode_testkit::procfs::{busiest_thread_seconds, children, cpu_ticks};
 use joularcode_testkit::profiler::{
-    java_command, run_stacks, run_stacks_until, with_command, StacksRun,
+    java_command, run_stacks, run_stacks_until, with_command, End, StacksRun,
 };
 use joularcode_testkit::{agent_library, all_jdks, one_at_a_time, workload_classes, Jdk, Jvm};
 
@@ -47,14 +47,34 @@ fn stacks(args: &[&str]) -> StacksRun {
 }
 
 /// Runs `joularcode-bpf stacks ARGS` at [`RATE_HZ`] until `enough` holds once it samples (a
-/// minute at most), then ends it as Ctrl-C does.
-fn stacks_until(args: &[&str], enough: impl FnMut() -> bool) -> StacksRun {
+/// minute at most), then ends it as `end` says.
+fn stacks_until(args: &[&str], end: End, mut enough: impl FnMut() -> bool) -> StacksRun {
     run_stacks_until(
         Path::new(env!("CARGO_BIN_EXE_joularcode-bpf")),
         RATE_HZ,
         args,
-        Duration::from_secs(60),
-        enough,
+        (end, Duration::from_secs(60)),
+        |_| enough(),
+    )
+}
+
+/// Runs `joularcode-bpf stacks ARGS -- <command>` (a workload run with `stdin`) at [`RATE_HZ`]
+/// until the busiest thread of the JVM it launched has run `seconds` of CPU time while sampled (a
+/// minute at most), then closes its standard input, on which the workload ends normally.
+fn stacks_launched(args: &[&str], command: &[String], seconds: f64) -> StacksRun {
+    let mut sampled_from = None;
+    run_stacks_until(
+        Path::new(env!("CARGO_BIN_EXE_joularcode-bpf")),
+        RATE_HZ,
+        &with_command(args, command),
+        (End::EndOfInput, Duration::from_secs(60)),
+        |stacks| {
+            let Some(&jvm) = children(stacks).first() else {
+                return false;
+            };
+            let now = cpu_ticks(jvm);
+            busiest_thread_seconds(sampled_from.get_or_insert_with(|| now.clone()), &now) >= seconds
+        },
     )
 }
 
@@ -269,7 +289,7 @@ fn profile_running(jdk: &Jdk, flags: &[&str], warm_up_s: f64) -> StacksRun {
         std::thread::sleep(Duration::from_millis(50));
     }
     let mut sampled_from = None;
-    let run = stacks_until(&["--pid", &pid.to_string()], || {
+    let run = stacks_until(&["--pid", &pid.to_string()], End::Interrupt, || {
         ran(sampled_from.get_or_insert_with(|| cpu_ticks(pid))) >= RUNNING_CPU_S
     });
     assert_eq!(run.code, Some(0), "{}", run.stderr);
@@ -371,8 +391,9 @@ fn a_jvm_that_refuses_agents_is_named_from_its_code_cache_and_perf_map() {
 fn lambdas_are_named_as_java_names_their_hidden_classes() {
     let _serial = serial();
     for jdk in all_jdks() {
-        let command = java(&jdk, &[], "StacksLambda", &["4"]);
-        let run = stacks(&with_command(&[], &command));
+        // Until its worker has run 1 s of CPU time while sampled.
+        let command = java(&jdk, &[], "StacksLambda", &["60", "stdin"]);
+        let run = stacks_launched(&[], &command, 1.0);
         assert_eq!(run.code, Some(0), "{}", run.stderr);
         let lambda = run
             .stdout
@@ -387,6 +408,12 @@ fn lambdas_are_named_as_java_names_their_hidden_classes() {
         );
         let frames = format!("{lambda}.run;StacksLambda.lambda$main$0;StacksLambda.spin");
         let found = run.folded.iter().any(|(stack, _)| stack.contains(&frames));
+        eprintln!(
+            "Java {}: {} of {} samples hold {frames}",
+            jdk.major,
+            run.samples_where(|stack| stack.contains(&frames)),
+            run.total()
+        );
         assert!(
             found,
             "Java {}: no stack holds {frames}:\n{:?}",
@@ -521,10 +548,13 @@ fn code_of_unloaded_classes_never_names_a_later_sample() {
 fn jvm_threads_are_classified_and_native_frames_named() {
     let _serial = serial();
     for jdk in all_jdks() {
-        let command = java(&jdk, &["-Xmx64m"], "StacksAlloc", &["4"]);
-        let run = stacks(&with_command(&["--native"], &command));
+        // Until an allocating thread has run 0.5 s of CPU time while sampled (the collector's
+        // threads run a lot meanwhile).
+        let command = java(&jdk, &["-Xmx64m"], "StacksAlloc", &["60", "stdin"]);
+        let run = stacks_launched(&["--native"], &command, 0.5);
         assert_eq!(run.code, Some(0), "{}", run.stderr);
         let gc = run.samples("[GC]");
+        eprintln!("Java {}: {gc} [GC] samples of {}", jdk.major, run.total());
         assert!(
             gc > 0,
             "Java {}: no [GC] samples: {:?}",
@@ -558,16 +588,7 @@ fn every_jvm_gets_a_root_frame_with_all() {
     let jvms: Vec<Jvm> = (0..2)
         .map(|_| Jvm::start(&jdk, &[], "StacksChain", &[]))
         .collect();
-    // Until the busiest thread of each has run 0.5 s of CPU time while sampled (a minute at most):
-    // some 250 samples each.
-    let mut sampled_from = None;
-    let run = stacks_until(&["--all", "--no-attach"], || {
-        let now: Vec<_> = jvms.iter().map(|jvm| cpu_ticks(jvm.pid())).collect();
-        let from = sampled_from.get_or_insert_with(|| now.clone());
-        from.iter()
-            .zip(&now)
-            .all(|(from, now)| busiest_thread_seconds(from, now) >= 0.5)
-    });
+    let run = stacks(&["--all", "--no-attach", "--duration", "3"]);
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     for jvm in &jvms {
         let root = format!(
