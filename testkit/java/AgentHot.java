@@ -1,7 +1,9 @@
 /**
  * A hot chain of small methods that C2 compiles with inlining: work -> outer -> middle -> inner.
- * Prints READY once it has run for two seconds; with an argument N, ends normally after N seconds
- * (printing DONE), else runs until killed.
+ * Prints STARTED at once, READY once it has run for two seconds (its code compiled, for the tests
+ * that attach to a JVM whose code is compiled already); with an argument N, ends normally after N seconds
+ * (printing DONE), else runs until killed; with `stdin` after N, also once its standard input
+ * ends.
  */
 public class AgentHot {
     static volatile long sink;
@@ -32,6 +34,11 @@ public class AgentHot {
 
     public static void main(String[] args) {
         long seconds = args.length > 0 ? Long.parseLong(args[0]) : 0;
+        if (args.length > 1 && args[1].equals("stdin")) {
+            EndOfInput.watch();
+        }
+        System.out.println("STARTED");
+        System.out.flush();
         long start = System.nanoTime();
         boolean ready = false;
         while (true) {
@@ -41,7 +48,7 @@ public class AgentHot {
                 System.out.println("READY");
                 ready = true;
             }
-            if (seconds > 0 && elapsed > seconds * 1_000_000_000L) {
+            if (seconds > 0 && elapsed > seconds * 1_000_000_000L || EndOfInput.ended) {
                 break;
             }
         }

@@ -2,13 +2,18 @@
  * A fixed 9-deep call chain on the main thread: main -> run -> l1 -> ... -> l6 -> leaf.
  * The leaf does a bounded unit of work and returns, so that the JIT compiles (and inlines) the
  * whole chain under tiered compilation, and every sample of the main thread lands in it.
- * Runs until killed, or for the number of seconds given as the first argument.
+ * Runs until killed, or for the number of seconds given as the first argument; with `stdin` as the
+ * second, also until its standard input ends (a test that has seen enough closes it), and then
+ * exits normally.
  */
 public class StacksChain {
     static long sink;
 
     public static void main(String[] args) {
         long seconds = args.length > 0 ? Long.parseLong(args[0]) : Long.MAX_VALUE / 2_000_000_000L;
+        if (args.length > 1 && args[1].equals("stdin")) {
+            EndOfInput.watch();
+        }
         System.out.println("READY " + ProcessHandle.current().pid());
         System.out.flush();
         run(System.nanoTime() + seconds * 1_000_000_000L);
@@ -16,7 +21,7 @@ public class StacksChain {
     }
 
     static void run(long deadline) {
-        while (System.nanoTime() < deadline) {
+        while (!EndOfInput.ended && System.nanoTime() < deadline) {
             sink += l1(sink);
         }
     }

@@ -278,6 +278,25 @@ pub fn seeds(dir: &Path) -> Vec<Vec<u8>> {
     seeds
 }
 
+/// Reads `output` (a workload's stdout) to its end in a thread of its own, so that the workload
+/// never blocks on a full pipe, and sends the first line that starts with `prefix`, without its
+/// line end.
+pub fn line_starting_with(
+    output: impl std::io::Read + Send + 'static,
+    prefix: &'static str,
+) -> std::sync::mpsc::Receiver<String> {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(output).lines() {
+            let Ok(line) = line else { return };
+            if line.starts_with(prefix) {
+                let _ = sender.send(line);
+            }
+        }
+    });
+    receiver
+}
+
 /// A JVM started by a test, killed when dropped.
 pub struct Jvm {
     /// The child process.
@@ -307,8 +326,13 @@ impl Jvm {
 
     /// Starts a workload's `command` and waits until it prints a line starting with `READY`.
     pub fn spawn(command: Command) -> Jvm {
+        Jvm::spawn_until(command, "READY")
+    }
+
+    /// Starts a workload's `command` and waits until it prints a line starting with `prefix`.
+    pub fn spawn_until(command: Command, prefix: &str) -> Jvm {
         let mut jvm = Jvm::launch(command);
-        jvm.wait_for_line("READY", Duration::from_secs(60));
+        jvm.wait_for_line(prefix, Duration::from_secs(60));
         jvm
     }
 

@@ -38,3 +38,37 @@ pub fn short_lived_share(
     let process = after.0 - before.0;
     (process - long_lived) as f64 / process as f64
 }
+
+/// The most CPU time any one thread of a process used between two [`cpu_ticks`], in seconds: how
+/// long its busiest thread ran, which a loaded machine stretches over a longer wall time.
+pub fn busiest_thread_seconds(
+    before: &(u64, HashMap<u32, u64>),
+    after: &(u64, HashMap<u32, u64>),
+) -> f64 {
+    let busiest = after
+        .1
+        .iter()
+        .map(|(tid, &end)| end - before.1.get(tid).copied().unwrap_or(0))
+        .max()
+        .unwrap_or(0);
+    // SAFETY: sysconf only reads a constant of the system.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    busiest as f64 / per_second.max(1) as f64
+}
+
+/// The children of process `pid` (none once it has ended).
+pub fn children(pid: u32) -> Vec<u32> {
+    let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    threads
+        .filter_map(|thread| std::fs::read_to_string(thread.ok()?.path().join("children")).ok())
+        .flat_map(|children| {
+            let pids: Vec<u32> = children
+                .split_whitespace()
+                .filter_map(|pid| pid.parse().ok())
+                .collect();
+            pids
+        })
+        .collect()
+}

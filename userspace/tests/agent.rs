@@ -86,12 +86,18 @@ fn code_of<'a>(
         .map(|code| (code.start, code.end, code.load_ns, code.unload_ns))
 }
 
+/// Starts AgentHot with `flags` and returns once it runs (STARTED), its code not compiled yet: for
+/// the tests that wait for the code they need, or need none.
+fn agent_hot(jdk: &Jdk, flags: &[&str]) -> Jvm {
+    Jvm::spawn_until(Jvm::command(jdk, flags, "AgentHot", &[]), "STARTED")
+}
+
 #[test]
 fn agent_at_start_maps_compiled_code_with_inlined_chains_and_recompilations() {
     let _serial = serial();
     for jdk in all_jdks() {
         let option = format!("-agentpath:{}", agent_library().display());
-        let jvm = Jvm::start(&jdk, &[&option], "AgentHot", &[]);
+        let jvm = agent_hot(&jdk, &[&option]);
         let pid = jvm.pid();
         let mut map = CodeMap::of_process(pid, pid);
         wait_for(
@@ -149,7 +155,10 @@ fn agent_at_start_maps_compiled_code_with_inlined_chains_and_recompilations() {
 fn attach_replays_earlier_code_twice_attached_jvms_end_normally() {
     let _serial = serial();
     for jdk in all_jdks() {
-        let mut jvm = Jvm::start(&jdk, &[], "AgentHot", &["8"]);
+        // Until its standard input closes (a minute at most), once it has run two seconds.
+        let mut command = Jvm::command(&jdk, &[], "AgentHot", &["60", "stdin"]);
+        command.stdin(Stdio::piped());
+        let mut jvm = Jvm::spawn(command);
         let pid = jvm.pid();
         attach::load_agent(pid, agent_library(), "").unwrap();
         let mut map = CodeMap::of_process(pid, pid);
@@ -162,6 +171,7 @@ fn attach_replays_earlier_code_twice_attached_jvms_end_normally() {
         assert_eq!(code_of(&map, "AgentHot.work").count(), copies);
         let text = std::fs::read_to_string(map.path()).unwrap();
         assert_eq!(text.matches("joularcode-code-map").count(), 1);
+        drop(jvm.child.stdin.take());
         jvm.wait_for_line("DONE", Duration::from_secs(60));
         let status = jvm.child.wait().unwrap();
         assert!(
@@ -189,7 +199,7 @@ fn code_maps_are_removed_at_the_jvm_end_and_after_a_kill_at_the_next_run() {
     let option = format!("-agentpath:{}=perfmap=no", agent_library().display());
     for jdk in all_jdks() {
         // Ended by SIGTERM (an orderly shutdown): the agent removes its map.
-        let mut jvm = Jvm::start(&jdk, &[&option], "AgentHot", &[]);
+        let mut jvm = agent_hot(&jdk, &[&option]);
         let mut map = CodeMap::of_process(jvm.pid(), jvm.pid());
         wait_for(&mut map, "a code map", |map| !map.is_empty());
         let path = map.path().to_path_buf();
@@ -205,9 +215,9 @@ fn code_maps_are_removed_at_the_jvm_end_and_after_a_kill_at_the_next_run() {
 
         // Killed: the map stays, until the next profiling session, which leaves the map of a
         // JVM that runs alone.
-        let mut killed = Jvm::start(&jdk, &[&option], "AgentHot", &[]);
+        let mut killed = agent_hot(&jdk, &[&option]);
         let killed_map = format!("/tmp/joularcode-{}.map", killed.pid());
-        let running = Jvm::start(&jdk, &[&option], "AgentHot", &[]);
+        let running = agent_hot(&jdk, &[&option]);
         let running_map = format!("/tmp/joularcode-{}.map", running.pid());
         let start = Instant::now();
         while !(Path::new(&killed_map).exists() && Path::new(&running_map).exists()) {
@@ -367,7 +377,7 @@ fn attach_across_pid_and_mount_namespaces() {
 fn attach_disabled_is_reported() {
     let _serial = serial();
     for jdk in all_jdks() {
-        let jvm = Jvm::start(&jdk, &["-XX:+DisableAttachMechanism"], "AgentHot", &[]);
+        let jvm = agent_hot(&jdk, &["-XX:+DisableAttachMechanism"]);
         let err = attach::load_agent(jvm.pid(), agent_library(), "").unwrap_err();
         assert!(
             matches!(err, AttachError::AttachDisabled(_)),

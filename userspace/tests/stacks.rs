@@ -7,7 +7,7 @@
 //! lock; they fail, saying so, when something is missing.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -19,7 +19,10 @@ use joularcode_bpf::session::{Session, SessionOptions, Targets};
 use joularcode_bpf::thread_names;
 use joularcode_core::branch::Branches;
 use joularcode_core::log::Recorded;
-use joularcode_testkit::profiler::{java_command, run_stacks, with_command, StacksRun};
+use joularcode_testkit::procfs::{busiest_thread_seconds, children, cpu_ticks};
+use joularcode_testkit::profiler::{
+    java_command, run_stacks, run_stacks_until, with_command, End, StacksRun,
+};
 use joularcode_testkit::{agent_library, all_jdks, one_at_a_time, workload_classes, Jdk, Jvm};
 
 /// The tests load the BPF sampler, run JVMs and measure CPU: one at a time.
@@ -40,6 +43,38 @@ fn stacks(args: &[&str]) -> StacksRun {
         Path::new(env!("CARGO_BIN_EXE_joularcode-bpf")),
         RATE_HZ,
         args,
+    )
+}
+
+/// Runs `joularcode-bpf stacks ARGS` at [`RATE_HZ`] until `enough` holds once it samples (a
+/// minute at most), then ends it as `end` says.
+fn stacks_until(args: &[&str], end: End, mut enough: impl FnMut() -> bool) -> StacksRun {
+    run_stacks_until(
+        Path::new(env!("CARGO_BIN_EXE_joularcode-bpf")),
+        RATE_HZ,
+        args,
+        (end, Duration::from_secs(60)),
+        |_| enough(),
+    )
+}
+
+/// Runs `joularcode-bpf stacks ARGS -- <command>` (a workload run with `stdin`) at [`RATE_HZ`]
+/// until the busiest thread of the JVM it launched has run `seconds` of CPU time while sampled (a
+/// minute at most), then closes its standard input, on which the workload ends normally.
+fn stacks_launched(args: &[&str], command: &[String], seconds: f64) -> StacksRun {
+    let mut sampled_from = None;
+    run_stacks_until(
+        Path::new(env!("CARGO_BIN_EXE_joularcode-bpf")),
+        RATE_HZ,
+        &with_command(args, command),
+        (End::EndOfInput, Duration::from_secs(60)),
+        |stacks| {
+            let Some(&jvm) = children(stacks).first() else {
+                return false;
+            };
+            let now = cpu_ticks(jvm);
+            busiest_thread_seconds(sampled_from.get_or_insert_with(|| now.clone()), &now) >= seconds
+        },
     )
 }
 
@@ -74,26 +109,55 @@ struct ChainRun {
     map: CodeMap,
 }
 
-/// Launches StacksChain for `seconds` under `jvm_args` in a session, forgets its first
-/// `warm_up`, and measures the rest.
-fn chain_run(jdk: &Jdk, jvm_args: &[&str], seconds: u64, warm_up: Duration) -> ChainRun {
+/// A pipe: its read end, its write end (neither inherited by the processes started).
+fn pipe() -> (std::fs::File, std::fs::File) {
+    let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("a pipe");
+    (read.into(), write.into())
+}
+
+/// How many samples of StacksChain's JVM a session measures: at [`RATE_HZ`], 2 s of its main
+/// thread's CPU time, however long a loaded machine takes to give it that.
+const CHAIN_SAMPLES: u64 = 1000;
+
+/// Launches StacksChain in a session, forgets what was sampled until it printed READY (the JVM's
+/// start) and `warm_up` samples more, measures until [`CHAIN_SAMPLES`] more are in (or a minute),
+/// then closes its standard input, on which it ends normally.
+fn chain_run(jdk: &Jdk, jvm_args: &[&str], warm_up: u64) -> ChainRun {
+    let (stdin, input) = pipe();
+    let (stdout, writer) = pipe();
     let mut command = Command::new(jdk.java());
     command
         .args(jvm_args)
         .arg("-cp")
         .arg(workload_classes())
-        .args(["StacksChain", &seconds.to_string()])
-        .stdout(Stdio::null());
+        .args(["StacksChain", "60", "stdin"])
+        .stdin(stdin)
+        .stdout(writer);
     let mut session =
         Session::start(Targets::Launch(command), &session_options()).expect("session starts");
+    let ready = joularcode_testkit::line_starting_with(stdout, "READY");
     let start = Instant::now();
-    while start.elapsed() < warm_up {
+    while ready.try_recv().is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60) && !session.finished(),
+            "Java {}: StacksChain did not print READY",
+            jdk.major
+        );
+        session.pump(Duration::from_millis(100)).expect("pump");
+    }
+    let sampled = |session: &Session| session.jvms().map(|jvm| jvm.stats().samples).sum::<u64>();
+    let ready = sampled(&session);
+    while sampled(&session) < ready + warm_up && !session.finished() {
         session.pump(Duration::from_millis(100)).expect("pump");
     }
     session.take_counts();
-    let mut map = None;
+    let before = sampled(&session);
+    let (mut input, mut map) = (Some(input), None);
     while !session.finished() {
         session.pump(Duration::from_millis(100)).expect("pump");
+        if sampled(&session) >= before + CHAIN_SAMPLES {
+            drop(input.take());
+        }
         let pid = session.jvms().next().map(|jvm| jvm.pid());
         if let Some(map) = map.get_or_insert_with(|| pid.map(|pid| CodeMap::of_process(pid, pid))) {
             let _ = map.refresh(u64::MAX);
@@ -190,7 +254,8 @@ fn the_chain_is_named_interpreted_with_c1_and_with_c2_inlining() {
             ("C1", &["-XX:TieredStopAtLevel=1"][..]),
             ("C2", &["-XX:-TieredCompilation"][..]),
         ] {
-            let run = chain_run(&jdk, jvm_args, 6, Duration::from_secs(2));
+            // Until the JIT has compiled the chain: about 1.5 s of the main thread's CPU time.
+            let run = chain_run(&jdk, jvm_args, 750);
             // Without -XX:+PreserveFramePointer (launched JVMs do not get it).
             run.assert_chain(&jdk, mode, 0.99);
             let (samples, stats) = (run.samples, run.stats);
@@ -206,13 +271,27 @@ fn the_chain_is_named_interpreted_with_c1_and_with_c2_inlining() {
     }
 }
 
-/// Starts StacksChain with `flags`, lets it run `warm_up`, then profiles it for 5 s by pid: the
-/// samples taken while the agent attaches (named from the code cache, outer methods only) are a
-/// small part of them even on a loaded machine, where attaching takes longer.
-fn profile_running(jdk: &Jdk, flags: &[&str], warm_up: Duration) -> StacksRun {
+/// How long StacksChain's main thread runs under `stacks --pid`: at [`RATE_HZ`], about 1,000
+/// samples, however long a loaded machine takes to give them.
+const RUNNING_CPU_S: f64 = 2.0;
+
+/// Starts StacksChain with `flags`, lets its main thread run `warm_up_s` seconds of CPU time after
+/// READY, then profiles it by pid until that thread has run [`RUNNING_CPU_S`] more once sampled
+/// (a minute at most): the samples taken while the agent attaches (named from the code cache, outer methods
+/// only) are a small part of them even on a loaded machine, where attaching takes longer.
+fn profile_running(jdk: &Jdk, flags: &[&str], warm_up_s: f64) -> StacksRun {
     let jvm = Jvm::start(jdk, flags, "StacksChain", &[]);
-    std::thread::sleep(warm_up);
-    let run = stacks(&["--pid", &jvm.pid().to_string(), "--duration", "5"]);
+    let pid = jvm.pid();
+    let ran = |since: &_| busiest_thread_seconds(since, &cpu_ticks(pid));
+    let ready = cpu_ticks(pid);
+    let start = Instant::now();
+    while ran(&ready) < warm_up_s && start.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut sampled_from = None;
+    let run = stacks_until(&["--pid", &pid.to_string()], End::Interrupt, || {
+        ran(sampled_from.get_or_insert_with(|| cpu_ticks(pid))) >= RUNNING_CPU_S
+    });
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     run
 }
@@ -238,9 +317,10 @@ fn assert_main_share(run: &StacksRun, jdk: &Jdk, stack: &str, share: f64) {
 fn a_method_recompiled_at_a_higher_tier_keeps_its_names() {
     let _serial = serial();
     for jdk in all_jdks() {
-        // Tiered compilation, measured from half a second in: C1, then C2 code.
+        // Tiered compilation, measured from about 0.2 s of the main thread's CPU time after
+        // READY on (half a second after the launch on a quiet machine): C1, then C2 code.
         // While the tiers change, fresh code may not be named yet.
-        let run = chain_run(&jdk, &[], 6, Duration::from_millis(500));
+        let run = chain_run(&jdk, &[], 100);
         run.assert_chain(&jdk, "tiered", 0.9);
         let copies = |name: &str| {
             let code = run.map.iter();
@@ -266,7 +346,7 @@ fn a_running_jvm_gets_the_agent_and_its_compiled_code_named() {
     let _serial = serial();
     for jdk in all_jdks() {
         // Let the JIT compile the chain before the agent comes.
-        let run = profile_running(&jdk, &[], Duration::from_secs(3));
+        let run = profile_running(&jdk, &[], 1.0);
         assert_main_share(&run, &jdk, CHAIN, 0.85);
         assert_eq!(run.said("cannot be loaded"), 0, "{}", run.stderr);
         assert_eq!(run.said("PreserveFramePointer"), 0, "{}", run.stderr);
@@ -278,7 +358,7 @@ fn a_jvm_that_refuses_attach_is_named_from_its_code_cache() {
     let _serial = serial();
     for jdk in all_jdks() {
         let flags = ["-XX:+DisableAttachMechanism"];
-        let run = profile_running(&jdk, &flags, Duration::from_secs(2));
+        let run = profile_running(&jdk, &flags, 1.0);
         // The chain is compiled into run (inlined): without the agent, the outer method.
         assert_main_share(&run, &jdk, "StacksChain.main;StacksChain.run", 0.99);
         assert_eq!(run.said("DisableAttachMechanism"), 1, "{}", run.stderr);
@@ -288,7 +368,7 @@ fn a_jvm_that_refuses_attach_is_named_from_its_code_cache() {
         // Interpreted frames need nothing: the whole chain, and nothing to say about frame
         // pointers.
         let flags = ["-XX:+DisableAttachMechanism", "-Xint"];
-        let run = profile_running(&jdk, &flags, Duration::ZERO);
+        let run = profile_running(&jdk, &flags, 0.0);
         assert_main_share(&run, &jdk, CHAIN, 0.9);
         assert_eq!(run.said("PreserveFramePointer"), 0, "{}", run.stderr);
     }
@@ -299,7 +379,7 @@ fn a_jvm_that_refuses_agents_is_named_from_its_code_cache_and_perf_map() {
     let _serial = serial();
     for jdk in [joularcode_testkit::jdk(21), joularcode_testkit::jdk(25)] {
         let flags = ["-XX:-EnableDynamicAgentLoading"];
-        let run = profile_running(&jdk, &flags, Duration::from_secs(2));
+        let run = profile_running(&jdk, &flags, 1.0);
         assert_main_share(&run, &jdk, "StacksChain.main;StacksChain.run", 0.99);
         assert_eq!(run.said("EnableDynamicAgentLoading"), 1, "{}", run.stderr);
         let fallback = run.said("from its code cache and its perf map (Compiler.perfmap)");
@@ -311,8 +391,9 @@ fn a_jvm_that_refuses_agents_is_named_from_its_code_cache_and_perf_map() {
 fn lambdas_are_named_as_java_names_their_hidden_classes() {
     let _serial = serial();
     for jdk in all_jdks() {
-        let command = java(&jdk, &[], "StacksLambda", &["4"]);
-        let run = stacks(&with_command(&[], &command));
+        // Until its worker has run 1 s of CPU time while sampled.
+        let command = java(&jdk, &[], "StacksLambda", &["60", "stdin"]);
+        let run = stacks_launched(&[], &command, 1.0);
         assert_eq!(run.code, Some(0), "{}", run.stderr);
         let lambda = run
             .stdout
@@ -327,6 +408,12 @@ fn lambdas_are_named_as_java_names_their_hidden_classes() {
         );
         let frames = format!("{lambda}.run;StacksLambda.lambda$main$0;StacksLambda.spin");
         let found = run.folded.iter().any(|(stack, _)| stack.contains(&frames));
+        eprintln!(
+            "Java {}: {} of {} samples hold {frames}",
+            jdk.major,
+            run.samples_where(|stack| stack.contains(&frames)),
+            run.total()
+        );
         assert!(
             found,
             "Java {}: no stack holds {frames}:\n{:?}",
@@ -461,10 +548,13 @@ fn code_of_unloaded_classes_never_names_a_later_sample() {
 fn jvm_threads_are_classified_and_native_frames_named() {
     let _serial = serial();
     for jdk in all_jdks() {
-        let command = java(&jdk, &["-Xmx64m"], "StacksAlloc", &["4"]);
-        let run = stacks(&with_command(&["--native"], &command));
+        // Until an allocating thread has run 0.5 s of CPU time while sampled (the collector's
+        // threads run a lot meanwhile).
+        let command = java(&jdk, &["-Xmx64m"], "StacksAlloc", &["60", "stdin"]);
+        let run = stacks_launched(&["--native"], &command, 0.5);
         assert_eq!(run.code, Some(0), "{}", run.stderr);
         let gc = run.samples("[GC]");
+        eprintln!("Java {}: {gc} [GC] samples of {}", jdk.major, run.total());
         assert!(
             gc > 0,
             "Java {}: no [GC] samples: {:?}",

@@ -2,6 +2,17 @@
 //! of the run leaves no trigger file.
 
 use super::*;
+use joularcode_testkit::record_run::RecordRun;
+
+/// Runs `record --pid <pid>` until the agent is in JVM `pid`, or for a minute.
+fn until_attached(run: &RecordRun, pid: u32) -> Finished {
+    let command = run.command(&["--pid", &pid.to_string(), "--duration", "60"]);
+    watch(command, Duration::from_secs(60), |_, record| {
+        if maps_agent(pid) {
+            interrupt(record);
+        }
+    })
+}
 
 #[test]
 fn an_attach_socket_that_is_not_the_jvms_own_is_refused() {
@@ -18,11 +29,7 @@ fn an_attach_socket_that_is_not_the_jvms_own_is_refused() {
     let socket = PathBuf::from(format!("/tmp/.java_pid{}", jvm.pid()));
     user.symlink(&root_socket, &socket);
     let run = new_run();
-    let linked = watch(
-        run.command(&["--pid", &jvm.pid().to_string(), "--duration", "5"]),
-        Duration::from_secs(5),
-        |_, _| {},
-    );
+    let linked = until_attached(&run, jvm.pid());
     clear(&socket);
     clear(&code_map(jvm.pid()));
     assert!(linked.status.success(), "{}", linked.stderr);
@@ -66,11 +73,7 @@ fn an_attach_socket_that_is_not_the_jvms_own_is_refused() {
         (connections, requests)
     });
     let run = new_run();
-    let faked = watch(
-        run.command(&["--pid", &jvm.pid().to_string(), "--duration", "5"]),
-        Duration::from_secs(5),
-        |_, _| {},
-    );
+    let faked = until_attached(&run, jvm.pid());
     done.store(true, std::sync::atomic::Ordering::Relaxed);
     let (connections, requests) = fake.join().expect("the fake listener");
     clear(&socket);
@@ -104,10 +107,16 @@ fn an_attach_cut_short_by_the_end_leaves_no_trigger_file() {
         let trigger = user.home().join(format!(".attach_pid{}", jvm.pid()));
         let run = new_run();
         let mut seen = false;
+        // Record is ended once the attach has made its trigger file, or after 3 s.
         let finished = watch(
             run.command(&["--pid", &jvm.pid().to_string(), "--duration", "3"]),
             Duration::from_secs(3),
-            |_, _| seen |= trigger.exists(),
+            |_, record| {
+                seen |= trigger.exists();
+                if seen {
+                    interrupt(record);
+                }
+            },
         );
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).expect("continued");
         assert!(finished.status.success(), "{}", finished.stderr);

@@ -16,9 +16,13 @@ fn a_fifo_for_a_code_map_hangs_nothing() {
     user.mkfifo(&map);
     let run = new_run();
     let before = watch(
-        run.command(&["--pid", &pid, "--duration", "4"]),
-        Duration::from_secs(4),
-        |_, _| {},
+        run.command(&["--pid", &pid, "--duration", "60"]),
+        Duration::from_secs(60),
+        |_, record| {
+            if run.cycles().len() >= 3 {
+                interrupt(record);
+            }
+        },
     );
     assert!(before.status.success(), "{}", before.stderr);
     assert!(
@@ -31,22 +35,26 @@ fn a_fifo_for_a_code_map_hangs_nothing() {
     assert!(!maps_agent(jvm.pid()));
     clear(&map);
 
-    // Swapped for a FIFO while record reads it: record goes on with the code cache.
+    // Swapped for a FIFO while record reads it: record goes on with the code cache, 4 cycles
+    // at least.
     let run = new_run();
     let mut swapped = None;
     let during = watch(
-        run.command(&["--pid", &pid, "--duration", "8"]),
-        Duration::from_secs(8),
-        |elapsed, _| {
+        run.command(&["--pid", &pid, "--duration", "60"]),
+        Duration::from_secs(60),
+        |elapsed, record| {
             if swapped.is_none() && is_regular(&map) && elapsed > Duration::from_secs(2) {
                 clear(&map);
                 user.mkfifo(&map);
-                swapped = Some(elapsed);
+                swapped = Some((elapsed, run.cycles().len()));
+            }
+            if swapped.is_some_and(|(_, then)| run.cycles().len() >= (then + 4).max(6)) {
+                interrupt(record);
             }
         },
     );
     clear(&map);
-    let swapped = swapped.expect("the agent wrote its map");
+    let (swapped, _) = swapped.expect("the agent wrote its map");
     assert!(during.status.success(), "{}", during.stderr);
     assert!(
         during.stderr.contains("is a FIFO, not a regular file")
@@ -97,22 +105,26 @@ fn a_code_map_of_garbage_or_millions_of_records_costs_bounded_memory() {
     let pid = jvm.pid().to_string();
     let map = code_map(jvm.pid());
 
-    // The map swapped for a link to /dev/zero once the agent writes it: refused, not read.
+    // The map swapped for a link to /dev/zero once the agent writes it: refused, not read, for
+    // 3 cycles at least.
     let run = new_run();
-    let mut swapped = false;
+    let mut swapped = None;
     let zero = watch(
-        run.command(&["--pid", &pid, "--duration", "6"]),
-        Duration::from_secs(6),
-        |elapsed, _| {
-            if !swapped && is_regular(&map) && elapsed > Duration::from_secs(2) {
+        run.command(&["--pid", &pid, "--duration", "60"]),
+        Duration::from_secs(60),
+        |elapsed, record| {
+            if swapped.is_none() && is_regular(&map) && elapsed > Duration::from_secs(2) {
                 clear(&map);
                 user.symlink(Path::new("/dev/zero"), &map);
-                swapped = true;
+                swapped = Some(run.cycles().len());
+            }
+            if swapped.is_some_and(|then| run.cycles().len() >= (then + 3).max(4)) {
+                interrupt(record);
             }
         },
     );
     clear(&map);
-    assert!(swapped, "the agent wrote its map");
+    assert!(swapped.is_some(), "the agent wrote its map");
     eprintln!(
         "/dev/zero: peak RSS {} MiB, {:.2} s of CPU in {:?}, {} cycles",
         zero.peak_rss_kib >> 10,

@@ -106,16 +106,16 @@ fn a_full_disk_loses_rows_says_so_and_exits_non_zero() {
     let filler = disk.path().join("filler");
     let mut command = run.bare(&["--pid", &jvm.pid().to_string(), "--duration", "40"]);
     command.arg("--results-path").arg(&results);
-    // The disk is filled after 3 s once record has written rows (a loaded machine can take longer
-    // to start it), and freed once the all-file has stopped growing for 2.5 s
-    // (a file's last page takes a few cycles' rows before one needs a new one); record is
-    // stopped 3 s later.
+    // The disk is filled once record has written rows (a loaded machine can take longer to start
+    // it), and freed once the all-file has stopped growing for 2.5 s (a file's last page takes a
+    // few cycles' rows before one needs a new one); record is stopped once it has written rows
+    // again.
     let all = results.join("methods-power-all.csv");
-    let (mut filled, mut freed) = (None::<(u64, Duration)>, None::<Duration>);
+    let (mut filled, mut freed) = (None::<(u64, Duration)>, None::<u64>);
     let finished = watch(command, Duration::from_secs(40), |elapsed, record| {
         let size = std::fs::metadata(&all).map_or(0, |meta| meta.len());
         match (filled, freed) {
-            (None, _) if size > 0 && elapsed > Duration::from_secs(3) => {
+            (None, _) if has_rows(&all) => {
                 use std::io::Write;
                 let mut file = std::fs::File::create(&filler).expect("the filler");
                 while file.write_all(&[0; 4096]).is_ok() {}
@@ -124,12 +124,9 @@ fn a_full_disk_loses_rows_says_so_and_exits_non_zero() {
             (Some((last, _)), None) if size != last => filled = Some((size, elapsed)),
             (Some((_, since)), None) if elapsed - since > Duration::from_millis(2500) => {
                 std::fs::remove_file(&filler).expect("the filler removed");
-                freed = Some(elapsed);
+                freed = Some(size);
             }
-            (Some(_), Some(at)) if elapsed - at > Duration::from_secs(3) => {
-                let pid = nix::unistd::Pid::from_raw(i32::try_from(record).expect("a pid"));
-                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
-            }
+            (Some(_), Some(at_free)) if size > at_free => interrupt(record),
             _ => {}
         }
     });
@@ -151,6 +148,11 @@ fn a_full_disk_loses_rows_says_so_and_exits_non_zero() {
     for row in text.lines().skip(1) {
         assert_eq!(row.split(',').count(), 6, "a whole row: {row}");
     }
+}
+
+/// Whether the results file `file` holds a row after its header.
+fn has_rows(file: &Path) -> bool {
+    std::fs::read(file).is_ok_and(|bytes| bytes.iter().filter(|&&b| b == b'\n').count() >= 2)
 }
 
 #[test]

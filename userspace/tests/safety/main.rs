@@ -110,6 +110,13 @@ fn watch(
     }
 }
 
+/// Ends record (process `pid`) as Ctrl-C does: a test that has seen what it waited for stops
+/// waiting.
+fn interrupt(pid: u32) {
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).expect("a pid"));
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
+}
+
 /// The peak memory (VmHWM, KiB) and CPU time (s) of process `pid`, while it runs.
 fn usage(pid: u32) -> Option<(u64, f64)> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
