@@ -95,13 +95,13 @@ fn java(jdk: &Jdk, jvm_args: &[&str], main: &str, args: &[&str]) -> Command {
     command
 }
 
-/// The branches of each thread of `main` launched on `jdk` for 12 s in a session: 6 s of them,
-/// after 3 s of warm-up.
+/// The branches of each thread of `main` launched on `jdk` for 12 s in a session: 4 s of them,
+/// after 2 s of warm-up.
 fn launched_threads(jdk: &Jdk, main: &str) -> HashMap<String, ThreadBranches> {
     let command = java(jdk, &[], main, &["12"]);
     let mut session =
         Session::start(Targets::Launch(command), &session_options()).expect("session starts");
-    let threads = measure(&mut session, Duration::from_secs(3), Duration::from_secs(6));
+    let threads = measure(&mut session, Duration::from_secs(2), Duration::from_secs(4));
     let _ = session
         .stop()
         .map(|mut child| child.kill().and_then(|_| child.wait()));
