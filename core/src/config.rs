@@ -497,6 +497,15 @@ impl Config {
             other => Err(ConfigError::UnknownVmPowerFormat(other.to_owned())),
         }
     }
+
+    /// Checks the settings that must be one of a list (`power-source-type`, `vm-power-format`),
+    /// wherever they came from: what `record` and the agent's sampling mode refuse before they
+    /// start.
+    pub fn check_choices(&self) -> Result<(), ConfigError> {
+        self.source_kind()?;
+        self.vm_format()?;
+        Ok(())
+    }
 }
 
 /// `stack-monitoring-sample-rate`: a whole number of milliseconds from 1 to 1000.

@@ -156,8 +156,7 @@ impl SampleOptions {
         for (key, value) in &self.settings {
             config.set_strictly(key, value, log)?;
         }
-        config.source_kind()?;
-        config.vm_format()?;
+        config.check_choices()?;
         Ok(config)
     }
 }

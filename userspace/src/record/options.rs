@@ -114,8 +114,7 @@ pub fn load(
     for (key, value) in &options.values {
         config.set_strictly(key, value, log)?;
     }
-    config.source_kind()?;
-    config.vm_format()?;
+    config.check_choices()?;
     Ok(config)
 }
 
