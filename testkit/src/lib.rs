@@ -77,6 +77,18 @@ pub fn all_jdks() -> Vec<Jdk> {
     [17, 21, 25].into_iter().map(jdk).collect()
 }
 
+/// The branch of `testkit/java/StacksChain.java`'s main thread, oldest frame first: nine frames.
+pub const STACKS_CHAIN: &str = "StacksChain.main;StacksChain.run;StacksChain.l1;StacksChain.l2;\
+    StacksChain.l3;StacksChain.l4;StacksChain.l5;StacksChain.l6;StacksChain.leaf";
+
+/// The JVM options that run Java code in each way the JIT can: interpreted only, C1 only, C2
+/// only (named by the way).
+pub const JIT_MODES: [(&str, &[&str]); 3] = [
+    ("interpreted", &["-Xint"]),
+    ("C1", &["-XX:TieredStopAtLevel=1"]),
+    ("C2", &["-XX:-TieredCompilation"]),
+];
+
 /// The folder holding the compiled classes of `testkit/java/*.java`, compiled with javac 17
 /// (`--release 17`, so that every JDK runs them) once per build folder and set of sources: the
 /// test programs of a suite share `target/java-classes-<hash of the sources>`.

@@ -16,6 +16,7 @@ use joularcode_testkit::procfs::{cpu_ticks, short_lived_share};
 use joularcode_testkit::results::{assert_conservation, cycles, energy_of, rows, Row};
 use joularcode_testkit::{
     agent_library, all_jdks, jdk, one_at_a_time, one_error_line, workload_classes, Jdk, Jvm,
+    JIT_MODES, STACKS_CHAIN,
 };
 
 /// The power the `vm` source reads, in W.
@@ -208,20 +209,11 @@ fn agent_mode_attached_gives_short_lived_threads_their_share_on_every_jdk() {
     }
 }
 
-/// StacksChain's nine frames, oldest first.
-const CHAIN: &str =
-    "StacksChain.main;StacksChain.run;StacksChain.l1;StacksChain.l2;StacksChain.l3;\
-                     StacksChain.l4;StacksChain.l5;StacksChain.l6;StacksChain.leaf";
-
 #[test]
 fn agent_mode_keeps_the_nine_deep_chain_whole_interpreted_c1_and_c2_on_every_jdk() {
     let _serial = serial();
     for jdk in all_jdks() {
-        for (mode, jvm_args) in [
-            ("interpreted", &["-Xint"][..]),
-            ("C1", &["-XX:TieredStopAtLevel=1"][..]),
-            ("C2", &["-XX:-TieredCompilation"][..]),
-        ] {
+        for (mode, jvm_args) in JIT_MODES {
             let run = Run::new();
             let mut args = vec!["--stack-monitoring-sample-rate".to_owned(), "5".into()];
             args.extend(launch(&jdk, jvm_args, "StacksChain", &[]));
@@ -237,7 +229,7 @@ fn agent_mode_keeps_the_nine_deep_chain_whole_interpreted_c1_and_c2_on_every_jdk
             let total: f64 = looping.iter().map(|row| row.energy_j).sum();
             let whole: f64 = looping
                 .iter()
-                .filter(|row| row.branch == CHAIN)
+                .filter(|row| row.branch == STACKS_CHAIN)
                 .map(|row| row.energy_j)
                 .sum();
             let samples: u64 = cycles(&run.cycle_log())

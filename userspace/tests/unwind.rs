@@ -17,7 +17,9 @@ use joularcode_bpf::hotspot::HotSpot;
 use joularcode_bpf::sampler::{FrameKind, Sample, Sampler, Walk, WalkEnd, WalkedJvm};
 use joularcode_bpf::session::{Session, SessionOptions, Targets};
 use joularcode_core::log::Recorded;
-use joularcode_testkit::{agent_library, all_jdks, target_dir, workload_classes, Jdk, Jvm};
+use joularcode_testkit::{
+    agent_library, all_jdks, target_dir, workload_classes, Jdk, Jvm, STACKS_CHAIN,
+};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -284,9 +286,6 @@ fn threads_not_listed_yet_are_found_in_r15_and_only_java_threads() {
     }
 }
 
-const CHAIN: &str = "StacksChain.main;StacksChain.run;StacksChain.l1;StacksChain.l2;\
-    StacksChain.l3;StacksChain.l4;StacksChain.l5;StacksChain.l6;StacksChain.leaf";
-
 /// Profiles a StacksChain JVM that has run for 3 s by pid: once the agent is attached (the first
 /// inlined frame is named), the busiest thread's branches over 5 s.
 fn attached_chain(jdk: &Jdk, flags: &[&str]) -> ThreadBranches {
@@ -319,7 +318,7 @@ fn a_jvm_that_ran_a_while_is_walked_whole_once_attached() {
         let (main, samples) = share(&branches, |branch| {
             branch.starts_with("StacksChain.main;StacksChain.run")
         });
-        let (whole, _) = share(&branches, |branch| branch == CHAIN);
+        let (whole, _) = share(&branches, |branch| branch == STACKS_CHAIN);
         println!(
             "Java {} attached: {:.2}% of {samples} samples reach main, {:.2}% show the whole chain",
             jdk.major,

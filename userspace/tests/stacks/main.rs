@@ -23,7 +23,9 @@ use joularcode_testkit::procfs::{busiest_thread_seconds, children, cpu_ticks};
 use joularcode_testkit::profiler::{
     java_command, run_stacks, run_stacks_until, with_command, End, StacksRun,
 };
-use joularcode_testkit::{agent_library, all_jdks, one_at_a_time, workload_classes, Jdk, Jvm};
+use joularcode_testkit::{
+    agent_library, all_jdks, one_at_a_time, workload_classes, Jdk, Jvm, JIT_MODES, STACKS_CHAIN,
+};
 
 mod unload;
 
@@ -31,9 +33,6 @@ mod unload;
 fn serial() -> MutexGuard<'static, ()> {
     one_at_a_time("the stacks tests load the BPF sampler")
 }
-
-const CHAIN: &str = "StacksChain.main;StacksChain.run;StacksChain.l1;StacksChain.l2;\
-    StacksChain.l3;StacksChain.l4;StacksChain.l5;StacksChain.l6;StacksChain.leaf";
 
 /// The sampling rate of these tests: five times the default, so that a thread that gets a small
 /// share of a CPU on a loaded machine still gives enough samples to judge how they are named.
@@ -180,7 +179,7 @@ fn chain_run(jdk: &Jdk, jvm_args: &[&str], warm_up: u64) -> ChainRun {
     let full: u64 = busiest
         .counts
         .iter()
-        .filter(|(&branch, _)| jvm.branches().name(branch) == CHAIN)
+        .filter(|(&branch, _)| jvm.branches().name(branch) == STACKS_CHAIN)
         .map(|(_, count)| count)
         .sum();
     let whole: u64 = busiest
@@ -192,7 +191,7 @@ fn chain_run(jdk: &Jdk, jvm_args: &[&str], warm_up: u64) -> ChainRun {
                 .strip_suffix(";java.lang.System.nanoTime")
                 .unwrap_or(name);
             stack.starts_with("StacksChain.main;StacksChain.run")
-                && CHAIN
+                && STACKS_CHAIN
                     .strip_prefix(stack)
                     .is_some_and(|rest| rest.is_empty() || rest.starts_with(';'))
         })
@@ -202,7 +201,7 @@ fn chain_run(jdk: &Jdk, jvm_args: &[&str], warm_up: u64) -> ChainRun {
         .counts
         .iter()
         .map(|(&branch, &count)| (jvm.branches().name(branch).to_string(), count))
-        .filter(|(name, _)| name != CHAIN)
+        .filter(|(name, _)| name != STACKS_CHAIN)
         .collect();
     others.sort_by_key(|(_, count)| std::cmp::Reverse(*count));
     let mut map = map.flatten().expect("the JVM was seen while it ran");
@@ -251,11 +250,7 @@ impl ChainRun {
 fn the_chain_is_named_interpreted_with_c1_and_with_c2_inlining() {
     let _serial = serial();
     for jdk in all_jdks() {
-        for (mode, jvm_args) in [
-            ("interpreted", &["-Xint"][..]),
-            ("C1", &["-XX:TieredStopAtLevel=1"][..]),
-            ("C2", &["-XX:-TieredCompilation"][..]),
-        ] {
+        for (mode, jvm_args) in JIT_MODES {
             // Until the JIT has compiled the chain: about 1.5 s of the main thread's CPU time.
             let run = chain_run(&jdk, jvm_args, 750);
             // Without -XX:+PreserveFramePointer (launched JVMs do not get it).
@@ -349,7 +344,7 @@ fn a_running_jvm_gets_the_agent_and_its_compiled_code_named() {
     for jdk in all_jdks() {
         // Let the JIT compile the chain before the agent comes.
         let run = profile_running(&jdk, &[], 1.0);
-        assert_main_share(&run, &jdk, CHAIN, 0.85);
+        assert_main_share(&run, &jdk, STACKS_CHAIN, 0.85);
         assert_eq!(run.said("cannot be loaded"), 0, "{}", run.stderr);
         assert_eq!(run.said("PreserveFramePointer"), 0, "{}", run.stderr);
     }
@@ -371,7 +366,7 @@ fn a_jvm_that_refuses_attach_is_named_from_its_code_cache() {
         // pointers.
         let flags = ["-XX:+DisableAttachMechanism", "-Xint"];
         let run = profile_running(&jdk, &flags, 0.0);
-        assert_main_share(&run, &jdk, CHAIN, 0.9);
+        assert_main_share(&run, &jdk, STACKS_CHAIN, 0.9);
         assert_eq!(run.said("PreserveFramePointer"), 0, "{}", run.stderr);
     }
 }
