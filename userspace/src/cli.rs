@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use clap::{ArgGroup, Args, Parser, Subcommand};
 
+use crate::discovery::{CgroupPath, Cgroups};
 use crate::record::options::ConfigOptions;
 use crate::record::{Mode, Recording};
 use crate::session::{AgentArgs, BranchLimit, Targets};
@@ -76,7 +77,7 @@ impl JvmArgs {
             command.args(rest);
             Targets::Launch(command)
         } else if self.all || self.pids.is_empty() {
-            Targets::All
+            Targets::All(Cgroups::every())
         } else {
             Targets::Pids(self.pids.clone())
         }
@@ -115,6 +116,11 @@ pub struct DaemonArgs {
     /// How long the series of a JVM that ended stay on the endpoint, frozen, before they go.
     #[arg(long, value_name = "SECONDS", default_value_t = 300.0, value_parser = parse_seconds)]
     pub keep_ended: f64,
+    /// Only the JVMs of this cgroup or below it (its path as /proc/PID/cgroup shows it, in any
+    /// hierarchy: /system.slice/app.service, /kubepods.slice); repeat it for several. A JVM is
+    /// judged by the cgroup it is in when it starts. Default: every JVM of the host.
+    #[arg(long = "cgroup", value_name = "PATH")]
+    pub cgroups: Vec<CgroupPath>,
     /// The symbolizer agent's options.
     #[command(flatten)]
     pub agent: AgentArgs,
@@ -134,7 +140,7 @@ impl DaemonArgs {
                 idle: Duration::from_secs_f64(self.branch_idle),
             }),
             ..of_jvms(
-                Targets::All,
+                Targets::All(Cgroups::new(self.cgroups.clone())),
                 None,
                 self.config.clone(),
                 &self.agent,
@@ -426,7 +432,7 @@ mod tests {
         let Command::Raw(raw) = cli.command else {
             panic!("raw parsed as {:?}", cli.command)
         };
-        assert!(matches!(raw.jvms.targets(&[]), Targets::All));
+        assert!(matches!(raw.jvms.targets(&[]), Targets::All(c) if c.is_every()));
         assert_eq!(raw.rate.rate, 1000);
         for bad in [
             &["joularcode-bpf", "raw"][..],
@@ -464,7 +470,7 @@ mod tests {
             }
         };
         let host = top(&[]).expect("valid").recording();
-        assert!(matches!(host.targets, Targets::All));
+        assert!(matches!(host.targets, Targets::All(c) if c.is_every()));
         let two = top(&["--pid", "3", "--pid", "4", "--power-source-type", "vm"])
             .expect("valid")
             .recording();

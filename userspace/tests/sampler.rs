@@ -10,7 +10,7 @@ use std::sync::MutexGuard;
 use std::thread::sleep;
 use std::time::Duration;
 
-use joularcode_bpf::discovery::{Discovery, Scope};
+use joularcode_bpf::discovery::{Cgroups, Discovery, Scope};
 use joularcode_bpf::sampler::{monotonic_ns, Sample, Sampler, ThreadTime, CONSUME_INTERVAL};
 use joularcode_testkit::{bpf_programs_of as programs_held_by, jdk, one_at_a_time, Jvm};
 
@@ -530,7 +530,8 @@ fn sigint_and_sigterm_end_the_raw_command_with_its_report_and_unload_it() {
 #[test]
 fn discovery_finds_a_jvm_that_starts_and_loses_it_when_it_ends() {
     let _serial = serial();
-    let mut discovery = Discovery::new(Scope::All).expect("discovery of every JVM");
+    let mut discovery =
+        Discovery::new(Scope::All(Cgroups::every())).expect("discovery of every JVM");
     let before = discovery.rescan();
     let mut jvm = Jvm::start(&jdk(17), &[], "SamplerBusy", &[]);
     let pid = jvm.pid();

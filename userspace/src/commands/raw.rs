@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::cli::RawArgs;
-use crate::discovery::{Discovery, Scope, RESCAN_INTERVAL};
+use crate::discovery::{Cgroups, Discovery, Scope, RESCAN_INTERVAL};
 use crate::hotspot::{HotSpot, HotSpotError};
 use crate::sampler::{
     monotonic_ns, privileges, FrameKind, Sample, Sampler, SamplerError, ThreadTime, WalkEnd,
@@ -110,7 +110,8 @@ pub fn run(args: &RawArgs) -> Result<i32, String> {
             .into_iter()
             .map(|pid| Discovery::new(Scope::Pid(pid)))
             .collect::<Result<Vec<_>, _>>(),
-        Targets::All | Targets::Launch(_) => Discovery::new(Scope::All).map(|d| vec![d]),
+        Targets::All(cgroups) => Discovery::new(Scope::All(cgroups)).map(|d| vec![d]),
+        Targets::Launch(_) => Discovery::new(Scope::All(Cgroups::every())).map(|d| vec![d]),
     };
     let discoveries = discoveries.map_err(|e| e.to_string())?;
     sample(

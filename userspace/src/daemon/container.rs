@@ -8,12 +8,9 @@
 //! pod's cgroup `pod<uid>` (cgroupfs driver) or `kubepods-<class>-pod<uid_with_underscores>.slice`
 //! (systemd driver).
 
-use std::io::Read;
 use std::path::Path;
 
-/// The most of a `/proc/PID/cgroup` file read: a line per hierarchy, each a path of at most
-/// 4 KiB (the kernel's buffer), so a real file fits many times over.
-const MAX_CGROUP_FILE: u64 = 64 * 1024;
+use crate::discovery::{cgroup_paths, read_cgroup_file};
 
 /// Where a process runs: both empty on the host.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -35,28 +32,19 @@ const SCOPE_PREFIXES: &[&str] = &[
 
 impl Container {
     /// The container of process `pid`, read from `proc_root/PID/cgroup`; empty when it cannot be
-    /// read (the process has ended) or the process runs on the host. The names in the path may
-    /// be the process owner's (a delegated cgroup): at most [`MAX_CGROUP_FILE`] bytes are read,
-    /// and bytes that are not UTF-8 name no container.
+    /// read (the process has ended) or the process runs on the host. Bytes that are not UTF-8
+    /// name no container.
     pub fn of(proc_root: &Path, pid: u32) -> Container {
-        let mut text = Vec::new();
-        let read = std::fs::File::open(proc_root.join(format!("{pid}/cgroup")))
-            .and_then(|file| file.take(MAX_CGROUP_FILE).read_to_end(&mut text));
-        match read {
-            Ok(_) => Container::parse(&String::from_utf8_lossy(&text)),
-            Err(_) => Container::default(),
-        }
+        read_cgroup_file(proc_root, pid)
+            .map(|cgroup| Container::parse(&cgroup))
+            .unwrap_or_default()
     }
 
     /// The container named by the lines of a `/proc/PID/cgroup` file (v1 or v2): the first line
     /// whose path names one.
     pub fn parse(cgroup: &str) -> Container {
         let mut found = Container::default();
-        for line in cgroup.lines() {
-            // hierarchy-id:controllers:path
-            let Some(path) = line.splitn(3, ':').nth(2) else {
-                continue;
-            };
+        for path in cgroup_paths(cgroup) {
             for part in path.split('/') {
                 if found.id.is_empty() {
                     if let Some(id) = container_id(part) {

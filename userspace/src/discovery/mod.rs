@@ -15,11 +15,13 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 mod access;
+mod cgroup;
 pub mod events;
 mod launched;
 
 use events::{EventsError, ProcessEvent, ProcessEvents};
 
+pub use cgroup::{cgroup_paths, read_cgroup_file, CgroupError, CgroupPath, Cgroups};
 pub use launched::Launched;
 
 /// How often the JVMs are looked for again: a new JVM is picked up within a second (this, plus
@@ -27,12 +29,12 @@ pub use launched::Launched;
 pub const RESCAN_INTERVAL: Duration = Duration::from_millis(500);
 
 /// Which processes a discovery watches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Scope {
     /// One JVM, by pid.
     Pid(u32),
-    /// Every JVM of the host, including those that start later.
-    All,
+    /// Every JVM of the host (or of these cgroups), including those that start later.
+    All(Cgroups),
 }
 
 /// Why a process cannot be profiled.
@@ -100,12 +102,16 @@ impl Seen {
         }
     }
 
-    /// Whether process `pid` is a JVM, reading its maps again while it is undecided: a JVM stays
-    /// one (it never unmaps libjvm.so).
-    fn is_jvm(&mut self, proc_root: &Path, pid: u32) -> bool {
+    /// Whether process `pid` is a JVM of `cgroups`, reading its maps again while it is
+    /// undecided: a JVM stays one (it never unmaps libjvm.so), and it is judged by the cgroup it
+    /// is in when it is found to be a JVM.
+    fn is_jvm(&mut self, proc_root: &Path, pid: u32, cgroups: &Cgroups) -> bool {
         if !self.jvm && self.checks < CHECKS_BEFORE_VERDICT {
             self.checks += 1;
-            self.jvm = matches!(maps_libjvm(proc_root, pid), Ok(true));
+            if matches!(maps_libjvm(proc_root, pid), Ok(true)) {
+                self.jvm = cgroups.hold_process(proc_root, pid);
+                self.checks = CHECKS_BEFORE_VERDICT;
+            }
         }
         self.jvm
     }
@@ -115,6 +121,8 @@ impl Seen {
 pub struct Discovery {
     proc_root: PathBuf,
     target: Scope,
+    /// The cgroups of [`Scope::All`] (every process for [`Scope::Pid`]).
+    within: Cgroups,
     jvms: BTreeSet<u32>,
     seen: HashMap<u32, Seen>,
     events: Option<ProcessEvents>,
@@ -126,8 +134,9 @@ impl Discovery {
     /// process exists and maps libjvm.so; for [`Scope::All`], unless the kernel's process
     /// events can be followed (the same privileges as the sampler).
     pub fn new(target: Scope) -> Result<Discovery, DiscoveryError> {
+        let all = matches!(target, Scope::All(_));
         let mut discovery = Discovery::with_proc_root("/proc", target)?;
-        if target == Scope::All {
+        if all {
             discovery.events = Some(ProcessEvents::start()?);
         }
         Ok(discovery)
@@ -139,15 +148,20 @@ impl Discovery {
         proc_root: impl Into<PathBuf>,
         target: Scope,
     ) -> Result<Discovery, DiscoveryError> {
+        let within = match &target {
+            Scope::All(cgroups) => cgroups.clone(),
+            Scope::Pid(_) => Cgroups::every(),
+        };
         let discovery = Discovery {
             proc_root: proc_root.into(),
             target,
+            within,
             jvms: BTreeSet::new(),
             seen: HashMap::new(),
             events: None,
             scanned_at: None,
         };
-        if let Scope::Pid(pid) = target {
+        if let Scope::Pid(pid) = discovery.target {
             check_jvm(&discovery.proc_root, pid)?;
         }
         Ok(discovery)
@@ -165,7 +179,7 @@ impl Discovery {
                 Ok(()) => BTreeSet::from([pid]),
                 Err(_) => BTreeSet::new(),
             },
-            Scope::All => self.follow_all(),
+            Scope::All(_) => self.follow_all(),
         };
         let changes = Changes {
             started: now.difference(&self.jvms).copied().collect(),
@@ -205,10 +219,10 @@ impl Discovery {
                 }
             }
         }
-        let proc_root = &self.proc_root;
+        let (proc_root, within) = (&self.proc_root, &self.within);
         self.seen
             .iter_mut()
-            .filter_map(|(&pid, seen)| seen.is_jvm(proc_root, pid).then_some(pid))
+            .filter_map(|(&pid, seen)| seen.is_jvm(proc_root, pid, within).then_some(pid))
             .collect()
     }
 
@@ -234,7 +248,7 @@ impl Discovery {
             if seen.identity != identity {
                 *seen = Seen::new(identity);
             }
-            if seen.is_jvm(&self.proc_root, pid) {
+            if seen.is_jvm(&self.proc_root, pid, &self.within) {
                 jvms.insert(pid);
             }
         }
@@ -408,7 +422,8 @@ mod tests {
         let proc = FakeProc::new("all");
         proc.process(10, "java", 5, JVM_MAPS);
         proc.process(11, "bash", 5, OTHER_MAPS);
-        let mut discovery = Discovery::with_proc_root(&proc.0, Scope::All).expect("discovery");
+        let mut discovery =
+            Discovery::with_proc_root(&proc.0, Scope::All(Cgroups::every())).expect("discovery");
         assert_eq!(
             discovery.rescan(),
             Changes {
@@ -431,10 +446,34 @@ mod tests {
     }
 
     #[test]
+    fn with_cgroups_only_the_jvms_in_them_are_found() {
+        let proc = FakeProc::new("cgroups");
+        for (pid, cgroup) in [(10, "/app.slice/a"), (11, "/app.slice/b/x"), (12, "/other")] {
+            proc.process(pid, "java", 5, JVM_MAPS);
+            fs::write(
+                proc.0.join(format!("{pid}/cgroup")),
+                format!("0::{cgroup}\n"),
+            )
+            .unwrap();
+        }
+        proc.process(13, "java", 5, JVM_MAPS);
+        let within = Cgroups::new(vec![
+            "/app.slice/a".parse().unwrap(),
+            "/app.slice/b".parse().unwrap(),
+        ]);
+        let mut discovery = Discovery::with_proc_root(&proc.0, Scope::All(within)).unwrap();
+        assert_eq!(discovery.rescan().started, vec![10, 11]);
+        // The verdict stands: a JVM outside is not read again at each scan.
+        fs::write(proc.0.join("12/cgroup"), "0::/app.slice/a\n").unwrap();
+        assert_eq!(discovery.rescan(), Changes::default());
+    }
+
+    #[test]
     fn a_process_that_loads_the_jvm_late_or_execs_one_is_found() {
         let proc = FakeProc::new("late");
         proc.process(20, "launcher", 7, OTHER_MAPS);
-        let mut discovery = Discovery::with_proc_root(&proc.0, Scope::All).expect("discovery");
+        let mut discovery =
+            Discovery::with_proc_root(&proc.0, Scope::All(Cgroups::every())).expect("discovery");
         for _ in 0..CHECKS_BEFORE_VERDICT {
             assert_eq!(discovery.rescan(), Changes::default());
         }
@@ -451,7 +490,8 @@ mod tests {
         let proc = FakeProc::new("events");
         proc.process(10, "java", 5, JVM_MAPS);
         proc.process(11, "bash", 5, OTHER_MAPS);
-        let mut discovery = Discovery::with_proc_root(&proc.0, Scope::All).expect("discovery");
+        let mut discovery =
+            Discovery::with_proc_root(&proc.0, Scope::All(Cgroups::every())).expect("discovery");
         assert_eq!(discovery.rescan().started, vec![10]);
         // A JVM the kernel says nothing of is not looked for...
         proc.process(12, "java", 9, JVM_MAPS);

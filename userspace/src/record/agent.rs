@@ -102,7 +102,7 @@ pub fn run(
             let options = agent_options(config, working_dir, args.cycle_log.as_deref(), None);
             launch_command(&program, &rest, &agent, &options, deadline, log)
         }
-        Targets::Pids(_) | Targets::All => {
+        Targets::Pids(_) | Targets::All(_) => {
             attach_all(args, config, working_dir, &agent, deadline, log)?;
             Ok(0)
         }

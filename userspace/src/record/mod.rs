@@ -72,22 +72,25 @@ impl Recording {
     pub fn pids(&self) -> &[u32] {
         match &self.targets {
             Targets::Pids(pids) => pids,
-            Targets::All | Targets::Launch(_) => &[],
+            Targets::All(_) | Targets::Launch(_) => &[],
         }
     }
 
     /// Whether every JVM of the host is profiled.
     pub fn all(&self) -> bool {
-        matches!(self.targets, Targets::All)
+        matches!(self.targets, Targets::All(_))
     }
 
     /// Why a recording of these targets would have profiled no JVM.
     fn none_profiled(&self) -> &'static str {
-        match self.targets {
+        match &self.targets {
             Targets::Launch(_) => {
                 "the command started no JVM, or none that ran long enough to be seen (about 0.1 s)"
             }
-            Targets::All => "no JVM ran on this host during the recording",
+            Targets::All(cgroups) if cgroups.is_every() => {
+                "no JVM ran on this host during the recording"
+            }
+            Targets::All(_) => "no JVM ran in the given cgroups during the recording",
             Targets::Pids(_) => "the JVMs ended before they could be profiled",
         }
     }

@@ -32,7 +32,9 @@ use std::time::{Duration, Instant};
 use joularcode_core::branch::BranchId;
 use joularcode_core::log::Log;
 
-use crate::discovery::{self, Discovery, DiscoveryError, Launched, Scope, RESCAN_INTERVAL};
+use crate::discovery::{
+    self, Cgroups, Discovery, DiscoveryError, Launched, Scope, RESCAN_INTERVAL,
+};
 use crate::jit::stale;
 use crate::launch::{self, LaunchError};
 use crate::sampler::{Sampler, SamplerError};
@@ -54,8 +56,8 @@ const HOST_TMP: &str = "/tmp";
 pub enum Targets {
     /// These running JVMs.
     Pids(Vec<u32>),
-    /// Every JVM of the host, including those that start later.
-    All,
+    /// Every JVM of the host (or of these cgroups), including those that start later.
+    All(Cgroups),
     /// The JVMs this command starts, until it ends.
     Launch(Command),
 }
@@ -163,7 +165,7 @@ impl Session {
             Err(e) if options.agent_path.is_some() => return Err(e.into()),
             Err(e) => Err(e),
         };
-        let all = matches!(targets, Targets::All);
+        let all = matches!(targets, Targets::All(_));
         let (discoveries, command) = match targets {
             Targets::Pids(pids) => {
                 let discoveries = pids
@@ -172,7 +174,7 @@ impl Session {
                     .collect::<Result<Vec<_>, _>>()?;
                 (discoveries, None)
             }
-            Targets::All => (vec![Discovery::new(Scope::All)?], None),
+            Targets::All(cgroups) => (vec![Discovery::new(Scope::All(cgroups))?], None),
             Targets::Launch(command) => (Vec::new(), Some(command)),
         };
         let (agent, launch_with) = match (agent, command) {

@@ -3,9 +3,10 @@
 //! scripts/setup.sh). They need root (the BPF sampler, cgroups) and fail loudly without it.
 //!
 //! The daemon profiles every JVM of the host, and attaches its agent to each: that is what is
-//! tested, so it is not narrowed for the tests. Nothing else runs beside it in the suite: cargo
-//! runs the test binaries one after another, and these tests one at a time (`SERIAL`). Run by
-//! hand on a machine shared with other JVMs, their daemon attaches to those too.
+//! tested, so it is not narrowed for the tests, but for the ten-minute churn test: its daemon
+//! watches only the cgroup its JVMs are started in (`--cgroup`), and scripts/test.sh runs it beside
+//! the rest of the suite. The others run one at a time (`SERIAL`), with nothing else beside them.
+//! Run by hand on a machine shared with other JVMs, their daemon attaches to those too.
 
 mod churn;
 mod namespaces;
@@ -34,6 +35,51 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A cgroup made for a test (in the pids controller's hierarchy where cgroup v1 has one, else in
+/// the unified one), removed when dropped.
+struct TestCgroup {
+    /// Its folder under /sys/fs/cgroup.
+    dir: std::path::PathBuf,
+    /// Its path as /proc/PID/cgroup shows it.
+    path: String,
+}
+
+impl TestCgroup {
+    /// The cgroup `v1` (below the pids hierarchy) or, on a host of cgroup v2 only, `v2`.
+    fn new(v1: &str, v2: &str) -> TestCgroup {
+        let v1_root = Path::new("/sys/fs/cgroup/pids");
+        let (root, path) = if v1_root.is_dir() {
+            (v1_root, v1)
+        } else {
+            (Path::new("/sys/fs/cgroup"), v2)
+        };
+        let dir = root.join(path.trim_start_matches('/'));
+        std::fs::create_dir_all(&dir)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+        TestCgroup {
+            dir,
+            path: path.to_string(),
+        }
+    }
+
+    /// `command` run in this cgroup from its first instant: a shell joins it, then execs it.
+    fn command(&self, command: &Command) -> Command {
+        let mut inside = Command::new("sh");
+        inside
+            .args(["-c", "echo $$ > \"$0/cgroup.procs\" && exec \"$@\""])
+            .arg(&self.dir)
+            .arg(command.get_program())
+            .args(command.get_args());
+        inside
+    }
+}
+
+impl Drop for TestCgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.dir);
+    }
 }
 
 /// A free TCP port of 127.0.0.1.

@@ -10,25 +10,19 @@ fn a_jvm_in_its_own_namespaces_and_a_docker_cgroup_gets_its_container_id() {
         "{:064x}",
         u128::from(std::process::id()) * 0x9e37_79b9_7f4a_7c15 + 1
     );
-    let cgroup = Path::new("/sys/fs/cgroup/pids/docker").join(&id);
-    let unified = Path::new("/sys/fs/cgroup/system.slice").join(format!("docker-{id}.scope"));
-    let dir = if Path::new("/sys/fs/cgroup/pids").is_dir() {
-        cgroup
-    } else {
-        unified
-    };
-    std::fs::create_dir_all(&dir)
-        .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
-    let daemon = Daemon::start(&[]);
-    let java = jdk(17).java();
-    let script = format!(
-        "echo $$ > {}/cgroup.procs && exec unshare --pid --mount --fork --mount-proc {} -XX:+PreserveFramePointer -cp {} RecordBusy 1 8",
-        dir.display(),
-        java.display(),
-        workload_classes().display()
+    let cgroup = TestCgroup::new(
+        &format!("/docker/{id}"),
+        &format!("/system.slice/docker-{id}.scope"),
     );
-    let mut child = Command::new("sh")
-        .args(["-c", &script])
+    let daemon = Daemon::start(&[]);
+    let mut jvm = Command::new("unshare");
+    jvm.args(["--pid", "--mount", "--fork", "--mount-proc"])
+        .arg(jdk(17).java())
+        .args(["-XX:+PreserveFramePointer", "-cp"])
+        .arg(workload_classes())
+        .args(["RecordBusy", "1", "8"]);
+    let mut child = cgroup
+        .command(&jvm)
         .stdout(Stdio::null())
         .spawn()
         .expect("sh");
@@ -36,7 +30,7 @@ fn a_jvm_in_its_own_namespaces_and_a_docker_cgroup_gets_its_container_id() {
     let text = daemon.scrape();
     let _ = child.wait();
     let energy = Daemon::series(&text, "joularcode_jvm_energy_joules_total");
-    let _ = std::fs::remove_dir(&dir);
+    drop(cgroup);
     let ours: Vec<&String> = energy
         .keys()
         .filter(|labels| labels.contains("main_class=\"RecordBusy\""))
@@ -87,4 +81,56 @@ fn the_kernel_names_each_exec_and_end_by_host_pid_across_namespaces() {
         !events.take().events.contains(&ProcessEvent::Exec(unshare)),
         "each event is taken once"
     );
+}
+
+/// `--cgroup`: of two JVMs, the one started in the cgroup is profiled and the one outside is
+/// neither exported nor given the agent.
+#[test]
+fn with_a_cgroup_only_its_jvms_are_profiled() {
+    let _serial = serial();
+    let name = format!("/joularcode-scope-{}", std::process::id());
+    let cgroup = TestCgroup::new(&name, &name);
+    let daemon = Daemon::start(&["--cgroup", &cgroup.path]);
+    let command = || {
+        Jvm::command(
+            &jdk(17),
+            &["-XX:+PreserveFramePointer"],
+            "RecordBusy",
+            &["1"],
+        )
+    };
+    let inside = Jvm::spawn(cgroup.command(&command()));
+    let outside = Jvm::spawn(command());
+    let pid_label = |jvm: &Jvm| format!("pid=\"{}\"", jvm.pid());
+    let start = Instant::now();
+    let mut energy = BTreeMap::new();
+    while !energy
+        .keys()
+        .any(|labels: &String| labels.contains(&pid_label(&inside)))
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the JVM in {} never appeared: {energy:?}",
+            cgroup.path
+        );
+        sleep(Duration::from_millis(500));
+        energy = Daemon::series(&daemon.scrape(), "joularcode_jvm_energy_joules_total");
+    }
+    // Two more cycles for the JVM outside to show up, were it taken.
+    sleep(Duration::from_secs(2));
+    let energy = Daemon::series(&daemon.scrape(), "joularcode_jvm_energy_joules_total");
+    assert!(
+        !energy
+            .keys()
+            .any(|labels| labels.contains(&pid_label(&outside))),
+        "the JVM outside {} was profiled: {energy:?}",
+        cgroup.path
+    );
+    let has_agent = |jvm: &Jvm| {
+        std::fs::read_to_string(format!("/proc/{}/maps", jvm.pid()))
+            .expect("the JVM runs")
+            .contains("libjvm_symbolizer_agent")
+    };
+    assert!(has_agent(&inside), "the JVM inside has no agent");
+    assert!(!has_agent(&outside), "the JVM outside was given the agent");
 }
