@@ -6,7 +6,8 @@
 #        prometheus (a real Prometheus and promtool for the daemon's tests), util-linux (unshare);
 #        for the tests of the views: chromium (opens the flame graphs), tmux (runs `top`), aha
 #        (its screen as HTML), protobuf-compiler and golang-github-google-pprof-dev (protoc and
-#        pprof's published profile.proto, to decode the pprof files), node and npm if missing;
+#        pprof's published profile.proto, to decode the pprof files), golang-go (`go tool
+#        pprof` reads them), node and npm if missing;
 #        for the agent on Windows: gcc-mingw-w64-x86-64 (linker) and wine64 (runs a Windows JVM)
 #   rustup: the targets x86_64-pc-windows-gnu (the agent's .dll), aarch64-apple-darwin and
 #        x86_64-apple-darwin (the agent type-checked for macOS)
@@ -49,7 +50,8 @@ extra=()
 command -v npm >/dev/null 2>&1 || extra=(nodejs npm)
 apt_options=""
 apt_install clang libelf-dev zlib1g-dev pkg-config make gcc openjdk-17-jdk-headless python3-pip \
-    chromium tmux aha protobuf-compiler golang-github-google-pprof-dev prometheus util-linux
+    chromium tmux aha protobuf-compiler golang-github-google-pprof-dev golang-go prometheus \
+    util-linux
 # Wine without its recommends (fonts, GUI libraries): a console JVM needs none of them
 extra=()
 apt_options="--no-install-recommends"

@@ -3,6 +3,8 @@
 //
 //   node flamegraph.mjs SVG SCREENSHOT_DIR CLICK SEARCH
 //
+// - title, subtitle: their text, and the width each takes once drawn (titleWidth, subtitleWidth)
+//   beside the picture's (width): a line wider than the picture is cut off at both ends;
 // - frames: every frame drawn, its tooltip and width in pixels (it renders);
 // - zoom: after a click on the frame whose tooltip starts with CLICK, that frame's width and
 //   the graph's, whether "Reset Zoom" shows, and how many frames were hidden;
@@ -49,6 +51,10 @@ try {
   await page.waitForFunction(() => document.getElementById("frames")?.children.length > 0);
   await page.waitForTimeout(200);
   result.title = await page.$eval("#title", (t) => t.textContent);
+  result.subtitle = await page.$eval("#subtitle", (t) => t.textContent);
+  result.titleWidth = await page.$eval("#title", (t) => t.getComputedTextLength());
+  result.subtitleWidth = await page.$eval("#subtitle", (t) => t.getComputedTextLength());
+  result.width = await page.evaluate(() => document.documentElement.width.baseVal.value);
   result.graphWidth = await page.$eval("#frames", (f) => f.getBoundingClientRect().width);
   result.frames = await frames(page);
   await page.locator("svg").first().screenshot({ path: join(shots, "flamegraph.png") });

@@ -73,12 +73,14 @@ pub fn write_diff(
         String::new()
     };
     let title = format!("Energy per second: {was:.3} J/s before, {now:.3} J/s after{change}");
+    // One line of 1200 pixels holds about 160 characters: the runs' names (results paths,
+    // often) are cut to fit.
     let subtitle = format!(
-        "widths: after ({}, {:.1} s); colors: the change of each frame's own energy per \
-         second since {} ({:.1} s), red grew, blue shrank; {}",
-        after.subject(),
+        "{} ({:.1} s) against {} ({:.1} s); widths: J/s after, colors: own J/s, red grew, \
+         blue shrank; {}",
+        shortened(&after.subject(), NAME_CHARS),
         after.seconds,
-        before.subject(),
+        shortened(&before.subject(), NAME_CHARS),
         before.seconds,
         after.set.describe()
     );
@@ -91,6 +93,21 @@ pub fn write_diff(
         (format!("{:.3} J/s", count / MICRO), change)
     };
     out.write_all(rewrite_titles(&svg, &per_second).as_bytes())
+}
+
+/// How many characters of a run's name the subtitle of a differential graph shows.
+const NAME_CHARS: usize = 28;
+
+/// `name` if it has at most `max` characters; otherwise "…" and the end of it, from a `/` when
+/// there is one (`…/halved/after`).
+fn shortened(name: &str, max: usize) -> String {
+    let count = name.chars().count();
+    if count <= max {
+        return name.to_string();
+    }
+    let tail: String = name.chars().skip(count + 1 - max).collect();
+    let from = tail.find('/').unwrap_or(0);
+    format!("…{}", &tail[from..])
 }
 
 /// Joules as whole microjoules, inferno's counts.
@@ -265,6 +282,24 @@ mod tests {
             "{svg}"
         );
         assert!(svg.contains("<title>a.A.cold (1.000 J/s, 66.67%; own change +0.000 J/s)</title>"));
+        assert!(
+            svg.contains(">JVM 7 (a.Main) (1.0 s) against JVM 7 (a.Main) (2.0 s); widths: J/s"),
+            "{svg}"
+        );
+    }
+
+    #[test]
+    fn long_names_are_cut_at_a_folder() {
+        assert_eq!(shortened("halved/after", 28), "halved/after");
+        assert_eq!(
+            shortened("/work/wt-views14/target/views-tests/grown/after", 28),
+            "…/views-tests/grown/after"
+        );
+        assert_eq!(
+            shortened("JVM 1234567 (com.example.Main)", 12),
+            "…ample.Main)"
+        );
+        assert_eq!(shortened("éééé", 3), "…éé");
     }
 
     #[test]

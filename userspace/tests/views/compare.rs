@@ -1,5 +1,6 @@
 //! `report --baseline` on two recordings of a method made twice as cheap.
 
+use super::flamegraph::{assert_lines_fit, open_in_browser, widest_frame};
 use super::*;
 
 /// `record` of the EnergyHalved JVM `pid` for `seconds` into `results`, with an estimate of the
@@ -31,14 +32,21 @@ fn record_halved(pid: u32, seconds: &str, results: &Path) -> Command {
     ])
 }
 
-/// Records the EnergyHalved workload with hot at twice cold's cost for 16 s into `before`, and at
-/// cold's cost for 12 s into `after`, both JVMs running at once: on a shared machine the CPU time
-/// of the same work drifts by a quarter between runs a minute apart, and both runs see the same
-/// drift this way. The workload needs a tenth of a CPU, so that it keeps its pace on a machine
-/// loaded by others.
-fn record_before_and_after(before: &Path, after: &Path) {
-    let start = |hot_cost| Jvm::start(&jdk(17), &[], "EnergyHalved", &[hot_cost]);
-    let (jvm_before, jvm_after) = (start("2"), start("1"));
+/// A run of the EnergyHalved workload to record: hot's and cold's costs, how many seconds, and
+/// where its results go.
+struct Run<'a> {
+    costs: [&'a str; 2],
+    seconds: &'a str,
+    results: &'a Path,
+}
+
+/// Records the two EnergyHalved runs `before` and `after` (started 2 s later), both JVMs running
+/// at once: on a shared machine the CPU time of the same work drifts by a quarter between runs a
+/// minute apart, and both runs see the same drift this way. The workload needs a tenth of a CPU,
+/// so that it keeps its pace on a machine loaded by others.
+fn record_before_and_after(before: Run, after: Run) {
+    let start = |run: &Run| Jvm::start(&jdk(17), &[], "EnergyHalved", &run.costs);
+    let (jvm_before, jvm_after) = (start(&before), start(&after));
     let spawn = |mut command: Command| {
         command
             .stdout(Stdio::piped())
@@ -46,9 +54,13 @@ fn record_before_and_after(before: &Path, after: &Path) {
             .spawn()
             .expect("run joularcode-bpf")
     };
-    let recording_before = spawn(record_halved(jvm_before.pid(), "16", before));
+    let recording_before = spawn(record_halved(
+        jvm_before.pid(),
+        before.seconds,
+        before.results,
+    ));
     std::thread::sleep(Duration::from_secs(2));
-    let recording_after = spawn(record_halved(jvm_after.pid(), "12", after));
+    let recording_after = spawn(record_halved(jvm_after.pid(), after.seconds, after.results));
     for recording in [recording_before, recording_after] {
         let output = recording.wait_with_output().expect("wait for record");
         eprintln!("{}", String::from_utf8_lossy(&output.stderr));
@@ -74,10 +86,21 @@ fn the_comparison_sees_a_method_made_twice_as_cheap() {
     let _serial = serial();
     let dir = work_dir().join("halved");
     let (before, after) = (dir.join("before"), dir.join("after"));
-    // Runs of different lengths: the comparison is per second of run.
-    record_before_and_after(&before, &after);
+    // hot at twice cold's cost for 16 s, then at cold's for 12 s: runs of different lengths,
+    // the comparison is per second of run.
+    record_before_and_after(
+        Run {
+            costs: ["2", "1"],
+            seconds: "16",
+            results: &before,
+        },
+        Run {
+            costs: ["1", "1"],
+            seconds: "12",
+            results: &after,
+        },
+    );
     let (before, after) = (before.display().to_string(), after.display().to_string());
-    let diff = dir.join("diff.svg").display().to_string();
     let output = run(&mut profiler(&[
         "report",
         &before,
@@ -85,8 +108,6 @@ fn the_comparison_sees_a_method_made_twice_as_cheap() {
         &after,
         "--fail-above",
         "25",
-        "--flamegraph",
-        &diff,
         "--app",
     ]));
     let table = stdout(&output);
@@ -116,23 +137,6 @@ fn the_comparison_sees_a_method_made_twice_as_cheap() {
         .find(|line| line.contains("$$Lambda.run;") && line.ends_with("EnergyHalved.hot"))
         .unwrap_or_else(|| panic!("no masked lambda branch in\n{table}"));
     assert!(lambda_branch.contains('%'), "{lambda_branch}");
-    // The differential flame graph shows hot in blue (shrank), with its drop in J/s.
-    let svg = std::fs::read_to_string(&diff).expect("the differential flame graph");
-    let hot_frame = svg
-        .split("<g>")
-        .find(|g| g.contains("<title>EnergyHalved.hot ("))
-        .expect("a frame for hot");
-    assert!(hot_frame.contains("own change -"), "{hot_frame}");
-    let fill = hot_frame
-        .split("fill=\"rgb(")
-        .nth(1)
-        .expect("a fill")
-        .split(')')
-        .next()
-        .unwrap();
-    let rgb: Vec<u32> = fill.split(',').map(|c| c.parse().unwrap()).collect();
-    assert!(rgb[2] > rgb[0], "hot is blue: rgb({fill})");
-
     // Swapped, the same runs are a regression of hot: the gate fails with status 3.
     let output = run(&mut profiler(&[
         "report",
@@ -149,4 +153,86 @@ fn the_comparison_sees_a_method_made_twice_as_cheap() {
         "{text}"
     );
     assert!(!text.contains("method EnergyHalved.cold grew"), "{text}");
+}
+
+/// The fill of the widest frame of `method` the browser saw, and its tooltip.
+fn fill_of(seen: &serde_json::Value, method: &str) -> ([u32; 3], String) {
+    let frame = widest_frame(seen, method);
+    let fill = frame["fill"].as_str().expect("a fill");
+    let rgb: Vec<u32> = fill
+        .strip_prefix("rgb(")
+        .and_then(|rgb| rgb.strip_suffix(')'))
+        .map(|rgb| {
+            rgb.split(',')
+                .filter_map(|c| c.trim().parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    let rgb = rgb
+        .try_into()
+        .unwrap_or_else(|_| panic!("{method}: fill {fill}"));
+    (rgb, frame["title"].as_str().unwrap().to_string())
+}
+
+#[test]
+fn the_differential_flame_graph_draws_growth_red_and_savings_blue() {
+    let _serial = serial();
+    let dir = work_dir().join("grown");
+    let (before, after) = (dir.join("before"), dir.join("after"));
+    // hot made twice as cheap, cold three times as dear
+    record_before_and_after(
+        Run {
+            costs: ["2", "1"],
+            seconds: "8",
+            results: &before,
+        },
+        Run {
+            costs: ["1", "3"],
+            seconds: "6",
+            results: &after,
+        },
+    );
+    let diff = dir.join("diff.svg");
+    let output = run(&mut profiler(&[
+        "report",
+        &before.display().to_string(),
+        "--baseline",
+        &after.display().to_string(),
+        "--flamegraph",
+        &diff.display().to_string(),
+        "--app",
+    ]));
+    let table = stdout(&output);
+    eprintln!("{table}");
+    assert!(output.status.success(), "{table}");
+    let (hot, cold) = (
+        change_of(&table, "EnergyHalved.hot"),
+        change_of(&table, "EnergyHalved.cold"),
+    );
+    assert!(hot < -20.0 && cold > 50.0, "hot {hot:+}%, cold {cold:+}%");
+
+    let seen = open_in_browser(
+        &diff,
+        &artifacts().join("diff"),
+        "EnergyHalved.work",
+        "cold",
+    );
+    assert_eq!(seen["errors"].as_array().map(Vec::len), Some(0), "{seen}");
+    let title = seen["title"].as_str().expect("a title");
+    assert!(title.starts_with("Energy per second: "), "{title}");
+    assert_lines_fit(&seen);
+    let (hot_fill, hot_title) = fill_of(&seen, "EnergyHalved.hot");
+    let (cold_fill, cold_title) = fill_of(&seen, "EnergyHalved.cold");
+    eprintln!("{hot_title}: rgb{hot_fill:?}\n{cold_title}: rgb{cold_fill:?}");
+    // Shrunk: blue (inferno's full blue, red and green paler the larger the drop); grown: red.
+    assert!(hot_title.contains("; own change -"), "{hot_title}");
+    assert!(
+        hot_fill[2] == 255 && hot_fill[0] < 255 && hot_fill[0] == hot_fill[1],
+        "hot shrank and is not blue: rgb{hot_fill:?}"
+    );
+    assert!(cold_title.contains("; own change +"), "{cold_title}");
+    assert!(
+        cold_fill[0] == 255 && cold_fill[2] < 255 && cold_fill[1] == cold_fill[2],
+        "cold grew and is not red: rgb{cold_fill:?}"
+    );
 }

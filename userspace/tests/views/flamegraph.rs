@@ -3,21 +3,71 @@
 
 use super::*;
 
-/// What the browser saw of a flame graph (testkit/browser/flamegraph.mjs), its screenshots in
-/// the artifacts' folder.
-fn open_in_browser(svg: &Path, click: &str, search: &str) -> serde_json::Value {
-    let artifacts = artifacts();
+/// What the browser saw of a flame graph (testkit/browser/flamegraph.mjs) after a click on the
+/// frame `click` and a search for `search`, its screenshots in the folder `shots`.
+pub(super) fn open_in_browser(
+    svg: &Path,
+    shots: &Path,
+    click: &str,
+    search: &str,
+) -> serde_json::Value {
+    std::fs::create_dir_all(shots).expect("the screenshots' folder");
     let args = [
         svg.as_os_str(),
-        artifacts.as_os_str(),
+        shots.as_os_str(),
         click.as_ref(),
         search.as_ref(),
     ];
     serde_json::from_slice(&browser("flamegraph.mjs", &args)).expect("the browser's JSON")
 }
 
+/// The title and the subtitle the browser drew fit in the picture: a longer line is cut off at
+/// both ends.
+pub(super) fn assert_lines_fit(seen: &serde_json::Value) {
+    let width = seen["width"].as_f64().expect("the picture's width");
+    for line in ["title", "subtitle"] {
+        let drawn = seen[format!("{line}Width")]
+            .as_f64()
+            .expect("a line's width");
+        assert!(
+            drawn <= width - 20.0,
+            "the {line} is {drawn} pixels wide in a picture of {width}: {}",
+            seen[line]
+        );
+    }
+}
+
+/// The widest of the frames named `name` the browser saw.
+pub(super) fn widest_frame<'a>(seen: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    seen["frames"]
+        .as_array()
+        .expect("frames")
+        .iter()
+        .filter(|f| {
+            f["title"]
+                .as_str()
+                .is_some_and(|t| t.starts_with(&format!("{name} (")))
+        })
+        .max_by(|a, b| {
+            a["width"]
+                .as_f64()
+                .unwrap()
+                .total_cmp(&b["width"].as_f64().unwrap())
+        })
+        .unwrap_or_else(|| panic!("no frame {name}"))
+}
+
+/// The joules a flame graph's title gives: `Energy of JVM 12 (DemoShop): 1.234 J in 6.0 s`.
+pub(super) fn titled_joules(title: &str) -> f64 {
+    title
+        .rsplit_once(": ")
+        .and_then(|(_, rest)| rest.split_once(" J in "))
+        .and_then(|(joules, _)| joules.parse().ok())
+        .unwrap_or_else(|| panic!("no joules in the title {title}"))
+}
+
 /// The joules a frame's tooltip gives: `DemoShop.sign (12.345 J, 67.89%)`.
-fn tooltip_joules(title: &str) -> f64 {
+pub(super) fn tooltip_joules(title: &str) -> f64 {
     let (_, numbers) = title.rsplit_once(" (").expect("a tooltip with numbers");
     numbers
         .split_once(" J,")
@@ -25,6 +75,48 @@ fn tooltip_joules(title: &str) -> f64 {
         .0
         .parse()
         .expect("a number of joules")
+}
+
+/// The frames of a flame graph's SVG text: each frame's name (its XML escapes undone) and the
+/// joules its tooltip gives, and the text of the graph's title and subtitle.
+pub(super) struct SvgText {
+    pub(super) frames: Vec<(String, f64)>,
+    pub(super) title: String,
+    pub(super) subtitle: String,
+}
+
+/// Reads the SVG file `path` that `record` or `report` wrote.
+pub(super) fn read_svg(path: &Path) -> SvgText {
+    let svg = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let unescape = |text: &str| {
+        text.replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&quot;", "\"")
+            .replace("&amp;", "&")
+    };
+    let text_of = |id: &str| {
+        svg.split_once(&format!("id=\"{id}\""))
+            .and_then(|(_, rest)| rest.split_once('>'))
+            .and_then(|(_, rest)| rest.split_once('<'))
+            .map(|(text, _)| unescape(text))
+            .unwrap_or_else(|| panic!("no {id} in {}", path.display()))
+    };
+    let frames = svg
+        .split("<title>")
+        .skip(1)
+        .filter_map(|rest| rest.split_once("</title>"))
+        .map(|(title, _)| {
+            let title = unescape(title);
+            let name = title.rsplit_once(" (").expect("a tooltip").0.to_string();
+            (name, tooltip_joules(&title))
+        })
+        .collect();
+    SvgText {
+        frames,
+        title: text_of("title"),
+        subtitle: text_of("subtitle"),
+    }
 }
 
 #[test]
@@ -38,14 +130,15 @@ fn the_energy_flame_graph_in_a_browser() {
     let sort = joules_of(&all, "sortTotals");
     eprintln!("CSV: {total:.3} J, serve {serve:.3} J, sign {sign:.3} J, sortTotals {sort:.3} J");
 
-    let seen = open_in_browser(&recording.svg, "DemoShop.sign", "sortTotals");
+    let seen = open_in_browser(&recording.svg, &artifacts(), "DemoShop.sign", "sortTotals");
     assert_eq!(seen["errors"].as_array().map(Vec::len), Some(0), "{seen}");
+    assert_lines_fit(&seen);
     let title = seen["title"].as_str().expect("a title");
-    let titled = title
-        .strip_prefix(&format!("Energy of JVM {} (DemoShop): ", recording.pid))
-        .and_then(|rest| rest.split_once(" J in "))
-        .and_then(|(joules, _)| joules.parse::<f64>().ok())
-        .unwrap_or_else(|| panic!("{title}"));
+    assert!(
+        title.starts_with(&format!("Energy of JVM {} (DemoShop): ", recording.pid)),
+        "{title}"
+    );
+    let titled = titled_joules(title);
     assert!(
         (titled - total).abs() < 0.002,
         "{title}: the CSV files say {total} J"
@@ -53,22 +146,7 @@ fn the_energy_flame_graph_in_a_browser() {
     let graph_width = seen["graphWidth"].as_f64().expect("the graph's width");
     let frames = seen["frames"].as_array().expect("frames");
     assert!(frames.len() > 20 && graph_width > 1000.0, "{seen}");
-    let frame = |name: &str| {
-        frames
-            .iter()
-            .filter(|f| {
-                f["title"]
-                    .as_str()
-                    .is_some_and(|t| t.starts_with(&format!("{name} (")))
-            })
-            .max_by(|a, b| {
-                a["width"]
-                    .as_f64()
-                    .unwrap()
-                    .total_cmp(&b["width"].as_f64().unwrap())
-            })
-            .unwrap_or_else(|| panic!("no frame {name}"))
-    };
+    let frame = |name: &str| widest_frame(&seen, name);
     let widest = frames
         .iter()
         .max_by(|a, b| {

@@ -1,11 +1,13 @@
-//! End-to-end tests of what people look at: the energy flame graph opened in Debian's chromium
-//! (driven by playwright-core), the pprof files decoded against pprof's published
-//! `profile.proto`, the comparison of two recordings of a method made twice as cheap, and `top`
-//! under tmux with two JVMs. They run the binary as a user would, as root (the BPF sampler),
+//! End-to-end tests of what people look at: the energy flame graphs (differential ones too)
+//! opened in Debian's chromium (driven by playwright-core), the pprof files decoded against
+//! pprof's published `profile.proto` and read by `go tool pprof`, the views of `record --app`,
+//! the comparison of two recordings of a method made twice as cheap, and `top` under tmux with
+//! two JVMs. They run the binary as a user would, as root (the BPF sampler),
 //! with the tools scripts/setup.sh installs, and fail loudly without them.
 //!
 //! The screenshots they take are kept in `target/test-artifacts/`.
 
+mod app;
 mod compare;
 mod flamegraph;
 mod pprof;
@@ -111,53 +113,65 @@ struct Recording {
 }
 
 /// The demo shop recorded once for the tests that look at its outputs: 6 s, from its first
-/// instant, its own frames as the application's.
+/// instant, its own frames as the application's; its views show every frame.
 fn demo_recording() -> &'static Recording {
     static RECORDING: OnceLock<Recording> = OnceLock::new();
-    RECORDING.get_or_init(|| {
-        let dir = work_dir().join("demo");
-        std::fs::create_dir_all(&dir).expect("the demo's folder");
-        let recording = Recording {
-            results: dir.join("results"),
-            svg: dir.join("record.svg"),
-            pprof: dir.join("record.pb.gz"),
-            pid: 0,
-        };
-        let java = jdk(17).java();
-        let classes = workload_classes();
-        let mut args: Vec<String> = vec!["record".into()];
-        args.extend(vm_source());
-        for (option, value) in [
-            ("--results-path", &recording.results),
-            ("--flamegraph", &recording.svg),
-            ("--pprof", &recording.pprof),
-        ] {
-            args.push(option.into());
-            args.push(value.display().to_string());
-        }
-        args.extend(
-            [
-                "--methods-filtering-prefix",
-                "DemoShop",
-                "--",
-                &java.display().to_string(),
-                "-cp",
-                &classes.display().to_string(),
-                "DemoShop",
-                "6",
-            ]
-            .map(String::from),
-        );
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let output = run(&mut profiler(&args));
-        assert!(output.status.success(), "record failed");
-        let pid = stdout(&output)
-            .lines()
-            .find_map(|line| line.strip_prefix("READY "))
-            .and_then(|pid| pid.trim().parse().ok())
-            .expect("DemoShop printed its pid");
-        Recording { pid, ..recording }
-    })
+    RECORDING.get_or_init(|| record_demo("demo", &[]))
+}
+
+/// The demo shop recorded as [`demo_recording`], with `--app`: its views show the application's
+/// branches.
+fn demo_app_recording() -> &'static Recording {
+    static RECORDING: OnceLock<Recording> = OnceLock::new();
+    RECORDING.get_or_init(|| record_demo("demo-app", &["--app"]))
+}
+
+/// `record` of the demo shop for 6 s into the folder `name` of the tests' folder, with its flame
+/// graph and pprof file, and the options `extra`.
+fn record_demo(name: &str, extra: &[&str]) -> Recording {
+    let dir = work_dir().join(name);
+    std::fs::create_dir_all(&dir).expect("the demo's folder");
+    let recording = Recording {
+        results: dir.join("results"),
+        svg: dir.join("record.svg"),
+        pprof: dir.join("record.pb.gz"),
+        pid: 0,
+    };
+    let java = jdk(17).java();
+    let classes = workload_classes();
+    let mut args: Vec<String> = vec!["record".into()];
+    args.extend(vm_source());
+    for (option, value) in [
+        ("--results-path", &recording.results),
+        ("--flamegraph", &recording.svg),
+        ("--pprof", &recording.pprof),
+    ] {
+        args.push(option.into());
+        args.push(value.display().to_string());
+    }
+    args.extend(extra.iter().map(|arg| arg.to_string()));
+    args.extend(
+        [
+            "--methods-filtering-prefix",
+            "DemoShop",
+            "--",
+            &java.display().to_string(),
+            "-cp",
+            &classes.display().to_string(),
+            "DemoShop",
+            "6",
+        ]
+        .map(String::from),
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let output = run(&mut profiler(&args));
+    assert!(output.status.success(), "record failed");
+    let pid = stdout(&output)
+        .lines()
+        .find_map(|line| line.strip_prefix("READY "))
+        .and_then(|pid| pid.trim().parse().ok())
+        .expect("DemoShop printed its pid");
+    Recording { pid, ..recording }
 }
 
 /// Runs `node testkit/browser/SCRIPT ARGS` (playwright-core driving Debian's chromium) and returns

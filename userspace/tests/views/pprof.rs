@@ -4,7 +4,7 @@
 use super::*;
 
 /// A pprof profile as pprof's published `profile.proto` reads it.
-struct Decoded {
+pub(super) struct Decoded {
     sample_types: Vec<(String, String)>,
     default_type: String,
     /// Each sample's stack, oldest frame first, and its values.
@@ -13,7 +13,7 @@ struct Decoded {
 
 /// Decodes the gzipped pprof file at `path` with protoc (which must accept it) and with the
 /// protobuf crate's reflection over the descriptors protoc compiled from `profile.proto`.
-fn decode(path: &Path) -> Decoded {
+pub(super) fn decode(path: &Path) -> Decoded {
     let proto = std::env::var_os("JOULAR_PROFILE_PROTO")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
@@ -160,7 +160,7 @@ fn decode(path: &Path) -> Decoded {
 }
 
 /// The energy of each branch of a decoded profile, in joules, and its samples.
-fn decoded_energy(decoded: &Decoded) -> HashMap<String, (f64, i64)> {
+pub(super) fn decoded_energy(decoded: &Decoded) -> HashMap<String, (f64, i64)> {
     let mut energy = HashMap::new();
     for (branch, values) in &decoded.samples {
         let entry = energy.entry(branch.clone()).or_insert((0.0, 0));
@@ -172,7 +172,7 @@ fn decoded_energy(decoded: &Decoded) -> HashMap<String, (f64, i64)> {
 
 /// Every branch of `csv` has the same energy in `pprof`, and the totals match, within the
 /// rounding of the CSV rows (9 decimals) and of the nanojoules.
-fn assert_same_energy(csv: &HashMap<String, f64>, pprof: &HashMap<String, (f64, i64)>) {
+pub(super) fn assert_same_energy(csv: &HashMap<String, f64>, pprof: &HashMap<String, (f64, i64)>) {
     let (csv_total, pprof_total): (f64, f64) =
         (csv.values().sum(), pprof.values().map(|(j, _)| j).sum());
     eprintln!(
@@ -277,5 +277,125 @@ fn pprof_files_decode_against_the_published_profile_proto() {
             [("energy".into(), "nanojoules".into())]
         );
         assert_same_energy(csv, &decoded_energy(&decoded));
+    }
+}
+
+/// `go tool pprof -symbolize=none ARGS FILE` (Debian's golang-go), offline: its home, caches
+/// and saved profiles in a folder of their own, no module proxy. What it printed.
+fn go_pprof(args: &[&str], file: &Path) -> String {
+    assert!(
+        Path::new("/usr/bin/go").is_file(),
+        "go is missing: run scripts/setup.sh (golang-go)"
+    );
+    let home = tempfile::tempdir().expect("a home for go");
+    let output = Command::new("/usr/bin/go")
+        .args(["tool", "pprof", "-symbolize=none"])
+        .args(args)
+        .arg(file)
+        .env("HOME", home.path())
+        .env("GOCACHE", home.path().join("cache"))
+        .env("GOPATH", home.path().join("go"))
+        .env("PPROF_TMPDIR", home.path().join("pprof"))
+        .env("GOPROXY", "off")
+        .stdin(Stdio::null())
+        .output()
+        .expect("go runs");
+    assert!(
+        output.status.success(),
+        "go tool pprof {args:?} {} failed: {}",
+        file.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout(&output)
+}
+
+/// The energy of the samples `go tool pprof -raw` printed, in joules.
+fn raw_samples_joules(raw: &str) -> f64 {
+    let samples = raw
+        .split_once("Samples:\n")
+        .and_then(|(_, rest)| rest.split_once("Locations"))
+        .unwrap_or_else(|| panic!("no samples in\n{raw}"))
+        .0;
+    let nanojoules: i64 = samples
+        .lines()
+        .filter_map(|line| line.trim().split_once(": "))
+        .map(|(value, _)| value.parse::<i64>().expect("a sample's nanojoules"))
+        .sum();
+    nanojoules as f64 / 1e9
+}
+
+/// The total `go tool pprof -top` printed (`Total samples = 123nanojoules`), in joules, and
+/// the function of its first row, the most energy of its own.
+fn top_total_and_first(top: &str) -> (f64, String) {
+    let total = top
+        .split_once("Total samples = ")
+        .and_then(|(_, rest)| rest.split_once("nanojoules"))
+        .and_then(|(total, _)| total.parse::<i64>().ok())
+        .unwrap_or_else(|| panic!("no total in\n{top}"));
+    let first = top
+        .lines()
+        .skip_while(|line| !line.trim_start().starts_with("flat  flat%"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no rows in\n{top}"));
+    let function = first
+        .split_whitespace()
+        .skip(5)
+        .collect::<Vec<_>>()
+        .join(" ");
+    (total as f64 / 1e9, function)
+}
+
+/// The method with the most energy of its own (the newest frame of its branches) in `csv`.
+fn hottest_method(csv: &HashMap<String, f64>) -> (String, f64) {
+    let mut own: HashMap<&str, f64> = HashMap::new();
+    for (branch, joules) in csv {
+        *own.entry(branch.rsplit(';').next().unwrap()).or_default() += joules;
+    }
+    own.into_iter()
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(method, joules)| (method.to_string(), joules))
+        .expect("branches")
+}
+
+#[test]
+fn go_tool_pprof_reads_the_pprof_files() {
+    let _serial = serial();
+    let recording = demo_recording();
+    let results = recording.results.display().to_string();
+    for (file, csv, app) in [
+        ("go-all.pb.gz", "methods-power-all.csv", false),
+        ("go-app.pb.gz", "methods-power-app.csv", true),
+    ] {
+        let csv = csv_energy(&recording.results.join(csv));
+        let csv_total: f64 = csv.values().sum();
+        let (hottest, hottest_joules) = hottest_method(&csv);
+        let path = work_dir().join("demo").join(file);
+        let path_text = path.display().to_string();
+        let mut args = vec!["report", &results, "--pprof", &path_text];
+        if app {
+            args.push("--app");
+        }
+        assert!(run(&mut profiler(&args)).status.success());
+        let raw = raw_samples_joules(&go_pprof(&["-raw"], &path));
+        let top = go_pprof(&["-top", "-sample_index=energy"], &path);
+        eprintln!("{top}");
+        let (total, first) = top_total_and_first(&top);
+        eprintln!(
+            "{file}: CSV {csv_total:.9} J, go tool pprof -raw {raw:.9} J, -top {total:.9} J; \
+             hottest {hottest} ({hottest_joules:.3} J), pprof's first {first}"
+        );
+        // Each branch is rounded to the nanojoule once: the rows' 9 decimals.
+        let rounding = 1e-9 * csv.len() as f64;
+        assert!((raw - csv_total).abs() <= rounding, "{raw} vs {csv_total}");
+        assert!(
+            (total - csv_total).abs() <= rounding,
+            "{total} vs {csv_total}"
+        );
+        assert_eq!(first, hottest, "{top}");
+        if app {
+            // The app file gives each application method the JDK code it calls: signing is
+            // the demo's heaviest step.
+            assert_eq!(first, "DemoShop.sign", "{top}");
+        }
     }
 }

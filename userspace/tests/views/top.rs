@@ -110,6 +110,39 @@ fn top_rows(screen: &str) -> HashMap<u32, f64> {
         .collect()
 }
 
+/// The command line of `top` with `args`, the vm power source and the demo's and RecordBusy's
+/// frames as the application's.
+fn top_command(args: &[String]) -> String {
+    let mut command = vec![
+        env!("CARGO_BIN_EXE_joularcode-bpf").to_string(),
+        "top".into(),
+    ];
+    command.extend_from_slice(args);
+    command.extend(vm_source());
+    command.extend([
+        "--methods-filtering-prefix".into(),
+        "DemoShop,Record".into(),
+    ]);
+    command.join(" ")
+}
+
+/// Waits until `top`'s screen shows each JVM of `pids` with a non-zero power, by the third
+/// cycle, and returns that screen and its cycle.
+fn wait_for_power(tmux: &Tmux, pids: &[u32]) -> (String, u64) {
+    let screen = tmux.wait_for("the JVMs with power", |screen| {
+        let rows = top_rows(screen);
+        pids.iter()
+            .all(|pid| rows.get(pid).is_some_and(|&w| w > 0.0))
+    });
+    eprintln!("{screen}");
+    let cycle = top_cycle(&screen).expect("a cycle in the header");
+    assert!(
+        cycle <= 3,
+        "the JVMs {pids:?} had power only at cycle {cycle}"
+    );
+    (screen, cycle)
+}
+
 /// The cycle `top`'s header says.
 fn top_cycle(screen: &str) -> Option<u64> {
     let after = screen.split_once("| cycle ")?.1;
@@ -180,19 +213,11 @@ fn top_under_tmux_shows_two_jvms_and_gives_the_terminal_back() {
     let demo = Jvm::start(&jdk(21), &[], "DemoShop", &["600"]);
     let dir = work_dir().join("top");
     std::fs::create_dir_all(&dir).unwrap();
-    let mut command = vec![
-        env!("CARGO_BIN_EXE_joularcode-bpf").to_string(),
-        "top".into(),
-    ];
-    for pid in [busy.pid(), demo.pid()] {
-        command.extend(["--pid".to_string(), pid.to_string()]);
-    }
-    command.extend(vm_source());
-    command.extend([
-        "--methods-filtering-prefix".into(),
-        "DemoShop,Record".into(),
-    ]);
-    let command = command.join(" ");
+    let pids: Vec<String> = [busy.pid(), demo.pid()]
+        .iter()
+        .flat_map(|pid| ["--pid".to_string(), pid.to_string()])
+        .collect();
+    let command = top_command(&pids);
     let tmux = Tmux::new("views-top");
     let (before, after) = (dir.join("stty.before"), dir.join("stty.after"));
     let run_line = |stop: &str, command: &str| {
@@ -208,15 +233,7 @@ fn top_under_tmux_shows_two_jvms_and_gives_the_terminal_back() {
 
     // q: both JVMs are there with their power within three cycles; the keys move the view.
     tmux.keys(&[&line("quit with q"), "Enter"]);
-    let screen = tmux.wait_for("both JVMs with power", |screen| {
-        let rows = top_rows(screen);
-        [busy.pid(), demo.pid()]
-            .iter()
-            .all(|pid| rows.get(pid).is_some_and(|&w| w > 0.0))
-    });
-    let cycle = top_cycle(&screen).expect("a cycle in the header");
-    eprintln!("{screen}");
-    assert!(cycle <= 3, "both JVMs had power only at cycle {cycle}");
+    let (screen, cycle) = wait_for_power(&tmux, &[busy.pid(), demo.pid()]);
     let selected = |screen: &str| -> u32 {
         let title = screen
             .lines()
@@ -325,6 +342,38 @@ fn top_under_tmux_shows_two_jvms_and_gives_the_terminal_back() {
         screen.contains("joularcode-bpf: Cannot measure the CPU power"),
         "{screen}"
     );
+}
+
+#[test]
+fn top_of_the_host_under_tmux_shows_two_jvms() {
+    let _serial = serial();
+    let busy = Jvm::start(&jdk(17), &[], "RecordBusy", &["1", "1000000", "60"]);
+    let demo = Jvm::start(&jdk(21), &[], "DemoShop", &["600"]);
+    // No --pid: every JVM of the host, those of other tests too, left without our agent.
+    let command = top_command(&["--no-attach".into()]);
+    let tmux = Tmux::new("views-top-host");
+    let stop = "host";
+    tmux.keys(&[
+        &format!("clear; {command}; echo '{}'$?", exit_marker(stop)),
+        "Enter",
+    ]);
+    let (screen, _) = wait_for_power(&tmux, &[busy.pid(), demo.pid()]);
+    let others: Vec<u32> = top_rows(&screen)
+        .into_keys()
+        .filter(|pid| ![busy.pid(), demo.pid()].contains(pid))
+        .collect();
+    eprintln!("other JVMs of the host shown: {others:?}");
+    for (jvm, main_class) in [(&busy, "RecordBusy"), (&demo, "DemoShop")] {
+        let row = screen
+            .lines()
+            .map(|line| line.trim_matches(|c| c == '│' || c == ' '))
+            .find(|row| row.starts_with(&format!("{} ", jvm.pid())))
+            .expect("the JVM's row");
+        assert!(row.ends_with(main_class), "{row}");
+    }
+    tmux.keys(&["q"]);
+    let screen = tmux.wait_for("the shell back", |s| exit_status(s, stop).is_some());
+    assert_eq!(exit_status(&screen, stop), Some(0), "{screen}");
 }
 
 #[test]
