@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use joularcode_core::log::quote;
 
 use crate::foreign::{ForeignError, ProcessDir};
-use crate::jit::perfmap::{self, PerfMap};
+use crate::jit::perfmap::PerfMap;
 
 /// How long the JVM has to open its attach socket after SIGQUIT.
 const SOCKET_WAIT: Duration = Duration::from_secs(10);
@@ -391,14 +391,8 @@ impl JvmProcess {
     /// the JVM's user is read or removed.
     pub fn perf_map(&self) -> Result<PerfMap, AttachError> {
         self.jcmd("Compiler.perfmap")?;
-        let tmp = self.tmp()?;
         let name = format!("perf-{}.map", self.ns_pid);
-        let map = tmp
-            .open_file(&name, perfmap::MAX_FILE)
-            .and_then(|opened| PerfMap::read_opened(opened, &tmp.path().join(&name)))
-            .map_err(|e| AttachError::Io(e.to_string()));
-        tmp.remove_file(&name);
-        map
+        PerfMap::take(&self.tmp()?, &name).map_err(|e| AttachError::Io(e.to_string()))
     }
 
     /// Loads the agent library `agent` with `options` into the JVM.

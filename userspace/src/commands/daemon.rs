@@ -6,19 +6,29 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use joularcode_core::log::{Log, Stderr};
+use joularcode_core::log::{Log, Recorded, Stderr};
 use prometheus_client::registry::Registry;
 
 use crate::cli::DaemonArgs;
 use crate::daemon::metrics::{ExportOptions, Metrics};
 use crate::daemon::{server, Shared};
-use crate::record::{self, Outputs};
+use crate::record::{self, options, Outputs};
 
 /// Runs the daemon until SIGTERM or Ctrl-C (the cycle in progress is written first). Errors are
-/// one line each: the address cannot be listened on, the options or the power source are wrong,
-/// BPF cannot be loaded.
+/// one line each: the options or the configuration file are wrong (said before anything listens),
+/// the address cannot be listened on, the power source is wrong, BPF cannot be loaded.
 pub fn run(args: &DaemonArgs) -> Result<i32, String> {
     crate::daemon::bound_the_heap();
+    let recording = args.recording();
+    // Checked quietly here, read again by the recording, which says what the file says.
+    let working_dir = std::env::current_dir().map_err(|e| e.to_string())?;
+    options::load(
+        recording.config.as_deref(),
+        &recording.options,
+        &working_dir,
+        &Recorded::default(),
+    )
+    .map_err(|e| e.to_string())?;
     let server = server::bind(args.listen).map_err(|e| e.to_string())?;
     // The port the system chose for port 0, else the one asked for.
     let listening = server
@@ -42,7 +52,7 @@ pub fn run(args: &DaemonArgs) -> Result<i32, String> {
         &format!("Metrics at http://{listening}/metrics"),
     );
     record::run_with(
-        args.recording(),
+        recording,
         Outputs {
             log,
             csv: args.writes_csv(),

@@ -7,7 +7,7 @@
 use std::io::Read;
 use std::path::Path;
 
-use crate::foreign::{self, ForeignError, ForeignFile};
+use crate::foreign::{self, ForeignError, ForeignFile, ProcessDir};
 
 /// Largest perf map read (the JDK's are a few MB for big applications).
 pub const MAX_FILE: u64 = 64 << 20;
@@ -52,7 +52,7 @@ impl PerfMap {
     }
 
     /// Reads and parses the perf map `opened` (at `path`).
-    pub fn read_opened(opened: ForeignFile, path: &Path) -> Result<PerfMap, ForeignError> {
+    fn read_opened(opened: ForeignFile, path: &Path) -> Result<PerfMap, ForeignError> {
         let mut bytes = Vec::new();
         opened
             .file
@@ -63,6 +63,17 @@ impl PerfMap {
                 source,
             })?;
         Ok(PerfMap::parse(&String::from_utf8_lossy(&bytes)))
+    }
+
+    /// Reads and parses the perf map `name` of the JVM's /tmp `tmp` (what `jcmd Compiler.perfmap`
+    /// wrote), then removes it there, as it would only go stale: only a regular file of the
+    /// JVM's user is read (not through a link, never blocking, at most 64 MiB) or removed.
+    pub fn take(tmp: &ProcessDir, name: &str) -> Result<PerfMap, ForeignError> {
+        let map = tmp
+            .open_file(name, MAX_FILE)
+            .and_then(|opened| PerfMap::read_opened(opened, &tmp.path().join(name)));
+        tmp.remove_file(name);
+        map
     }
 
     /// The entries, by start address.
@@ -125,6 +136,7 @@ pub fn java_name(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     #[test]
     fn both_forms_and_bad_lines() {
@@ -158,6 +170,77 @@ mod tests {
         assert_eq!(map.lookup(0x7f3a1c0000ff).unwrap().name, "Interpreter");
         assert!(map.lookup(0x7f3a1c000260).is_none());
         assert_eq!(map.lookup(0x7f3a1c000b0f).unwrap().name, "I2C/C2I adapters");
+    }
+
+    /// The perf map `name` of the folder `dir`, as [`PerfMap::take`] takes it: its first entry's
+    /// name, or the refusal.
+    fn take(dir: &Path, name: &str) -> Result<String, String> {
+        let tmp = ProcessDir::open(dir).map_err(|e| e.to_string())?;
+        let map = PerfMap::take(&tmp, name).map_err(|e| e.to_string())?;
+        Ok(map.entries()[0].name.clone())
+    }
+
+    #[test]
+    fn only_a_regular_file_within_the_cap_is_read_and_only_one_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = |name: &str| dir.path().join(name);
+        std::fs::write(path("perf-1.map"), "7f00 10 demo.Own.map\n").unwrap();
+        assert_eq!(take(dir.path(), "perf-1.map").unwrap(), "demo.Own.map");
+        assert!(!path("perf-1.map").exists(), "read, then removed");
+
+        // A link to a file the JVM's user may not read: not followed, not removed.
+        std::fs::write(path("secret"), "7f00 10 root.Secret.name\n").unwrap();
+        std::os::unix::fs::symlink(path("secret"), path("perf-2.map")).unwrap();
+        let error = take(dir.path(), "perf-2.map").unwrap_err();
+        assert!(
+            error.contains("symbolic link") && !error.contains("Secret"),
+            "{error}"
+        );
+        assert!(
+            std::fs::symlink_metadata(path("perf-2.map")).is_ok(),
+            "the link stays"
+        );
+        assert!(path("secret").exists(), "its target stays");
+
+        // A FIFO nobody writes: refused at once (an open for reading would wait for good).
+        let fifo = std::ffi::CString::new(path("perf-3.map").to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo with a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        let error = take(dir.path(), "perf-3.map").unwrap_err();
+        assert!(error.contains("is a FIFO, not a regular file"), "{error}");
+        assert!(path("perf-3.map").exists(), "the FIFO stays");
+
+        // Bigger than the cap (sparse): refused before a byte is read.
+        let big = std::fs::File::create(path("perf-4.map")).unwrap();
+        big.set_len(MAX_FILE + 1).unwrap();
+        let error = take(dir.path(), "perf-4.map").unwrap_err();
+        assert!(
+            error.contains(&format!(
+                "holds {} bytes, more than the {MAX_FILE}",
+                MAX_FILE + 1
+            )),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn another_users_perf_map_is_neither_read_nor_removed() {
+        // The folder as a JVM's /tmp is entered: through /proc/<pid>/root, whose user (this
+        // process's) must own what is read there.
+        let dir = tempfile::tempdir().unwrap();
+        let tmp = PathBuf::from(format!(
+            "/proc/{}/root{}",
+            std::process::id(),
+            dir.path().display()
+        ));
+        let map = dir.path().join("perf-5.map");
+        std::fs::write(&map, "7f00 10 other.User.map\n").unwrap();
+        assert_eq!(take(&tmp, "perf-5.map").unwrap(), "other.User.map");
+        std::fs::write(&map, "7f00 10 other.User.map\n").unwrap();
+        std::os::unix::fs::chown(&map, Some(12345), None).unwrap();
+        let error = take(&tmp, "perf-5.map").unwrap_err();
+        assert!(error.contains("belongs to user 12345"), "{error}");
+        assert!(map.exists(), "another user's file stays");
     }
 
     #[test]

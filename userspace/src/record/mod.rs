@@ -372,11 +372,12 @@ struct Recorder<'a> {
 }
 
 impl Recorder<'_> {
-    /// Opens the results of the JVMs seen for the first time, and says what is profiled. The
-    /// results of the first JVM that cannot be written to end the run; later ones are said
-    /// (SEVERE) and the run goes on for the other JVMs.
+    /// Opens the results of the JVMs profiled for the first time (once they could be read: one
+    /// that ends before gets no file), and says what is profiled. The results of the first JVM
+    /// that cannot be written to end the run; later ones are said (SEVERE) and the run goes on
+    /// for the other JVMs.
     fn open_new(&mut self, session: &Session, log: &dyn Log) -> Result<(), RecordError> {
-        for jvm in session.jvms() {
+        for jvm in session.jvms().filter(|jvm| jvm.is_profiled()) {
             let first = self.opened.is_empty();
             if !self.opened.insert(jvm.pid()) {
                 continue;
@@ -439,6 +440,7 @@ impl Recorder<'_> {
         let mut counts = session.take_counts_until(now_ns);
         let jvms: Vec<JvmInput> = session
             .jvms()
+            .filter(|jvm| self.opened.contains(&jvm.pid()))
             .map(|jvm| {
                 let threads = cycle_threads(
                     jvm.pid(),

@@ -97,6 +97,9 @@ pub enum SamplerError {
     /// A perf event could not be opened.
     #[error("{0}")]
     Perf(String),
+    /// This process does not run in the host's PID namespace.
+    #[error("{0}")]
+    PidNamespace(String),
     /// A process to track does not exist or cannot be read.
     #[error("{0}")]
     Process(String),
@@ -137,6 +140,7 @@ impl Sampler {
     pub fn with_walk(rate_hz: u64, walk: Walk) -> Result<Sampler, SamplerError> {
         privileges::check_kernel()?;
         privileges::check_privileges()?;
+        privileges::check_pid_namespace()?;
         if rate_hz == 0 || rate_hz > 10_000 {
             return Err(SamplerError::Perf(format!(
                 "a sample rate of {rate_hz} Hz is out of range: use 1 to 10000 Hz"

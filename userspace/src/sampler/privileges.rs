@@ -1,6 +1,6 @@
-//! What the sampler needs from the machine before it loads anything: a recent enough kernel and
-//! the right to load BPF programs and open perf events. Each failure is one line that says how
-//! to fix it.
+//! What the sampler needs from the machine before it loads anything: a recent enough kernel, the
+//! right to load BPF programs and open perf events, and the host's PID namespace. Each failure is
+//! one line that says how to fix it.
 
 use std::fs;
 
@@ -11,6 +11,10 @@ const OS_RELEASE: &str = "/proc/sys/kernel/osrelease";
 /// The oldest kernel that runs the sampler: bpf_task_pt_regs came in 5.15 (the ring buffer in
 /// 5.8; bpf_loop, used from 5.17 on, is replaced by a bounded loop before).
 pub const MIN_KERNEL: (u32, u32) = (5, 15);
+
+/// The inode of the host's (the initial) PID namespace, which the kernel fixes
+/// (`PROC_PID_INIT_INO`).
+const INITIAL_PID_NAMESPACE: u64 = 0xEFFF_FFFC;
 
 const CAP_SYS_ADMIN: u32 = 21;
 const CAP_PERFMON: u32 = 38;
@@ -43,6 +47,24 @@ pub fn check_kernel() -> Result<(), SamplerError> {
         )));
     }
     Ok(())
+}
+
+/// Fails when this process runs in a PID namespace of its own (a container without
+/// `--pid=host`, `unshare --pid`): the BPF programs see the host's pids, and the processes this
+/// process sees (and launches) have other pids there, so every JVM would get no sample.
+pub fn check_pid_namespace() -> Result<(), SamplerError> {
+    use std::os::unix::fs::MetadataExt;
+    let namespace = fs::metadata("/proc/self/ns/pid")
+        .map_err(|e| SamplerError::PidNamespace(format!("cannot read /proc/self/ns/pid: {e}")))?;
+    if namespace.ino() == INITIAL_PID_NAMESPACE {
+        return Ok(());
+    }
+    Err(SamplerError::PidNamespace(
+        "this process runs in a PID namespace of its own (a container without --pid=host, or \
+         unshare --pid), where the BPF sampler cannot tell which pids are its processes: run \
+         joularcode-bpf in the host's PID namespace"
+            .into(),
+    ))
 }
 
 /// The capabilities missing from an effective set (the `CapEff` hex mask of /proc/PID/status):

@@ -1,5 +1,6 @@
 //! One JVM of a session and its state machine: opening (its samples wait while it starts), ready
-//! (samples resolved as they come), or failed (samples `[unknown]`); its branches, its counts
+//! (samples resolved as they come), failed (samples `[unknown]`), or gone before it could be read
+//! (not profiled); its branches, its counts
 //! ([`Counts`]), its threads' kinds, the attach of the agent in progress, and the stack walker's
 //! knowledge of it.
 
@@ -45,8 +46,11 @@ enum State {
     },
     /// Opened: samples are resolved as they come.
     Ready(Box<Resolver>),
-    /// It could not be opened: its samples are `[unknown]`.
+    /// It could not be opened while it ran: its samples are `[unknown]`.
     Failed,
+    /// It ended before it could be opened (`java -version`, a main that returns at once): it is
+    /// not profiled, and its samples are dropped.
+    Gone,
 }
 
 /// One JVM of the session.
@@ -89,6 +93,12 @@ impl ProfiledJvm {
     /// Whether it has ended (it stays listed until the session forgets it).
     pub fn ended(&self) -> bool {
         self.ended
+    }
+
+    /// Whether it is profiled: it was read, or given up while it ran (its samples `[unknown]`).
+    /// Not while it is still opening, nor when it ended before it could be read.
+    pub fn is_profiled(&self) -> bool {
+        matches!(self.state, State::Ready(_) | State::Failed)
     }
 
     /// Samples that wait until the JVM can be read (it is starting); they are counted once it
@@ -159,8 +169,8 @@ impl ProfiledJvm {
     /// launched JVM) or by its code cache until the agent's attach (`attacher`) is done. A JVM
     /// found running is tracked by the sampler only now, so that none of its samples is walked by
     /// frame pointers alone (its compiled code has none); one that cannot be read yet is tracked
-    /// at once, as a launched one is from its start. After [`OPEN_GIVE_UP`] (or once it has
-    /// ended), its samples are `[unknown]`.
+    /// at once, as a launched one is from its start. After [`OPEN_GIVE_UP`] its samples are
+    /// `[unknown]`; once it has ended, it is not profiled.
     pub(super) fn open(
         &mut self,
         now: Instant,
@@ -212,7 +222,15 @@ impl ProfiledJvm {
                     self.add(sample, options.native_frames, true);
                 }
             }
-            Err(e) if self.ended || since.elapsed() > OPEN_GIVE_UP => {
+            Err(_) if self.ended => {
+                let message = format!(
+                    "JVM {} ({}) ended before it could be read: it is not profiled.",
+                    self.pid, self.main_class
+                );
+                options.log.log(Level::Info, &message);
+                self.state = State::Gone;
+            }
+            Err(e) if since.elapsed() > OPEN_GIVE_UP => {
                 let message = format!(
                     "JVM {} ({}) cannot be read, its samples are {UNKNOWN}: {e}",
                     self.pid, self.main_class
@@ -407,6 +425,7 @@ impl ProfiledJvm {
                 };
                 (self.branches.branch(&[frame]), Vec::new())
             }
+            State::Gone => return,
         };
         let native = native_frames.then(|| native.into());
         self.counts.add(sample.time_ns, sample.tid, branch, native);

@@ -2,6 +2,8 @@
 //! of the run leaves no trigger file.
 
 use super::*;
+use std::os::unix::fs::FileTypeExt;
+
 use joularcode_testkit::record_run::RecordRun;
 
 /// Runs `record --pid <pid>` until the agent is in JVM `pid`, or for a minute.
@@ -144,4 +146,153 @@ fn an_attach_cut_short_by_the_end_leaves_no_trigger_file() {
     panic!(
         "another process attached every JVM of this test as well (a host daemon?): run it alone"
     );
+}
+
+/// Runs `record --pid` on `jvm`, a `SafetyFakeAttach` of `user`, until the JVM has answered
+/// `requests` more requests and record has written two cycles since (its attach is over and
+/// said), or for a minute.
+fn until_answered(run: &RecordRun, jvm: &Jvm, user: &User, requests: usize) -> Finished {
+    let answered = || {
+        std::fs::read_dir(user.home())
+            .expect("the user's folder")
+            .filter(|entry| {
+                entry
+                    .as_ref()
+                    .is_ok_and(|entry| entry.file_name().to_string_lossy().starts_with("answered-"))
+            })
+            .count()
+    };
+    let enough = answered() + requests;
+    let mut cycles_then = None;
+    let command = run.command(&["--pid", &jvm.pid().to_string(), "--duration", "60"]);
+    watch(command, Duration::from_secs(60), |_, record| {
+        let cycles = run.cycles().len();
+        match cycles_then {
+            None if answered() >= enough => cycles_then = Some(cycles),
+            Some(then) if cycles >= then + 2 => interrupt(record),
+            _ => {}
+        }
+    })
+}
+
+/// What record says when the agent could not be loaded and no perf map could be read.
+const FROM_CODE_CACHE: &str = "from its code cache (VMStructs)";
+
+#[test]
+fn an_attach_reply_is_read_up_to_its_cap_and_printed_escaped() {
+    let _serial = serial();
+    let user = User::create("flood");
+    // The JVM itself listens on its socket name (the peer check passes) and answers every
+    // request with 16 MB of escapes: the agent's load, then Compiler.perfmap.
+    let jvm = user_jvm(&user, "SafetyFakeAttach", &["flood"]);
+    let run = new_run();
+    let flooded = until_answered(&run, &jvm, &user, 2);
+    clear(&PathBuf::from(format!("/tmp/.java_pid{}", jvm.pid())));
+    eprintln!(
+        "stderr of {} bytes, peak RSS {} KiB",
+        flooded.stderr.len(),
+        flooded.peak_rss_kib
+    );
+    assert!(flooded.status.success(), "{}", flooded.stderr);
+    assert!(
+        flooded
+            .stderr
+            .contains("its answer to 'load' is longer than 1048576 bytes")
+            && flooded.stderr.contains(FROM_CODE_CACHE),
+        "{}",
+        flooded.stderr
+    );
+    assert!(
+        !flooded.stderr.contains('\x1b'),
+        "an escape byte was printed"
+    );
+    assert!(!flooded.stderr.contains("root, run this"));
+    assert!(
+        flooded.stderr.len() < 64 << 10,
+        "{} bytes",
+        flooded.stderr.len()
+    );
+    assert!(
+        flooded.peak_rss_kib < 128 << 10,
+        "peak RSS {} KiB",
+        flooded.peak_rss_kib
+    );
+    assert!(
+        run.cycles()
+            .iter()
+            .any(|cycle| cycle["samples"].as_u64() > Some(0)),
+        "the JVM was profiled all the same"
+    );
+}
+
+#[test]
+fn a_perf_map_that_is_a_link_a_fifo_another_users_or_too_big_is_not_read() {
+    let _serial = serial();
+    let user = User::create("pmap");
+    // The JVM answers on its own socket: the agent's load fails (with escapes in the answer),
+    // and Compiler.perfmap succeeds without writing a perf map, so record reads what is planted.
+    let jvm = user_jvm(&user, "SafetyFakeAttach", &["perfmap"]);
+    let map = PathBuf::from(format!("/tmp/perf-{}.map", jvm.pid()));
+    let run = new_run();
+    let planted = "7f0000000000 100 fake.Planted.method\n";
+    let record = || {
+        let finished = until_answered(&run, &jvm, &user, 2);
+        assert!(finished.status.success(), "{}", finished.stderr);
+        assert!(
+            finished.stderr.contains("could not start the agent")
+                && finished.stderr.contains("return code: 1")
+                && finished.stderr.contains("\\u{1b}]0;owned"),
+            "{}",
+            finished.stderr
+        );
+        assert!(
+            !finished.stderr.contains('\x1b'),
+            "an escape byte was printed"
+        );
+        finished.stderr
+    };
+
+    // The user's own perf map is read, then removed.
+    std::fs::write(&map, planted).expect("a perf map");
+    user.own(&map);
+    let stderr = record();
+    assert!(
+        stderr.contains("from its code cache and its perf map (Compiler.perfmap)"),
+        "{stderr}"
+    );
+    assert!(!map.exists(), "the perf map read is removed");
+
+    // A link to a file only root may read: not followed, not removed.
+    let secret = run.dir.path().join("secret.map");
+    std::fs::write(&secret, "7f0000000000 100 root.Secret.method\n").expect("a secret");
+    user.symlink(&secret, &map);
+    let stderr = record();
+    assert!(stderr.contains(FROM_CODE_CACHE), "{stderr}");
+    assert!(!stderr.contains("Secret"), "{stderr}");
+    assert!(std::fs::symlink_metadata(&map).is_ok_and(|meta| meta.is_symlink()));
+    assert!(secret.exists());
+    clear(&map);
+
+    // A FIFO of the user's: not waited for, not removed.
+    user.mkfifo(&map);
+    let stderr = record();
+    assert!(stderr.contains(FROM_CODE_CACHE), "{stderr}");
+    assert!(std::fs::symlink_metadata(&map).is_ok_and(|meta| meta.file_type().is_fifo()));
+    clear(&map);
+
+    // Root's file, not the JVM's user's: not read, not removed.
+    std::fs::write(&map, planted).expect("root's perf map");
+    let stderr = record();
+    assert!(stderr.contains(FROM_CODE_CACHE), "{stderr}");
+    assert!(is_regular(&map), "another user's file stays");
+    clear(&map);
+
+    // The user's, above the 64 MiB cap (sparse): not read.
+    let big = std::fs::File::create(&map).expect("a big perf map");
+    big.set_len((64 << 20) + 1).expect("64 MiB and a byte");
+    user.own(&map);
+    let stderr = record();
+    assert!(stderr.contains(FROM_CODE_CACHE), "{stderr}");
+    clear(&map);
+    clear(&PathBuf::from(format!("/tmp/.java_pid{}", jvm.pid())));
 }

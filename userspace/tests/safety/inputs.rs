@@ -155,22 +155,135 @@ fn has_rows(file: &Path) -> bool {
     std::fs::read(file).is_ok_and(|bytes| bytes.iter().filter(|&&b| b == b'\n').count() >= 2)
 }
 
+/// `java <args>` of JDK 17.
+fn java(args: &[&str]) -> Vec<String> {
+    let mut command = vec![jdk(17).java().display().to_string()];
+    command.extend(args.iter().map(|arg| arg.to_string()));
+    command
+}
+
+/// Runs record on `command`, which exits with `code`, and returns whether it profiled a JVM:
+/// then it said so and wrote results; else it said that no JVM was profiled, and wrote nothing.
+fn record_brief(command: &[String], code: i32) -> bool {
+    let run = new_run();
+    let args = with_command(&[], command);
+    let finished = watch(run.command(&args), Duration::from_secs(10), |_, _| {});
+    let stderr = &finished.stderr;
+    assert_eq!(finished.status.code(), Some(code), "{stderr}");
+    assert!(!stderr.contains("cannot be read"), "{stderr}");
+    let profiled = stderr.contains("INFO: Profiling JVM");
+    let none = stderr.contains(
+        "WARNING: No JVM was profiled: the command started no JVM, or none that ran long enough \
+         to be seen (about 0.1 s). Nothing was written.",
+    );
+    assert_ne!(profiled, none, "one or the other is said: {stderr}");
+    assert_eq!(run.results().exists(), profiled, "{stderr}");
+    if none {
+        assert!(run.cycles().is_empty(), "{stderr}");
+    }
+    profiled
+}
+
 #[test]
-fn a_command_without_a_jvm_is_said() {
+fn a_run_that_profiles_no_jvm_says_so() {
+    let _serial = serial();
+    let sh = |script: &str| vec!["/bin/sh".to_owned(), "-c".to_owned(), script.to_owned()];
+    assert!(!record_brief(&sh("exit 3"), 3));
+    assert!(!record_brief(&sh("true"), 0));
+    // A JVM that ends while it starts (its thread stacks too small to run): never readable,
+    // whether or not it was seen.
+    for _ in 0..4 {
+        assert!(!record_brief(&java(&["-Xss1k", "-version"]), 1));
+    }
+    // JVMs that live about 0.1 s: either they are read in time and profiled, or not, and said.
+    for _ in 0..3 {
+        record_brief(&java(&["-version"]), 0);
+        record_brief(&java_command(&jdk(17), &[], "RecordBrief", &["0", "0"]), 0);
+    }
+}
+
+#[test]
+fn a_folder_given_as_config_is_refused_before_anything_starts() {
     let _serial = serial();
     let run = new_run();
+    let folder = run.dir.path().join("conf.d");
+    std::fs::create_dir(&folder).expect("a folder");
+    let folder = folder.to_str().expect("a UTF-8 path");
+    let expected = format!("--config {folder}: it is a directory");
+    let launched = run.dir.path().join("launched");
+    let refused = |command: &mut Command| {
+        let stderr = assert_refused_before_launch(command, &expected, &launched);
+        assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    };
+    for mode in ["auto", "bpf", "agent"] {
+        let mut record = run.command(&["--config", folder, "--mode", mode]);
+        record
+            .args(["--", "/bin/sh", "-c", "touch \"$0\""])
+            .arg(&launched);
+        refused(&mut record);
+    }
+    // The daemon, before it listens, and top read the same file.
+    for args in [&["daemon", "--listen", "127.0.0.1:0"][..], &["top"]] {
+        let mut command = Command::new(binary());
+        command
+            .current_dir(run.dir.path())
+            .args(args)
+            .args(["--config", folder]);
+        refused(&mut command);
+    }
+    assert!(!run.results().exists());
+    assert!(!run.cycle_log().exists());
+}
+
+#[test]
+fn the_bpf_sampler_in_a_pid_namespace_of_its_own_is_refused() {
+    let _serial = serial();
+    // In a fresh PID namespace (no other JVM), as in a container without --pid=host. The BPF
+    // programs see the host's pids: a JVM there would get no sample, silently.
+    let in_namespace = |record: Command| {
+        let mut command = Command::new("unshare");
+        command
+            .args(["--pid", "--fork", "--mount-proc"])
+            .arg(record.get_program())
+            .args(record.get_args())
+            .current_dir(record.get_current_dir().expect("a working folder"));
+        command
+    };
+    let run = new_run();
+    let expected = "this process runs in a PID namespace of its own";
+    let nothing = run.dir.path().join("nothing");
+    for args in [
+        &["--all", "--duration", "2"][..],
+        &["--mode", "bpf", "--", "/bin/true"],
+    ] {
+        let stderr =
+            assert_refused_before_launch(&mut in_namespace(run.command(args)), expected, &nothing);
+        assert!(!run.results().exists(), "{stderr}");
+    }
+    // Left to choose (--mode auto), a launch runs in the agent's sampling mode instead.
+    let mut args = vec!["--".to_owned()];
+    args.extend(java_command(&jdk(17), &[], "RecordBrief", &["2000", "0"]));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let finished = watch(
-        run.command(&["--", "/bin/sh", "-c", "exit 3"]),
-        Duration::from_secs(2),
+        in_namespace(run.command(&args)),
+        Duration::from_secs(5),
         |_, _| {},
     );
-    assert_eq!(finished.status.code(), Some(3), "{}", finished.stderr);
+    assert!(finished.status.success(), "{}", finished.stderr);
     assert!(
-        finished
-            .stderr
-            .contains("No JVM was profiled: the command started no JVM"),
+        finished.stderr.contains(expected)
+            && finished
+                .stderr
+                .contains("the JVMs profile themselves with the agent's sampling mode instead"),
         "{}",
         finished.stderr
     );
-    assert!(!run.results().exists());
+    let rows = std::fs::read_to_string(run.results().join("methods-power-app.csv"))
+        .expect("the agent's results");
+    assert!(
+        rows.lines()
+            .skip(1)
+            .any(|row| row.contains("RecordBrief.burn")),
+        "{rows}"
+    );
 }

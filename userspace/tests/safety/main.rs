@@ -18,7 +18,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use joularcode_testkit::host::{Tmpfs, User};
-use joularcode_testkit::profiler::java_command;
+use joularcode_testkit::profiler::{java_command, with_command};
 use joularcode_testkit::record_run::RecordRun;
 use joularcode_testkit::{jdk, one_at_a_time, one_error_line, processes_with, Jvm};
 
@@ -173,4 +173,16 @@ fn maps_another_agent(pid: u32) -> bool {
 /// A marker no other process of the machine has in its command line: a busy JVM's duration.
 fn marker() -> String {
     format!("{}", 800_000 + std::process::id())
+}
+
+/// Runs `command`, which must be refused before it launches anything, with one line containing
+/// `expected`; returns its stderr.
+fn assert_refused_before_launch(command: &mut Command, expected: &str, launched: &Path) -> String {
+    let output = command
+        .stdin(Stdio::null())
+        .output()
+        .expect("run joularcode-bpf");
+    let stderr = one_error_line(&output, expected);
+    assert!(!launched.exists(), "the command was launched: {stderr}");
+    stderr
 }

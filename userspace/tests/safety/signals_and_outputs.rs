@@ -55,17 +55,6 @@ fn two_signals_10_ms_apart_end_the_command_and_write_the_last_cycle() {
     two_signals(SIGTERM, SIGTERM);
 }
 
-/// Runs `command`, which must be refused before it launches anything, with one line containing
-/// `expected`.
-fn assert_refused_before_launch(command: &mut Command, expected: &str, launched: &Path) {
-    let output = command
-        .stdin(Stdio::null())
-        .output()
-        .expect("run joularcode-bpf");
-    let stderr = one_error_line(&output, expected);
-    assert!(!launched.exists(), "the command was launched: {stderr}");
-}
-
 #[test]
 fn outputs_through_another_users_link_or_into_a_fifo_are_refused_before_launch() {
     let _serial = serial();
