@@ -77,11 +77,13 @@ impl RecordRun {
         command
     }
 
-    /// The cycle log so far, one JSON object per cycle and JVM (none when there is no log yet).
+    /// The cycle log so far, one JSON object per cycle and JVM (none when there is no log yet; a
+    /// line still being written is left out).
     pub fn cycles(&self) -> Vec<serde_json::Value> {
         std::fs::read_to_string(self.cycle_log())
             .unwrap_or_default()
-            .lines()
+            .split_inclusive('\n')
+            .filter_map(|line| line.strip_suffix('\n'))
             .map(|line| serde_json::from_str(line).expect("a JSON line"))
             .collect()
     }
