@@ -9,10 +9,11 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::MutexGuard;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use joularcode_testkit::jfr::{self, Recording, SamplePeriod};
 use joularcode_testkit::procfs::{cpu_ticks, short_lived_share};
+use joularcode_testkit::record_run::record_until;
 use joularcode_testkit::results::{assert_conservation, cycles, energy_of, rows, Row};
 use joularcode_testkit::{
     agent_library, all_jdks, jdk, one_at_a_time, one_error_line, workload_classes, Jdk, Jvm,
@@ -72,35 +73,16 @@ impl Run {
         output
     }
 
-    /// The samples the cycle log counts so far (a line being written is left out).
-    fn samples(&self) -> u64 {
-        std::fs::read_to_string(self.cycle_log())
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-            .filter_map(|cycle| cycle["samples"].as_u64())
-            .sum()
-    }
-
     /// Runs `record --mode agent` with `args` until the JVM has taken `samples` samples (or for
-    /// `at_most`), then ends it as Ctrl-C does: the samples a test judges do not depend on how
-    /// loaded the machine is (a thread's CPU timer fires at most once a scheduler tick of its
-    /// CPU time, 4 ms with HZ=250).
+    /// `at_most`), then ends it as Ctrl-C does (a thread's CPU timer fires at most once a
+    /// scheduler tick of its CPU time, 4 ms with HZ=250).
     fn record_until(&self, args: &[&str], samples: u64, at_most: Duration) -> Output {
-        let child = self
-            .command("agent", args)
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start joularcode-bpf");
-        let start = Instant::now();
-        while self.samples() < samples && start.elapsed() < at_most {
-            std::thread::sleep(Duration::from_millis(250));
-        }
-        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("a pid"));
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("send SIGINT");
-        let output = child.wait_with_output().expect("joularcode-bpf ends");
-        eprintln!("{}", String::from_utf8_lossy(&output.stderr));
-        output
+        record_until(
+            self.command("agent", args),
+            &self.cycle_log(),
+            samples,
+            at_most,
+        )
     }
 
     fn all(&self) -> Vec<Row> {
