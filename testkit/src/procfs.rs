@@ -6,11 +6,6 @@ use std::path::{Path, PathBuf};
 /// The CPU time a process used, and that of each of its threads by tid, in clock ticks, from
 /// `/proc/PID/stat` and `/proc/PID/task/TID/stat` (utime + stime).
 pub fn cpu_ticks(pid: u32) -> (u64, HashMap<u32, u64>) {
-    fn ticks(stat: &Path) -> Option<u64> {
-        let text = std::fs::read_to_string(stat).ok()?;
-        let fields: Vec<&str> = text.rsplit_once(')')?.1.split_whitespace().collect();
-        Some(fields[11].parse::<u64>().ok()? + fields[12].parse::<u64>().ok()?)
-    }
     let proc = PathBuf::from(format!("/proc/{pid}"));
     let process = ticks(&proc.join("stat")).expect("the process's stat");
     let threads = std::fs::read_dir(proc.join("task"))
@@ -22,6 +17,26 @@ pub fn cpu_ticks(pid: u32) -> (u64, HashMap<u32, u64>) {
         })
         .collect();
     (process, threads)
+}
+
+/// utime + stime of a `stat` file of procfs, in clock ticks.
+fn ticks(stat: &Path) -> Option<u64> {
+    let text = std::fs::read_to_string(stat).ok()?;
+    let fields: Vec<&str> = text.rsplit_once(')')?.1.split_whitespace().collect();
+    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+}
+
+/// The clock ticks of [`cpu_ticks`] in a second (`_SC_CLK_TCK`).
+pub fn ticks_per_second() -> u64 {
+    // SAFETY: sysconf only reads a constant of the system.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    u64::try_from(per_second).unwrap_or(0).max(1)
+}
+
+/// The CPU time process `pid` used so far, in ms, from `/proc/PID/stat` (to a clock tick).
+pub fn process_cpu_ms(pid: u32) -> u64 {
+    let ticks = ticks(Path::new(&format!("/proc/{pid}/stat"))).expect("the process's stat");
+    ticks * 1000 / ticks_per_second()
 }
 
 /// The share of a process's CPU time between two [`cpu_ticks`] that went to threads not alive at
@@ -51,9 +66,7 @@ pub fn busiest_thread_seconds(
         .map(|(tid, &end)| end - before.1.get(tid).copied().unwrap_or(0))
         .max()
         .unwrap_or(0);
-    // SAFETY: sysconf only reads a constant of the system.
-    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    busiest as f64 / per_second.max(1) as f64
+    busiest as f64 / ticks_per_second() as f64
 }
 
 /// The children of process `pid` (none once it has ended).

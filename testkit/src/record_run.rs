@@ -3,9 +3,46 @@
 //! tests of `record`.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use crate::agent_library;
+
+/// The samples a cycle log counts so far (a line being written is left out).
+pub fn logged_samples(cycle_log: &Path) -> u64 {
+    std::fs::read_to_string(cycle_log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter_map(|cycle| cycle["samples"].as_u64())
+        .sum()
+}
+
+/// Runs a `record` `command` whose cycle log is `cycle_log` until it has counted `samples`
+/// samples (or for `at_most`), then ends it as Ctrl-C does, and returns its output (its stderr
+/// also printed): the samples a test judges do not depend on how loaded the machine is.
+pub fn record_until(
+    mut command: Command,
+    cycle_log: &Path,
+    samples: u64,
+    at_most: Duration,
+) -> Output {
+    let child = command
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start joularcode-bpf");
+    let start = Instant::now();
+    while logged_samples(cycle_log) < samples && start.elapsed() < at_most {
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let pid = i32::try_from(child.id()).expect("a pid");
+    // SAFETY: kill only sends a signal to the child started above.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0, "send SIGINT");
+    let output = child.wait_with_output().expect("joularcode-bpf ends");
+    eprintln!("{}", String::from_utf8_lossy(&output.stderr));
+    output
+}
 
 /// A folder for one run: the watts file, the results, the cycle log.
 pub struct RecordRun {
@@ -77,11 +114,13 @@ impl RecordRun {
         command
     }
 
-    /// The cycle log so far, one JSON object per cycle and JVM (none when there is no log yet).
+    /// The cycle log so far, one JSON object per cycle and JVM (none when there is no log yet; a
+    /// line still being written is left out).
     pub fn cycles(&self) -> Vec<serde_json::Value> {
         std::fs::read_to_string(self.cycle_log())
             .unwrap_or_default()
-            .lines()
+            .split_inclusive('\n')
+            .filter_map(|line| line.strip_suffix('\n'))
             .map(|line| serde_json::from_str(line).expect("a JSON line"))
             .collect()
     }

@@ -9,6 +9,8 @@ use regex::Regex;
 /// One row of a CSV file.
 #[derive(Debug, Clone)]
 pub struct Row {
+    /// The end of its cycle, in ms since the epoch (the cycle log's `timestamp_ms`).
+    pub timestamp_ms: u64,
     /// The branch.
     pub branch: String,
     /// Its energy in the row's cycle, in J.
@@ -57,6 +59,7 @@ pub fn rows_ending(file: &Path, line_end: &str) -> Vec<Row> {
                 file.display()
             );
             Row {
+                timestamp_ms: record[0].parse().expect("a timestamp"),
                 branch: record[1].to_owned(),
                 energy_j: energy,
             }

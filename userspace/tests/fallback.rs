@@ -9,10 +9,11 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::MutexGuard;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use joularcode_testkit::jfr::{self, Recording, SamplePeriod};
 use joularcode_testkit::procfs::{cpu_ticks, short_lived_share};
+use joularcode_testkit::record_run::record_until;
 use joularcode_testkit::results::{assert_conservation, cycles, energy_of, rows, Row};
 use joularcode_testkit::{
     agent_library, all_jdks, jdk, one_at_a_time, one_error_line, workload_classes, Jdk, Jvm,
@@ -72,35 +73,16 @@ impl Run {
         output
     }
 
-    /// The samples the cycle log counts so far (a line being written is left out).
-    fn samples(&self) -> u64 {
-        std::fs::read_to_string(self.cycle_log())
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-            .filter_map(|cycle| cycle["samples"].as_u64())
-            .sum()
-    }
-
     /// Runs `record --mode agent` with `args` until the JVM has taken `samples` samples (or for
-    /// `at_most`), then ends it as Ctrl-C does: the samples a test judges do not depend on how
-    /// loaded the machine is (a thread's CPU timer fires at most once a scheduler tick of its
-    /// CPU time, 4 ms with HZ=250).
+    /// `at_most`), then ends it as Ctrl-C does (a thread's CPU timer fires at most once a
+    /// scheduler tick of its CPU time, 4 ms with HZ=250).
     fn record_until(&self, args: &[&str], samples: u64, at_most: Duration) -> Output {
-        let child = self
-            .command("agent", args)
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start joularcode-bpf");
-        let start = Instant::now();
-        while self.samples() < samples && start.elapsed() < at_most {
-            std::thread::sleep(Duration::from_millis(250));
-        }
-        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("a pid"));
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("send SIGINT");
-        let output = child.wait_with_output().expect("joularcode-bpf ends");
-        eprintln!("{}", String::from_utf8_lossy(&output.stderr));
-        output
+        record_until(
+            self.command("agent", args),
+            &self.cycle_log(),
+            samples,
+            at_most,
+        )
     }
 
     fn all(&self) -> Vec<Row> {
@@ -427,18 +409,21 @@ fn an_attach_the_agent_refuses_is_records_one_error_line_and_the_jvm_runs_on() {
     assert!(energy_of(&run.all(), "RecordBusy.burn") > 0.0);
 }
 
-#[test]
-fn auto_falls_back_to_the_agent_and_says_so_when_bpf_cannot_be_loaded() {
-    let _serial = serial();
+/// Runs `record --mode auto` on FallbackTwoThreads for 3 s through `wrapper` (a program and its
+/// arguments that make the BPF programs unloadable, then run the rest of the command line), and
+/// checks that it says once, as a WARNING naming `reason`, that it falls back to the agent, and
+/// that the agent wrote both CSV files with both threads' branches.
+fn assert_auto_falls_back(wrapper: &[&str], reason: &str) {
     let run = Run::new();
     let java = launch(&jdk(17), &[], "FallbackTwoThreads", &["3"]);
-    // Root without capabilities, as in a container without CAP_BPF
-    let mut command = Command::new("setpriv");
-    command.args(["--bounding-set=-all", "--inh-caps=-all", "--"]);
+    let mut command = Command::new(wrapper[0]);
+    command.args(&wrapper[1..]);
     let record = run.command("auto", &strs(&java));
     command.arg(record.get_program()).args(record.get_args());
     command.current_dir(run.dir.path()).stdin(Stdio::null());
-    let output = command.output().expect("run setpriv (util-linux)");
+    let output = command
+        .output()
+        .unwrap_or_else(|e| panic!("run {} (util-linux): {e}", wrapper[0]));
     let stderr = String::from_utf8_lossy(&output.stderr);
     eprintln!("{stderr}");
     assert!(output.status.success(), "{stderr}");
@@ -449,11 +434,53 @@ fn auto_falls_back_to_the_agent_and_says_so_when_bpf_cannot_be_loaded() {
     assert_eq!(fallback.len(), 1, "said once: {stderr}");
     assert!(
         fallback[0].contains(" WARNING: ")
-            && fallback[0].contains("CAP_BPF")
+            && fallback[0].contains(reason)
             && fallback[0].ends_with("the JVMs profile themselves with the agent's sampling mode instead (--mode agent)."),
         "{stderr}"
     );
-    assert!(energy_of(&run.app(), "FallbackTwoThreads.alpha") > 0.0);
-    assert!(energy_of(&run.app(), "FallbackTwoThreads.beta") > 0.0);
+    assert!(
+        !stderr.contains("libbpf"),
+        "the reason alone, in one line: {stderr}"
+    );
+    assert!(
+        stderr.contains("with the agent, sampling every 10 ms of each thread's CPU time"),
+        "{stderr}"
+    );
+    for method in ["FallbackTwoThreads.alpha", "FallbackTwoThreads.beta"] {
+        assert!(energy_of(&run.app(), method) > 0.0, "{method}: {stderr}");
+        assert!(energy_of(&run.all(), method) > 0.0, "{method}: {stderr}");
+    }
     assert_conservation(&cycles(&run.cycle_log()), Some(WATTS));
+}
+
+#[test]
+fn auto_falls_back_to_the_agent_and_says_so_when_bpf_cannot_be_loaded() {
+    let _serial = serial();
+    // Root without capabilities, as in a container without CAP_BPF
+    assert_auto_falls_back(
+        &["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--"],
+        "CAP_BPF",
+    );
+}
+
+#[test]
+fn auto_falls_back_to_the_agent_and_says_why_on_a_kernel_without_btf() {
+    let _serial = serial();
+    // A kernel without BTF, as root: in a mount namespace of its own, record finds an empty
+    // /sys/kernel/btf/vmlinux
+    let empty = tempfile::NamedTempFile::new().expect("an empty file");
+    let empty = empty.path().display().to_string();
+    assert_auto_falls_back(
+        &[
+            "unshare",
+            "--mount",
+            "--",
+            "sh",
+            "-c",
+            r#"mount --bind "$0" /sys/kernel/btf/vmlinux && exec "$@""#,
+            &empty,
+        ],
+        "/sys/kernel/btf/vmlinux is empty: the BPF programs need the kernel's BTF, which a kernel \
+         built with CONFIG_DEBUG_INFO_BTF=y gives",
+    );
 }

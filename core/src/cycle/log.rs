@@ -9,7 +9,15 @@ use crate::attribution::MachineLoad;
 impl Cycle {
     /// One JSON object per JVM, one a line, for the cycle log.
     pub fn json_lines(&self) -> String {
-        let mut lines = String::new();
+        self.json_objects()
+            .iter()
+            .map(|line| format!("{line}\n"))
+            .collect()
+    }
+
+    /// The objects of [`Cycle::json_lines`], one per JVM, for a writer that adds its own keys.
+    pub fn json_objects(&self) -> Vec<serde_json::Value> {
+        let mut objects = Vec::with_capacity(self.jvms.len());
         for jvm in &self.jvms {
             let result = &jvm.result;
             let mut line = json!({
@@ -32,9 +40,8 @@ impl Cycle {
                 MachineLoad::BusyCpuNs(busy) => line["busy_cpu_ns"] = json!(busy),
                 MachineLoad::SystemLoad(load) => line["system_load"] = json!(load),
             }
-            lines.push_str(&line.to_string());
-            lines.push('\n');
+            objects.push(line);
         }
-        lines
+        objects
     }
 }

@@ -10,8 +10,10 @@
 //! time is in the JVM's but in no thread's, and so is spread over the Java threads as Joular
 //! does.
 //!
-//! A sample due while the previous one was still being taken is late: counted as missed, and the
-//! schedule starts again from now (Joular's overrun warning).
+//! A sample due while the previous one was still being taken (or while the monitor thread did not
+//! get the CPU) is late, and the schedule starts again from now (Joular's overrun warning): each
+//! thread walked now missed as many of the samples due meanwhile as it ran whole intervals of CPU
+//! time since its last sample. While no thread runs, a late sample misses nothing.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -124,6 +126,7 @@ pub struct Dumps {
     interval: Duration,
     next: Instant,
     missed: u64,
+    walks: u64,
 }
 
 impl Dumps {
@@ -152,6 +155,7 @@ impl Dumps {
             interval,
             next: Instant::now() + interval,
             missed: 0,
+            walks: 0,
         }
     }
 
@@ -184,9 +188,13 @@ impl Sampler for Dumps {
         if now < self.next {
             return;
         }
-        // Late by a whole interval or more: those samples are missed, and the schedule restarts
-        let late = now.duration_since(self.next).as_nanos() / self.interval.as_nanos().max(1);
-        self.missed += u64::try_from(late).unwrap_or(u64::MAX);
+        // Late by a whole interval or more: the schedule restarts, and the samples due meanwhile
+        // are missed by the threads that ran whole intervals since their last sample
+        let interval_ns = u64::try_from(self.interval.as_nanos())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        let late = now.duration_since(self.next).as_nanos() / u128::from(interval_ns);
+        let late = u64::try_from(late).unwrap_or(u64::MAX);
         self.next = if late > 0 { now } else { self.next } + self.interval;
         let env = self.env;
         let mut state = lock(&self.threads.state);
@@ -208,6 +216,8 @@ impl Sampler for Dumps {
                 continue;
             };
             if cpu_ns > thread.sampled_cpu_ns {
+                let ran = (cpu_ns - thread.sampled_cpu_ns) / interval_ns;
+                self.missed = self.missed.saturating_add(late.min(ran));
                 thread.sampled_cpu_ns = cpu_ns;
                 walked.push(thread.reference);
                 keys.push(thread.key);
@@ -217,6 +227,7 @@ impl Sampler for Dumps {
         if walked.is_empty() {
             return;
         }
+        self.walks += walked.len() as u64;
         env.stack_traces(&walked, MAX_FRAMES, |index, stack| {
             if stack.is_empty() {
                 return;
@@ -256,6 +267,10 @@ impl Sampler for Dumps {
 
     fn drops(&self) -> u64 {
         self.missed
+    }
+
+    fn walks(&self) -> u64 {
+        self.walks
     }
 
     fn stop(&mut self, jni: Jni) {

@@ -73,6 +73,11 @@ pub trait Sampler: Send {
     fn own_cpu_ns(&self) -> u64;
     /// Samples lost or late so far.
     fn drops(&self) -> u64;
+    /// The stacks taken so far, counted or not: signals handled (each walked by
+    /// AsyncGetCallTrace, or one of the JVM's native threads), or Java threads walked by JVMTI.
+    /// Read once a cycle, for the cycle log: it shows that the threads that do not run are not
+    /// walked.
+    fn walks(&self) -> u64;
     /// Stops sampling; called on the monitor thread.
     fn stop(&mut self, jni: Jni);
 }

@@ -152,6 +152,8 @@ pub struct Monitor {
     clock: Instant,
     process_cpu_ns: u64,
     own_cpu_ns: u64,
+    /// The sampler's walks at the end of the previous cycle.
+    walks: u64,
     log: Stderr,
 }
 
@@ -356,6 +358,7 @@ impl Monitor {
             clock,
             process_cpu_ns: process::cpu_ns(),
             own_cpu_ns: sampler.own_cpu_ns(),
+            walks: sampler.walks(),
             sampler,
             log,
         };
@@ -429,8 +432,19 @@ impl Monitor {
             &self.frames.branches,
             &self.log,
         );
+        let walks = self.sampler.walks();
+        let cycle_walks = walks.saturating_sub(std::mem::replace(&mut self.walks, walks));
         if let Some(file) = self.cycle_log.as_mut() {
-            if let Err(error) = file.write_all(cycle.json_lines().as_bytes()) {
+            // record's lines, and the stacks the sampler took in the cycle
+            let lines: String = cycle
+                .json_objects()
+                .into_iter()
+                .map(|mut line| {
+                    line["walks"] = cycle_walks.into();
+                    format!("{line}\n")
+                })
+                .collect();
+            if let Err(error) = file.write_all(lines.as_bytes()) {
                 self.log.log(
                     Level::Severe,
                     &format!("Could not write the cycle log: {error}"),

@@ -9,6 +9,8 @@
 //!   the JVM's working folder, if there is one; `config=` with no file: none, the options alone
 //!   (what `joularcode-bpf record --mode agent` gives, with every key);
 //! - `cycle-log=FILE`: one JSON line per cycle, as `record --cycle-log` writes it;
+//! - `from-record=yes`: given by `joularcode-bpf record --mode agent`, which has said already
+//!   what the settings warn of (a low sample rate): the agent does not say it again;
 //! - `sampler=auto|signals|jvmti`: how stacks are sampled (see [`SamplerChoice`]).
 
 use std::path::{Path, PathBuf};
@@ -62,6 +64,8 @@ pub struct SampleOptions {
     pub cycle_log: Option<PathBuf>,
     /// `sampler=...`.
     pub sampler: SamplerChoice,
+    /// `from-record=yes`: the settings' warnings were said by `record`.
+    pub from_record: bool,
 }
 
 /// Options of the sampling mode that cannot be used: the one line said before the JVM runs on.
@@ -122,6 +126,7 @@ fn parse_sample<'a>(pieces: impl Iterator<Item = &'a str>) -> Result<SampleOptio
             "config" if value.trim().is_empty() => options.config_file = ConfigFile::Nothing,
             "config" => options.config_file = ConfigFile::Given(PathBuf::from(value)),
             "cycle-log" => options.cycle_log = Some(PathBuf::from(value)),
+            "from-record" => options.from_record = value.trim() == "yes",
             "sampler" => {
                 options.sampler = match value.trim() {
                     "auto" => SamplerChoice::Auto,
@@ -153,8 +158,10 @@ impl SampleOptions {
             }
             ConfigFile::Given(file) => return Err(OptionsError::NoConfigFile(file.clone())),
         };
+        let quiet = Recorded::default();
+        let settings_log: &dyn Log = if self.from_record { &quiet } else { log };
         for (key, value) in &self.settings {
-            config.set_strictly(key, value, log)?;
+            config.set_strictly(key, value, settings_log)?;
         }
         config.check_choices()?;
         Ok(config)
@@ -245,6 +252,17 @@ mod tests {
         assert_eq!(config.results_path, Path::new("from-file"));
         let alone = sample("sample,config=").config(dir.path(), &log).unwrap();
         assert_eq!(alone, Config::default(), "no file read");
+        // A low rate is a warning, unless record said it
+        let said = |options: &str| {
+            let log = Recorded::default();
+            sample(options).config(dir.path(), &log).unwrap();
+            log.messages().len()
+        };
+        assert_eq!(said("sample,config=,stack-monitoring-sample-rate=2"), 1);
+        assert_eq!(
+            said("sample,config=,stack-monitoring-sample-rate=2,from-record=yes"),
+            0
+        );
         assert_eq!(config.sample_rate_ms, 20);
         assert_eq!(config.source_kind(), Ok(SourceKind::Estimate));
         let error = sample("sample,config=missing.properties")

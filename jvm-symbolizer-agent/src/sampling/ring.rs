@@ -139,6 +139,11 @@ impl Ring {
         self.tail.store(position, Ordering::Relaxed);
     }
 
+    /// Samples written so far (the head's position: nothing more to count).
+    pub fn pushed(&self) -> u64 {
+        self.head.load(Ordering::Relaxed)
+    }
+
     /// Samples dropped so far because the ring was full.
     pub fn drops(&self) -> u64 {
         self.drops.load(Ordering::Relaxed)
@@ -159,7 +164,7 @@ mod tests {
                 record.status = 1;
             });
         }
-        assert_eq!(ring.drops(), 1, "4 slots");
+        assert_eq!((ring.pushed(), ring.drops()), (4, 1), "4 slots");
         let mut seen = Vec::new();
         ring.drain(|record| seen.push(record.thread));
         assert_eq!(seen, [1, 2, 3, 4]);

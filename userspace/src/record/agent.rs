@@ -109,7 +109,7 @@ pub fn run(
     }
 }
 
-/// The agent's options for `config`: `sample`, no file, every key (`results_path` instead of the
+/// The agent's options for `config`: `sample`, no file, `from-record=yes`, every key (`results_path` instead of the
 /// configuration's when given), paths relative to `working_dir` made absolute.
 fn agent_options(
     config: &Config,
@@ -124,7 +124,8 @@ fn agent_options(
             working_dir.join(value).display().to_string()
         }
     };
-    let mut options = String::from("sample,config=");
+    // record has said what the settings warn of: the agent does not say it again
+    let mut options = String::from("sample,config=,from-record=yes");
     for (key, value) in config.settings() {
         let value = match key {
             "results-path" => match results_path {
@@ -270,7 +271,7 @@ mod tests {
         );
         assert_eq!(
             options,
-            "sample,config=,power-source-type=vm,powerjoular-ringbuffer-path=,\
+            "sample,config=,from-record=yes,power-source-type=vm,powerjoular-ringbuffer-path=,\
              vm-power-file=/work/host/watts,vm-power-format=powerjoular,\
              stack-monitoring-sample-rate=10,results-path=/work/joular-code-java-results,\
              methods-filtering-prefix=com.a,com.b,jvm-threads=own,\

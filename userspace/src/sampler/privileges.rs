@@ -1,13 +1,18 @@
-//! What the sampler needs from the machine before it loads anything: a recent enough kernel, the
-//! right to load BPF programs and open perf events, and the host's PID namespace. Each failure is
-//! one line that says how to fix it.
+//! What the sampler needs from the machine before it loads anything: a recent enough kernel
+//! that describes its types (BTF), the right to load BPF programs and open perf events, and the
+//! host's PID namespace. Each failure is one line that says how to fix it.
 
 use std::fs;
+use std::io::Read;
 
 use super::SamplerError;
 
 /// Where the kernel tells its release.
 const OS_RELEASE: &str = "/proc/sys/kernel/osrelease";
+/// Where the kernel gives its BTF, which the programs' `tp_btf` tracepoints and CO-RE need.
+const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
+/// The first bytes of BTF data: the magic 0xEB9F, in the machine's byte order.
+const BTF_MAGIC: [u8; 2] = 0xEB9F_u16.to_ne_bytes();
 /// The oldest kernel that runs the sampler: bpf_task_pt_regs came in 5.15 (the ring buffer in
 /// 5.8; bpf_loop, used from 5.17 on, is replaced by a bounded loop before).
 pub const MIN_KERNEL: (u32, u32) = (5, 15);
@@ -46,7 +51,37 @@ pub fn check_kernel() -> Result<(), SamplerError> {
             MIN_KERNEL.1
         )));
     }
-    Ok(())
+    check_btf()
+}
+
+/// What is wrong with the kernel's BTF, given the first bytes of [`VMLINUX_BTF`]; `None` when
+/// they are BTF's.
+fn btf_problem(header: &[u8]) -> Option<&'static str> {
+    match header {
+        [] => Some("is empty"),
+        _ if header.starts_with(&BTF_MAGIC) => None,
+        _ => Some("does not hold BTF"),
+    }
+}
+
+/// Fails when the kernel does not give its BTF, before libbpf tries (and says so in several
+/// lines of its own, ending in an I/O error).
+fn check_btf() -> Result<(), SamplerError> {
+    let mut header = Vec::with_capacity(BTF_MAGIC.len());
+    let problem = match fs::File::open(VMLINUX_BTF)
+        .and_then(|file| file.take(BTF_MAGIC.len() as u64).read_to_end(&mut header))
+    {
+        Ok(_) => btf_problem(&header).map(str::to_owned),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some("is missing".to_owned()),
+        Err(e) => Some(format!("cannot be read: {e}")),
+    };
+    match problem {
+        None => Ok(()),
+        Some(problem) => Err(SamplerError::Kernel(format!(
+            "{VMLINUX_BTF} {problem}: the BPF programs need the kernel's BTF, which a kernel \
+             built with CONFIG_DEBUG_INFO_BTF=y gives"
+        ))),
+    }
 }
 
 /// Fails when this process runs in a PID namespace of its own (a container without
@@ -113,6 +148,15 @@ mod tests {
         assert_eq!(parse_release("x.y"), None);
         assert!(parse_release("5.14.21").expect("a release") < MIN_KERNEL);
         assert!(parse_release("5.15.0").expect("a release") >= MIN_KERNEL);
+    }
+
+    #[test]
+    fn tells_btf_from_an_empty_or_foreign_file() {
+        assert_eq!(btf_problem(&BTF_MAGIC), None);
+        assert_eq!(btf_problem(&[]), Some("is empty"));
+        assert_eq!(btf_problem(b"\x7fELF"), Some("does not hold BTF"));
+        // The running kernel's, which the end-to-end tests load programs with
+        assert!(check_btf().is_ok(), "{:?}", check_btf());
     }
 
     #[test]

@@ -389,6 +389,10 @@ impl Sampler for Signals {
         RING.get().map_or(0, Ring::drops)
     }
 
+    fn walks(&self) -> u64 {
+        RING.get().map_or(0, Ring::pushed)
+    }
+
     fn stop(&mut self, _jni: Jni) {
         ACTIVE.store(false, Ordering::Release);
         os::stop_process_timer();
