@@ -5,6 +5,7 @@
 //! run the binary as a user would, one at a time (they measure CPU shares).
 
 use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -21,6 +22,7 @@ use joularcode_testkit::profiler::{java_command, with_command};
 use joularcode_testkit::record_run::RecordRun;
 use joularcode_testkit::results::{assert_conservation, energy_of, rows, Row};
 use joularcode_testkit::{all_jdks, jdk, one_at_a_time, one_error_line, processes_with, Jdk, Jvm};
+use regex::Regex;
 
 /// The power the `vm` source reads, in W.
 const WATTS: f64 = 100.0;
@@ -338,6 +340,77 @@ fn record_names_every_kind_of_method_as_java_and_jfr_do() {
         assert_same_names(&format!("{what}, JFR"), &expected, &theirs);
         eprintln!("{what}: the CSV files and JFR name {expected:?} as Java does");
     }
+}
+
+/// Forty threads that each use about 10 ms of CPU a second, sampled every 100 ms of CPU: most
+/// go uncaught in a cycle, and the warning says so, with the numbers of that cycle's log line.
+#[test]
+fn low_coverage_says_how_many_threads_used_how_much_cpu_uncaught() {
+    let _serial = serial();
+    let jvm = Jvm::start(&jdk(17), &[], "RecordBusy", &["40", "1000000", "1"]);
+    let run = Run::new();
+    let mut record = run
+        .command(&[
+            "--pid",
+            &jvm.pid().to_string(),
+            "--stack-monitoring-sample-rate",
+            "100",
+        ])
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start joularcode-bpf");
+    let stderr = record.stderr.take().expect("piped stderr");
+    let (lines, said) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains("WARNING: Only ") {
+                let _ = lines.send(line.clone());
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    let warning = said.recv_timeout(Duration::from_secs(60));
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(record.id()).expect("a pid"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("send SIGINT");
+    let status = record.wait().expect("joularcode-bpf ends");
+    let stderr = reader.join().expect("stderr read");
+    assert!(status.success(), "{status:?}: {stderr}");
+    let warning = warning.unwrap_or_else(|_| panic!("no coverage warning in a minute: {stderr}"));
+    eprintln!("{warning}");
+    let said = Regex::new(
+        r"WARNING: Only (\d+)% of this JVM's CPU time in the last cycle went to threads that a sample caught, so the power reported per method is a lower bound: (\d+) threads used (\d+) ms of CPU together \(about (\d+\.\d) ms each\), too little for a sample every 100 ms of CPU to catch; a smaller stack-monitoring-sample-rate catches more\.$",
+    )
+    .expect("a valid regex");
+    let numbers = said
+        .captures(&warning)
+        .unwrap_or_else(|| panic!("not the warning for threads too small for the rate: {warning}"));
+    let number = |i: usize| numbers[i].parse::<f64>().expect("a number");
+    let (percent, threads, ms, each) = (number(1), number(2), number(3), number(4));
+    // The cycle it was said at: the first one below half.
+    let cycles = run.cycles();
+    assert_conservation(&cycles, Some(WATTS));
+    let cycle = cycles
+        .iter()
+        .find(|c| c["coverage"].as_f64().expect("coverage") < 0.5)
+        .unwrap_or_else(|| panic!("no cycle below half in {cycles:?}"));
+    let coverage = cycle["coverage"].as_f64().expect("coverage");
+    let uncaught_ms = cycle["jvm_cpu_ns"].as_f64().expect("CPU") * (1.0 - coverage) / 1e6;
+    eprintln!("its cycle: {cycle}");
+    assert_eq!(percent, (coverage * 100.0).round(), "{warning}\n{cycle}");
+    assert!((ms - uncaught_ms).abs() <= 1.0, "{warning}\n{cycle}");
+    // The 40 busy threads and a few of the JVM's own, each with a fraction of a sample's CPU.
+    assert!((30.0..=60.0).contains(&threads), "{warning}");
+    // Each rounded to its decimals: the whole ms by up to half of one.
+    let rounding = 0.05 + 0.5 / threads;
+    assert!(
+        (each - ms / threads).abs() <= rounding && each < 50.0,
+        "{warning}"
+    );
+    assert_eq!(cycle["lost_samples"], 0, "{cycle}");
 }
 
 #[test]
