@@ -174,9 +174,15 @@ impl Profile {
         counts
     }
 
+    /// How many samples each branch has, as weights for [`shares`].
+    pub fn branch_weights(&self) -> Vec<(String, f64)> {
+        let counts = self.branch_counts().into_iter();
+        counts.map(|(branch, n)| (branch, n as f64)).collect()
+    }
+
     /// Each branch's share of the samples, from 0 to 1.
     pub fn shares(&self) -> HashMap<String, f64> {
-        shares(self.branch_counts())
+        shares(self.branch_weights())
     }
 
     /// The samples of the threads whose Java name satisfies `keep`.
@@ -201,15 +207,16 @@ impl Profile {
     }
 }
 
-/// Each branch's share of `counts` (branch, samples), from 0 to 1; empty without samples.
-pub fn shares(counts: impl IntoIterator<Item = (String, u64)>) -> HashMap<String, f64> {
-    let counts: Vec<(String, u64)> = counts.into_iter().collect();
-    let total: u64 = counts.iter().map(|(_, n)| n).sum();
-    counts
+/// Each branch's share of `weights` (branch, weight: samples, or joules), from 0 to 1; empty
+/// without weight.
+pub fn shares(weights: impl IntoIterator<Item = (String, f64)>) -> HashMap<String, f64> {
+    let weights: Vec<(String, f64)> = weights.into_iter().collect();
+    let total: f64 = weights.iter().map(|(_, w)| w).sum();
+    weights
         .into_iter()
-        .filter(|_| total > 0)
-        .fold(HashMap::new(), |mut shares, (branch, n)| {
-            *shares.entry(branch).or_insert(0.0) += n as f64 / total as f64;
+        .filter(|_| total > 0.0)
+        .fold(HashMap::new(), |mut shares, (branch, w)| {
+            *shares.entry(branch).or_insert(0.0) += w / total;
             shares
         })
 }
@@ -357,8 +364,8 @@ mod tests {
 
     #[test]
     fn shares_and_differences() {
-        let a = shares([("x".to_string(), 3), ("y".to_string(), 1)]);
-        let b = shares([("x".to_string(), 1), ("z".to_string(), 1)]);
+        let a = shares([("x".to_string(), 3.0), ("y".to_string(), 1.0)]);
+        let b = shares([("x".to_string(), 1.0), ("z".to_string(), 1.0)]);
         assert_eq!(a["x"], 0.75);
         let (branch, by) = largest_difference(&a, &b).expect("branches");
         assert_eq!((branch.as_str(), by), ("z", 0.5));

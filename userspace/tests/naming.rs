@@ -16,65 +16,16 @@ use joularcode_bpf::hotspot::{CompiledFrame, HotSpot};
 use joularcode_bpf::jit::codemap::CodeMap;
 use joularcode_bpf::jit::perfmap::PerfMap;
 use joularcode_bpf::sampler::monotonic_ns;
+use joularcode_testkit::branches::{
+    assert_same_names, frames_of, java_names, naming_module_options,
+};
 use joularcode_testkit::jfr::{Recording, SamplePeriod};
 use joularcode_testkit::profiler::{java_command, run_stacks, with_command};
-use joularcode_testkit::{
-    agent_library, all_jdks, one_at_a_time, target_dir, workload_modules, Jdk, Jvm,
-};
+use joularcode_testkit::{agent_library, all_jdks, one_at_a_time, target_dir, Jdk, Jvm};
 
 /// The tests run JVMs and load the BPF sampler: one at a time.
 fn serial() -> MutexGuard<'static, ()> {
     one_at_a_time("the naming tests load the BPF sampler")
-}
-
-/// The JVM options that put NamingKinds' named module on the module path.
-fn module_options() -> [String; 4] {
-    [
-        "-p".into(),
-        workload_modules().display().to_string(),
-        "--add-modules".into(),
-        "naming.mod".into(),
-    ]
-}
-
-/// The `NAME` lines NamingKinds prints in `output`, after checking that its module is named.
-fn java_names(output: &str) -> BTreeSet<String> {
-    assert!(
-        output.lines().any(|line| line == "MODULE naming.mod"),
-        "ModWork is not in the named module naming.mod:\n{output}"
-    );
-    let names: BTreeSet<String> = output
-        .lines()
-        .filter_map(|line| line.strip_prefix("NAME "))
-        .map(str::to_string)
-        .collect();
-    assert_eq!(names.len(), 8, "{output}");
-    names
-}
-
-/// A name with the separators of a hidden class's suffix made alike (`a.B/0x1`, `a.B.0x1` and
-/// `a/B+0x1` are different spellings of one class): two frames with the same key are one method.
-fn spelling(name: &str) -> String {
-    name.replace(['/', '+'], ".")
-}
-
-/// Checks that every method of `expected` appears among `frames` and that no other frame is the
-/// same method under another spelling.
-fn assert_same_names(what: &str, expected: &BTreeSet<String>, frames: &BTreeSet<String>) {
-    let missing: Vec<&String> = expected.difference(frames).collect();
-    assert!(
-        missing.is_empty(),
-        "{what}: no frame {missing:?} in {frames:?}"
-    );
-    let spellings: BTreeSet<String> = expected.iter().map(|name| spelling(name)).collect();
-    let other: Vec<&String> = frames
-        .iter()
-        .filter(|frame| !expected.contains(*frame) && spellings.contains(&spelling(frame)))
-        .collect();
-    assert!(
-        other.is_empty(),
-        "{what}: other names {other:?} for {expected:?}"
-    );
 }
 
 #[test]
@@ -87,7 +38,7 @@ fn stacks_and_jfr_name_every_kind_of_method_as_java_does() {
                 std::process::id(),
                 jdk.major
             )));
-            let mut options: Vec<String> = module_options().to_vec();
+            let mut options: Vec<String> = naming_module_options().to_vec();
             options.extend(flags.iter().map(|flag| flag.to_string()));
             options.push(recording.jvm_option(SamplePeriod::Ms10));
             let options: Vec<&str> = options.iter().map(String::as_str).collect();
@@ -100,19 +51,11 @@ fn stacks_and_jfr_name_every_kind_of_method_as_java_does() {
             let what = format!("Java {} {mode}", jdk.major);
             assert_eq!(run.code, Some(0), "{what}: {}", run.stderr);
             let expected = java_names(&run.stdout);
-            let ours: BTreeSet<String> = run
-                .folded
-                .iter()
-                .flat_map(|(stack, _)| stack.split(';').map(str::to_string))
-                .collect();
+            let ours = frames_of(run.folded.iter().map(|(stack, _)| stack.as_str()));
             assert_same_names(&format!("{what}, stacks"), &expected, &ours);
             let profile = recording.read(&jdk);
             let _ = std::fs::remove_file(recording.path());
-            let theirs: BTreeSet<String> = profile
-                .samples
-                .iter()
-                .flat_map(|sample| sample.frames.iter().cloned())
-                .collect();
+            let theirs = frames_of(profile.branch_counts().keys().map(String::as_str));
             assert_same_names(&format!("{what}, JFR"), &expected, &theirs);
             eprintln!("{what}: stacks and JFR name {expected:?} as Java does");
         }
@@ -134,7 +77,7 @@ fn every_naming_path_gives_one_method_one_name() {
     let _serial = serial();
     let agent = format!("-agentpath:{}=perfmap=yes", agent_library().display());
     for jdk in all_jdks() {
-        let mut options: Vec<String> = module_options().to_vec();
+        let mut options: Vec<String> = naming_module_options().to_vec();
         options.push(agent.clone());
         let options: Vec<&str> = options.iter().map(String::as_str).collect();
         let mut jvm = Jvm::start(&jdk, &options, "NamingKinds", &["60"]);

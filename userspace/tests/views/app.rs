@@ -2,8 +2,10 @@
 //! file hold the application's branches only (the frames of `--methods-filtering-prefix`), the
 //! energy of `methods-power-app.csv`; without it, every frame of `methods-power-all.csv`.
 
+use joularcode_testkit::pprof::decode;
+
 use super::flamegraph::{read_svg, titled_joules, SvgText};
-use super::pprof::{assert_same_energy, decode, decoded_energy};
+use super::pprof::assert_same_energy;
 use super::*;
 
 /// The prefix the demo is recorded with.
@@ -40,7 +42,7 @@ fn record_app_views_hold_the_application_branches_only() {
     let recording = demo_app_recording();
     let app = csv_energy(&recording.results.join("methods-power-app.csv"));
     let app_total: f64 = app.values().sum();
-    let pprof = decoded_energy(&decode(&recording.pprof));
+    let pprof = decode(&recording.pprof).branches();
     assert_same_energy(&app, &pprof);
     for branch in pprof.keys() {
         assert!(
@@ -73,7 +75,7 @@ fn record_app_views_hold_the_application_branches_only() {
     let recording = demo_recording();
     let all = csv_energy(&recording.results.join("methods-power-all.csv"));
     let all_total: f64 = all.values().sum();
-    assert_same_energy(&all, &decoded_energy(&decode(&recording.pprof)));
+    assert_same_energy(&all, &decode(&recording.pprof).branches());
     let svg = read_svg(&recording.svg);
     assert!(
         (titled_joules(&svg.title) - all_total).abs() < 0.002,

@@ -23,8 +23,6 @@ use std::time::{Duration, Instant};
 use joularcode_testkit::{
     agent_library, jdk, one_at_a_time, repo_root, target_dir, workload_classes, Jvm,
 };
-use protobuf::reflect::{FileDescriptor, ReflectValueRef};
-use protobuf::Message as _;
 
 /// The tests measure energy shares: one at a time.
 fn serial() -> MutexGuard<'static, ()> {
