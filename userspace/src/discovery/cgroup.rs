@@ -65,13 +65,13 @@ impl std::str::FromStr for CgroupPath {
 
 /// Which of the host's processes are profiled: every one (no cgroup given), or those in one of
 /// the given cgroups or below one.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cgroups(Vec<CgroupPath>);
 
 impl Cgroups {
     /// Every process of the host.
-    pub fn every() -> Cgroups {
-        Cgroups::default()
+    pub const fn every() -> Cgroups {
+        Cgroups(Vec::new())
     }
 
     /// The processes in these cgroups or below them; none given: every process.

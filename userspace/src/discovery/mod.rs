@@ -121,8 +121,6 @@ impl Seen {
 pub struct Discovery {
     proc_root: PathBuf,
     target: Scope,
-    /// The cgroups of [`Scope::All`] (every process for [`Scope::Pid`]).
-    within: Cgroups,
     jvms: BTreeSet<u32>,
     seen: HashMap<u32, Seen>,
     events: Option<ProcessEvents>,
@@ -148,14 +146,9 @@ impl Discovery {
         proc_root: impl Into<PathBuf>,
         target: Scope,
     ) -> Result<Discovery, DiscoveryError> {
-        let within = match &target {
-            Scope::All(cgroups) => cgroups.clone(),
-            Scope::Pid(_) => Cgroups::every(),
-        };
         let discovery = Discovery {
             proc_root: proc_root.into(),
             target,
-            within,
             jvms: BTreeSet::new(),
             seen: HashMap::new(),
             events: None,
@@ -219,7 +212,7 @@ impl Discovery {
                 }
             }
         }
-        let (proc_root, within) = (&self.proc_root, &self.within);
+        let (proc_root, within) = (&self.proc_root, within(&self.target));
         self.seen
             .iter_mut()
             .filter_map(|(&pid, seen)| seen.is_jvm(proc_root, pid, within).then_some(pid))
@@ -248,11 +241,20 @@ impl Discovery {
             if seen.identity != identity {
                 *seen = Seen::new(identity);
             }
-            if seen.is_jvm(&self.proc_root, pid, &self.within) {
+            if seen.is_jvm(&self.proc_root, pid, within(&self.target)) {
                 jvms.insert(pid);
             }
         }
         jvms
+    }
+}
+
+/// The cgroups of [`Scope::All`]; every process for [`Scope::Pid`] (whose pid is checked alone).
+fn within(target: &Scope) -> &Cgroups {
+    static EVERY: Cgroups = Cgroups::every();
+    match target {
+        Scope::All(cgroups) => cgroups,
+        Scope::Pid(_) => &EVERY,
     }
 }
 

@@ -109,8 +109,9 @@ pub fn run(
     }
 }
 
-/// The agent's options for `config`: `sample`, no file, `from-record=yes`, every key (`results_path` instead of the
-/// configuration's when given), paths relative to `working_dir` made absolute.
+/// The agent's options for `config`: `sample`, no file, `from-record=yes`, every key
+/// (`results_path` instead of the configuration's when given), paths relative to `working_dir`
+/// made absolute.
 fn agent_options(
     config: &Config,
     working_dir: &Path,
