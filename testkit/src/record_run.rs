@@ -8,12 +8,21 @@ use std::time::{Duration, Instant};
 
 use crate::agent_library;
 
-/// The samples a cycle log counts so far (a line being written is left out).
-pub fn logged_samples(cycle_log: &Path) -> u64 {
+/// The cycle log at `cycle_log` so far, one JSON object per cycle and JVM (none when there is
+/// no log yet; a line still being written is left out).
+fn logged_cycles(cycle_log: &Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(cycle_log)
         .unwrap_or_default()
-        .lines()
-        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .split_inclusive('\n')
+        .filter_map(|line| line.strip_suffix('\n'))
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect()
+}
+
+/// The samples a cycle log counts so far.
+fn logged_samples(cycle_log: &Path) -> u64 {
+    logged_cycles(cycle_log)
+        .iter()
         .filter_map(|cycle| cycle["samples"].as_u64())
         .sum()
 }
@@ -117,11 +126,6 @@ impl RecordRun {
     /// The cycle log so far, one JSON object per cycle and JVM (none when there is no log yet; a
     /// line still being written is left out).
     pub fn cycles(&self) -> Vec<serde_json::Value> {
-        std::fs::read_to_string(self.cycle_log())
-            .unwrap_or_default()
-            .split_inclusive('\n')
-            .filter_map(|line| line.strip_suffix('\n'))
-            .map(|line| serde_json::from_str(line).expect("a JSON line"))
-            .collect()
+        logged_cycles(&self.cycle_log())
     }
 }
