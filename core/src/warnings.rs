@@ -30,22 +30,12 @@ pub struct Uncaught {
     pub rate_ms: u64,
     /// Samples the sampler lost in the cycle (its buffer was full).
     pub lost_samples: u64,
-    /// Samples of the JVM taken so far that wait until the JVM can be read (it is starting):
-    /// they count in a later cycle.
-    pub waiting_samples: u64,
 }
 
 impl Uncaught {
     /// What happened, as the end of a sentence.
     fn causes(&self) -> String {
         let mut causes = Vec::new();
-        if self.waiting_samples > 0 {
-            causes.push(format!(
-                "{} samples wait until the JVM can be read (it is starting), and count in a \
-                 later cycle",
-                self.waiting_samples
-            ));
-        }
         if self.lost_samples > 0 {
             causes.push(format!(
                 "{} samples were lost (the sampler's buffer was full)",

@@ -75,7 +75,6 @@ fn low_coverage_of_samples_says_what_happened() {
         cpu_ns: 180_000_000,
         rate_ms: 10,
         lost_samples: 0,
-        waiting_samples: 0,
     };
     warnings.coverage_of_samples(&log, 0.45, &uncaught);
     warnings.coverage_of_samples(&log, 0.3, &uncaught);
@@ -91,20 +90,19 @@ fn low_coverage_of_samples_says_what_happened() {
         )]
     );
     warnings.coverage_of_samples(&log, 0.9, &uncaught);
-    let starting = Uncaught {
+    let lost = Uncaught {
         threads: 3,
         cpu_ns: 600_000_000,
-        waiting_samples: 57,
+        lost_samples: 57,
         ..uncaught
     };
-    warnings.coverage_of_samples(&log, 0.07, &starting);
+    warnings.coverage_of_samples(&log, 0.07, &lost);
     assert_eq!(
         said(&log)[1].1,
         "Only 7% of this JVM's CPU time in the last cycle went to threads that a sample caught, \
-         so the power reported per method is a lower bound: 57 samples wait until the JVM can be \
-         read (it is starting), and count in a later cycle; 3 threads used 600 ms of CPU \
-         together (about 200.0 ms each), without a sample, although one every 10 ms of CPU \
-         should have caught it."
+         so the power reported per method is a lower bound: 57 samples were lost (the sampler's \
+         buffer was full); 3 threads used 600 ms of CPU together (about 200.0 ms each), without \
+         a sample, although one every 10 ms of CPU should have caught it."
     );
 }
 

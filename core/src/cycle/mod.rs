@@ -54,8 +54,6 @@ pub struct JvmInput<'a> {
     /// The CPU time the whole JVM used in the cycle, in ns (the profiler's own threads left
     /// out): [`CycleThreads::cpu_ns`] of `threads` when every thread is in them.
     pub cpu_ns: u64,
-    /// Samples of the JVM that wait until it can be read (it is starting).
-    pub waiting_samples: u64,
 }
 
 /// One JVM's result in a cycle.
@@ -207,7 +205,6 @@ impl Engine {
                 cpu_ns: result.unsampled_cpu_ns,
                 rate_ms: self.rate_ms,
                 lost_samples: missed,
-                waiting_samples: jvm.waiting_samples,
             };
             if jvms.len() > 1 {
                 let log = Prefixed { pid: jvm.pid, log };
@@ -297,7 +294,6 @@ mod tests {
             branches,
             threads: cycle,
             cpu_ns,
-            waiting_samples: 0,
         }
     }
 

@@ -421,7 +421,6 @@ impl Monitor {
             threads,
             cpu_ns: jvm_cpu_ns,
             // The agent's samples are resolved as they are taken: none wait.
-            waiting_samples: 0,
         }];
         let cycle = self
             .engine

@@ -6,13 +6,13 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use joularcode_core::log::{Log, Recorded, Stderr};
+use joularcode_core::log::{Log, Stderr};
 use prometheus_client::registry::Registry;
 
 use crate::cli::DaemonArgs;
 use crate::daemon::metrics::{ExportOptions, Metrics};
 use crate::daemon::{server, Shared};
-use crate::record::{self, options, Outputs};
+use crate::record::{self, Outputs};
 
 /// Runs the daemon until SIGTERM or Ctrl-C (the cycle in progress is written first). Errors are
 /// one line each: the options or the configuration file are wrong (said before anything listens),
@@ -20,15 +20,9 @@ use crate::record::{self, options, Outputs};
 pub fn run(args: &DaemonArgs) -> Result<i32, String> {
     crate::daemon::bound_the_heap();
     let recording = args.recording();
-    // Checked quietly here, read again by the recording, which says what the file says.
-    let working_dir = std::env::current_dir().map_err(|e| e.to_string())?;
-    options::load(
-        recording.config.as_deref(),
-        &recording.options,
-        &working_dir,
-        &Recorded::default(),
-    )
-    .map_err(|e| e.to_string())?;
+    let log: Arc<dyn Log> = Arc::new(Stderr::default());
+    // Read before anything listens, so that a wrong file or option is the only line
+    let config = record::configure(&recording, &*log).map_err(|e| e.to_string())?;
     let server = server::bind(args.listen).map_err(|e| e.to_string())?;
     // The port the system chose for port 0, else the one asked for.
     let listening = server
@@ -46,13 +40,13 @@ pub fn run(args: &DaemonArgs) -> Result<i32, String> {
     let mut registry = Registry::default();
     registry.register_collector(Box::new(metrics.clone()));
     server::serve(server, Arc::new(registry)).map_err(|e| e.to_string())?;
-    let log: Arc<dyn Log> = Arc::new(Stderr::default());
     log.log(
         joularcode_core::log::Level::Info,
         &format!("Metrics at http://{listening}/metrics"),
     );
-    record::run_with(
+    record::run_configured(
         recording,
+        config,
         Outputs {
             log,
             csv: args.writes_csv(),

@@ -171,10 +171,31 @@ pub fn check_targets(recording: &Recording) -> Result<(), RecordError> {
 /// end, its cycles going to `outputs`. Returns the exit code: the launched command's (ended with
 /// SIGTERM if it still runs then: [`launch::end`]), else 0; 1 (unless the command's is not 0)
 /// when rows could not be written. Errors are one line each ([`RecordError`]).
-pub fn run_with(args: Recording, mut outputs: Outputs) -> Result<i32, RecordError> {
+pub fn run_with(args: Recording, outputs: Outputs) -> Result<i32, RecordError> {
+    let config = configure(&args, &*outputs.log)?;
+    run_configured(args, config, outputs)
+}
+
+/// The configuration of `args`: its file (or the working folder's) and its options, what the
+/// file says said to `log`.
+pub fn configure(args: &Recording, log: &dyn Log) -> Result<Config, RecordError> {
+    let working_dir = std::env::current_dir().map_err(RecordError::WorkingDir)?;
+    Ok(options::load(
+        args.config.as_deref(),
+        &args.options,
+        &working_dir,
+        log,
+    )?)
+}
+
+/// [`run_with`] with the configuration already read ([`configure`]).
+pub fn run_configured(
+    args: Recording,
+    config: Config,
+    mut outputs: Outputs,
+) -> Result<i32, RecordError> {
     let log = outputs.log.clone();
     let working_dir = std::env::current_dir().map_err(RecordError::WorkingDir)?;
-    let config = options::load(args.config.as_deref(), &args.options, &working_dir, &*log)?;
     let rate_hz = 1000 / config.sample_rate_ms;
     let sampler = match args.mode {
         Mode::Agent => return agent_mode(&args, &config, &working_dir, &*log),
@@ -452,7 +473,6 @@ impl Recorder<'_> {
                     branches: jvm.branches(),
                     cpu_ns: threads.cpu_ns(),
                     threads,
-                    waiting_samples: jvm.waiting_samples(),
                 }
             })
             .collect();

@@ -16,7 +16,7 @@ use super::agent::{self, Attacher, Attaching};
 use super::counts::{BranchLimit, Counts, NativeStack};
 use super::SessionOptions;
 use crate::discovery;
-use crate::hotspot::HotSpot;
+use crate::hotspot::{HotSpot, HotSpotError};
 use crate::jit::codemap::CodeMapError;
 use crate::jit::stale;
 use crate::resolve::{JitNames, ResolveStats, Resolver};
@@ -99,15 +99,6 @@ impl ProfiledJvm {
     /// Not while it is still opening, nor when it ended before it could be read.
     pub fn is_profiled(&self) -> bool {
         matches!(self.state, State::Ready(_) | State::Failed)
-    }
-
-    /// Samples that wait until the JVM can be read (it is starting); they are counted once it
-    /// can.
-    pub fn waiting_samples(&self) -> u64 {
-        match &self.state {
-            State::Opening { pending, .. } => pending.len() as u64,
-            _ => 0,
-        }
     }
 
     /// What resolving met so far; samples that could not be resolved at all (the JVM could not be
@@ -222,12 +213,22 @@ impl ProfiledJvm {
                     self.add(sample, options.native_frames, true);
                 }
             }
-            Err(_) if self.ended => {
-                let message = format!(
-                    "JVM {} ({}) ended before it could be read: it is not profiled.",
-                    self.pid, self.main_class
-                );
-                options.log.log(Level::Info, &message);
+            Err(e) if self.ended => {
+                let name = format!("JVM {} ({})", self.pid, self.main_class);
+                match e {
+                    // Still starting, or gone with its memory: it only ended too soon
+                    HotSpotError::NotReady(_)
+                    | HotSpotError::Process { .. }
+                    | HotSpotError::Unreadable { .. } => options.log.log(
+                        Level::Info,
+                        &format!("{name} ended before it could be read: it is not profiled."),
+                    ),
+                    // A reason that would have kept it unread had it run on
+                    _ => options.log.log(
+                        Level::Warning,
+                        &format!("{name} ended, and could not be read: {e}; it is not profiled."),
+                    ),
+                }
                 self.state = State::Gone;
             }
             Err(e) if since.elapsed() > OPEN_GIVE_UP => {
