@@ -122,6 +122,12 @@ pub struct Discovery {
     proc_root: PathBuf,
     target: Scope,
     jvms: BTreeSet<u32>,
+    host: Host,
+}
+
+/// What [`Scope::All`] knows of the host's processes between rescans.
+#[derive(Default)]
+struct Host {
     seen: HashMap<u32, Seen>,
     events: Option<ProcessEvents>,
     scanned_at: Option<Instant>,
@@ -135,7 +141,7 @@ impl Discovery {
         let all = matches!(target, Scope::All(_));
         let mut discovery = Discovery::with_proc_root("/proc", target)?;
         if all {
-            discovery.events = Some(ProcessEvents::start()?);
+            discovery.host.events = Some(ProcessEvents::start()?);
         }
         Ok(discovery)
     }
@@ -150,9 +156,7 @@ impl Discovery {
             proc_root: proc_root.into(),
             target,
             jvms: BTreeSet::new(),
-            seen: HashMap::new(),
-            events: None,
-            scanned_at: None,
+            host: Host::default(),
         };
         if let Scope::Pid(pid) = discovery.target {
             check_jvm(&discovery.proc_root, pid)?;
@@ -167,12 +171,12 @@ impl Discovery {
 
     /// Scans /proc and returns the JVMs that started and ended since the previous scan.
     pub fn rescan(&mut self) -> Changes {
-        let now: BTreeSet<u32> = match self.target {
-            Scope::Pid(pid) => match check_jvm(&self.proc_root, pid) {
-                Ok(()) => BTreeSet::from([pid]),
+        let now: BTreeSet<u32> = match &self.target {
+            Scope::Pid(pid) => match check_jvm(&self.proc_root, *pid) {
+                Ok(()) => BTreeSet::from([*pid]),
                 Err(_) => BTreeSet::new(),
             },
-            Scope::All(_) => self.follow_all(),
+            Scope::All(cgroups) => self.host.jvms(&self.proc_root, cgroups),
         };
         let changes = Changes {
             started: now.difference(&self.jvms).copied().collect(),
@@ -181,27 +185,36 @@ impl Discovery {
         self.jvms = now;
         changes
     }
+}
 
+impl Host {
     /// The JVMs of the host now: from the processes that exec'd or ended since the last pass,
     /// or from a scan of /proc when there are no events to follow, events were lost, or the last
     /// scan is [`FULL_SCAN_EVERY`] old.
-    fn follow_all(&mut self) -> BTreeSet<u32> {
+    fn jvms(&mut self, proc_root: &Path, cgroups: &Cgroups) -> BTreeSet<u32> {
         let taken = self.events.as_mut().map(ProcessEvents::take);
         let scan_due = self
             .scanned_at
             .is_none_or(|at| at.elapsed() >= FULL_SCAN_EVERY);
         match taken {
-            Some(taken) if !taken.lost && !scan_due => self.follow(taken.events),
-            _ => self.scan_all(),
+            Some(taken) if !taken.lost && !scan_due => {
+                self.follow(proc_root, cgroups, taken.events)
+            }
+            _ => self.scan(proc_root, cgroups),
         }
     }
 
     /// Applies the process events, then reads the maps of the processes not decided yet.
-    fn follow(&mut self, events: Vec<ProcessEvent>) -> BTreeSet<u32> {
+    fn follow(
+        &mut self,
+        proc_root: &Path,
+        cgroups: &Cgroups,
+        events: Vec<ProcessEvent>,
+    ) -> BTreeSet<u32> {
         for event in events {
             match event {
                 ProcessEvent::Exec(pid) if pid != std::process::id() => {
-                    match identity(&self.proc_root, pid) {
+                    match identity(proc_root, pid) {
                         Some(identity) => self.seen.insert(pid, Seen::new(identity)),
                         None => self.seen.remove(&pid),
                     };
@@ -212,16 +225,16 @@ impl Discovery {
                 }
             }
         }
-        let (proc_root, within) = (&self.proc_root, within(&self.target));
         self.seen
             .iter_mut()
-            .filter_map(|(&pid, seen)| seen.is_jvm(proc_root, pid, within).then_some(pid))
+            .filter_map(|(&pid, seen)| seen.is_jvm(proc_root, pid, cgroups).then_some(pid))
             .collect()
     }
 
-    fn scan_all(&mut self) -> BTreeSet<u32> {
+    /// Scans /proc whole.
+    fn scan(&mut self, proc_root: &Path, cgroups: &Cgroups) -> BTreeSet<u32> {
         self.scanned_at = Some(Instant::now());
-        let Ok(entries) = fs::read_dir(&self.proc_root) else {
+        let Ok(entries) = fs::read_dir(proc_root) else {
             return BTreeSet::new();
         };
         let pids: HashSet<u32> = entries
@@ -231,7 +244,7 @@ impl Discovery {
         self.seen.retain(|pid, _| pids.contains(pid));
         let mut jvms = BTreeSet::new();
         for pid in pids {
-            let Some(identity) = identity(&self.proc_root, pid) else {
+            let Some(identity) = identity(proc_root, pid) else {
                 continue;
             };
             let seen = self
@@ -241,20 +254,11 @@ impl Discovery {
             if seen.identity != identity {
                 *seen = Seen::new(identity);
             }
-            if seen.is_jvm(&self.proc_root, pid, within(&self.target)) {
+            if seen.is_jvm(proc_root, pid, cgroups) {
                 jvms.insert(pid);
             }
         }
         jvms
-    }
-}
-
-/// The cgroups of [`Scope::All`]; every process for [`Scope::Pid`] (whose pid is checked alone).
-fn within(target: &Scope) -> &Cgroups {
-    static EVERY: Cgroups = Cgroups::every();
-    match target {
-        Scope::All(cgroups) => cgroups,
-        Scope::Pid(_) => &EVERY,
     }
 }
 
@@ -497,10 +501,13 @@ mod tests {
         assert_eq!(discovery.rescan().started, vec![10]);
         // A JVM the kernel says nothing of is not looked for...
         proc.process(12, "java", 9, JVM_MAPS);
-        assert_eq!(discovery.follow(vec![]), BTreeSet::from([10]));
+        assert_eq!(follow(&mut discovery, vec![]), BTreeSet::from([10]));
         // ...one that exec'd is; one that ended is gone, even before /proc forgets it.
         assert_eq!(
-            discovery.follow(vec![ProcessEvent::Exec(12), ProcessEvent::Exit(10)]),
+            follow(
+                &mut discovery,
+                vec![ProcessEvent::Exec(12), ProcessEvent::Exit(10)]
+            ),
             BTreeSet::from([12])
         );
         // A shell that execs java keeps its pid; a pid reused by a new program comes with its
@@ -509,20 +516,30 @@ mod tests {
         proc.end(12);
         proc.process(12, "bash", 20, OTHER_MAPS);
         assert_eq!(
-            discovery.follow(vec![
-                ProcessEvent::Exec(11),
-                ProcessEvent::Exit(12),
-                ProcessEvent::Exec(12)
-            ]),
+            follow(
+                &mut discovery,
+                vec![
+                    ProcessEvent::Exec(11),
+                    ProcessEvent::Exit(12),
+                    ProcessEvent::Exec(12)
+                ]
+            ),
             BTreeSet::from([11])
         );
         // A process that execs and loads libjvm.so a little later is read again until then.
         proc.process(13, "launcher", 30, OTHER_MAPS);
         assert_eq!(
-            discovery.follow(vec![ProcessEvent::Exec(13)]),
+            follow(&mut discovery, vec![ProcessEvent::Exec(13)]),
             BTreeSet::from([11])
         );
         proc.process(13, "launcher", 30, JVM_MAPS);
-        assert_eq!(discovery.follow(vec![]), BTreeSet::from([11, 13]));
+        assert_eq!(follow(&mut discovery, vec![]), BTreeSet::from([11, 13]));
+    }
+
+    /// The JVMs of the whole host after `events`.
+    fn follow(discovery: &mut Discovery, events: Vec<ProcessEvent>) -> BTreeSet<u32> {
+        discovery
+            .host
+            .follow(&discovery.proc_root, &Cgroups::every(), events)
     }
 }
