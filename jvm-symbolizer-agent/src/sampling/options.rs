@@ -80,6 +80,9 @@ pub enum OptionsError {
     /// `sampler=` with another value than the choices.
     #[error("sampler={0} is not a sampler: write sampler=auto, signals or jvmti.")]
     UnknownSampler(String),
+    /// `from-record=` with another value than `yes`.
+    #[error("from-record={0}: only from-record=yes is known (joularcode-bpf record gives it).")]
+    NotFromRecord(String),
     /// A key of `joularcodejava.properties` given a value that cannot be used.
     #[error(transparent)]
     Setting(#[from] SettingError),
@@ -126,7 +129,10 @@ fn parse_sample<'a>(pieces: impl Iterator<Item = &'a str>) -> Result<SampleOptio
             "config" if value.trim().is_empty() => options.config_file = ConfigFile::Nothing,
             "config" => options.config_file = ConfigFile::Given(PathBuf::from(value)),
             "cycle-log" => options.cycle_log = Some(PathBuf::from(value)),
-            "from-record" => options.from_record = value.trim() == "yes",
+            "from-record" => match value.trim() {
+                "yes" => options.from_record = true,
+                other => return Err(OptionsError::NotFromRecord(other.to_owned())),
+            },
             "sampler" => {
                 options.sampler = match value.trim() {
                     "auto" => SamplerChoice::Auto,
@@ -222,6 +228,7 @@ mod tests {
         };
         assert!(error("sample,fast").contains("write key=value"));
         assert!(error("sample,sampler=perf").contains("sampler=auto, signals or jvmti"));
+        assert!(error("sample,from-record=true").contains("only from-record=yes"));
         for (text, expected) in [
             (
                 "sample,stack-monitoring-sample-rate=fast",
