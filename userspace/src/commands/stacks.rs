@@ -61,10 +61,10 @@ fn create_output(path: &Path) -> Result<std::fs::File, String> {
     create_file(path, Mode::Truncate).map_err(|e| format!("--output {}: {e}", path.display()))
 }
 
-/// The folded stacks of every JVM sampled. With more than one JVM, each stack starts with a
-/// root frame `[PID MainClass]` naming its JVM.
+/// The folded stacks of every JVM profiled. With more than one, each stack starts with a root
+/// frame `[PID MainClass]` naming its JVM.
 fn fold(session: &mut Session, native: bool) -> Folded {
-    let several = session.jvms().count() > 1;
+    let several = session.jvms().filter(|jvm| jvm.is_profiled()).count() > 1;
     let mut folded = Folded::new();
     let root = |pid: u32, session: &Session| {
         session
@@ -97,9 +97,9 @@ fn fold(session: &mut Session, native: bool) -> Folded {
     folded
 }
 
-/// Says, per JVM, how many samples were taken and how many frames could not be named.
+/// Says, per JVM profiled, how many samples were taken and how many frames could not be named.
 fn report(session: &Session, log: &dyn Log) {
-    for jvm in session.jvms() {
+    for jvm in session.jvms().filter(|jvm| jvm.is_profiled()) {
         let stats = jvm.stats();
         let message = format!(
             "JVM {} ({}): {} samples, {} Java frames named ({} inlined), {} frames [unknown], \
