@@ -270,14 +270,17 @@ fn assert_javac_agrees_with_jfr(jvm_flags: &[&str]) {
     for jdk in all_jdks() {
         let what = format!("Java {} {jvm_flags:?}", jdk.major);
         // JFR's sampler is a thread of the JVM that wakes every millisecond of wall-clock time:
-        // on a loaded machine it may get too little CPU to take enough samples of javac, and
-        // then an oracle of too few samples, biased to when it ran, is not one. Up to three runs
-        // to get one.
+        // on a loaded machine it may get too little CPU to take its samples of javac, and then
+        // an oracle biased to when it ran is not one. Ours sample javac's thread every 2 ms of
+        // its CPU time, JFR's every millisecond it runs Java code (not the JVM's own code, such
+        // as class loading): JFR took 0.65 to 0.85 as many samples as ours in runs here, and
+        // half as many in a run beside the suite, a fuzzer and two builds, where its phase mix
+        // moved 6 points from ours. Up to three runs to get one where it was not starved.
         let (mut ours, mut jfr) = (Summary::default(), Summary::default());
         for attempt in 1..=3 {
             let run = javac_run(&jdk, jvm_flags);
             (ours, jfr) = (summary(&run.ours), summary(&run.jfr));
-            if ours.samples >= 500 && jfr.samples >= 500 {
+            if enough_samples(&ours, &jfr) {
                 break;
             }
             eprintln!(
@@ -314,8 +317,8 @@ fn assert_javac_agrees_with_jfr(jvm_flags: &[&str]) {
             &differences[..differences.len().min(3)]
         );
         assert!(
-            ours.samples >= 500 && jfr.samples >= 500,
-            "{what}: too few samples of javac"
+            enough_samples(&ours, &jfr),
+            "{what}: too few samples of javac in three runs: JFR's sampler was starved of CPU"
         );
         assert!(
             (depth - jfr.depth).abs() <= 0.05 * jfr.depth,
@@ -328,6 +331,12 @@ fn assert_javac_agrees_with_jfr(jvm_flags: &[&str]) {
             &differences[..differences.len().min(10)]
         );
     }
+}
+
+/// Whether a run gives both samplers enough samples of javac to compare: 500 each at least, and
+/// JFR's at least three fifths of ours.
+fn enough_samples(ours: &Summary, jfr: &Summary) -> bool {
+    ours.samples >= 500 && jfr.samples >= 500 && 5 * jfr.samples >= 3 * ours.samples
 }
 
 #[test]
