@@ -181,6 +181,12 @@ impl CodeCache {
                 }
             }
         }
+        // Reserved before its segment map is set up: the walker needs both
+        if cache.heap_layouts(mem).is_none() {
+            return Err(HotSpotError::NotReady(
+                "a CodeHeap has no segment map yet".into(),
+            ));
+        }
         Ok(cache)
     }
 

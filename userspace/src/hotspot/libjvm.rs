@@ -37,10 +37,12 @@ const MAX_LIBJVM: u64 = 256 << 20;
 static ELF_CACHE: ElfCache = ElfCache::new();
 
 /// What one libjvm file gives, whatever process maps it: the virtual address of its first
-/// segment and the addresses (not biased) of the symbols asked for.
+/// segment, the file offset (page) of its last segment, and the addresses (not biased) of the
+/// symbols asked for.
 #[derive(Debug, PartialEq, Eq)]
 struct ElfSymbols {
     first_vaddr: u64,
+    last_offset: u64,
     addresses: HashMap<String, u64>,
 }
 
@@ -65,6 +67,11 @@ impl ElfSymbols {
             .map(|s| s.address() & !0xfff)
             .min()
             .ok_or(ElfError::NoFirstSegment)?;
+        let last_offset = elf
+            .segments()
+            .map(|s| s.file_range().0 & !0xfff)
+            .max()
+            .unwrap_or(0);
         let mut addresses = HashMap::new();
         for symbol in elf.dynamic_symbols().chain(elf.symbols()) {
             if let Ok(name) = symbol.name() {
@@ -77,6 +84,7 @@ impl ElfSymbols {
         }
         Ok(ElfSymbols {
             first_vaddr,
+            last_offset,
             addresses,
         })
     }
@@ -162,6 +170,17 @@ impl Libjvm {
                 symbols
             }
         };
+        // The loader reserves the whole library mapped from offset 0, then maps each segment
+        // over it: until the last one is, what lies at a symbol's address is other bytes of
+        // the file (a VMStructs stride read there was 4598480)
+        if !maps
+            .iter()
+            .any(|m| m.path == first.path && m.offset == symbols.last_offset)
+        {
+            return Err(HotSpotError::NotReady(
+                "libjvm.so is still being mapped".into(),
+            ));
+        }
         let bias = first.start.wrapping_sub(symbols.first_vaddr);
         let symbols = symbols
             .addresses
@@ -211,6 +230,17 @@ mod tests {
         let wanted = ["main", "no_such_symbol"];
         let symbols = Arc::new(ElfSymbols::parse(&data, &wanted).unwrap());
         assert!(symbols.addresses.contains_key("main"));
+        // This very file is mapped whole, its last segment at the offset read from it.
+        let maps =
+            super::super::maps::parse_maps(&std::fs::read_to_string("/proc/self/maps").unwrap());
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        assert!(
+            maps.iter()
+                .any(|m| std::path::Path::new(&m.path) == exe && m.offset == symbols.last_offset),
+            "no mapping of {} at {:#x}",
+            exe.display(),
+            symbols.last_offset
+        );
         assert!(!symbols.addresses.contains_key("no_such_symbol"));
 
         let cache = ElfCache::new();
