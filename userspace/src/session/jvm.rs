@@ -214,21 +214,19 @@ impl ProfiledJvm {
                 }
             }
             Err(e) if self.ended => {
-                let name = format!("JVM {} ({})", self.pid, self.main_class);
-                match e {
-                    // Still starting, or gone with its memory: it only ended too soon
+                // Still starting, or gone with its memory, it only ended too soon; any other
+                // error of the last try is said, as it may be why it was not read
+                let why = match e {
                     HotSpotError::NotReady(_)
                     | HotSpotError::Process { .. }
-                    | HotSpotError::Unreadable { .. } => options.log.log(
-                        Level::Info,
-                        &format!("{name} ended before it could be read: it is not profiled."),
-                    ),
-                    // A reason that would have kept it unread had it run on
-                    _ => options.log.log(
-                        Level::Warning,
-                        &format!("{name} ended, and could not be read: {e}; it is not profiled."),
-                    ),
-                }
+                    | HotSpotError::Unreadable { .. } => String::new(),
+                    e => format!(" (the last try to read it: {e})"),
+                };
+                let message = format!(
+                    "JVM {} ({}) ended before it could be read{why}: it is not profiled.",
+                    self.pid, self.main_class
+                );
+                options.log.log(Level::Info, &message);
                 self.state = State::Gone;
             }
             Err(e) if since.elapsed() > OPEN_GIVE_UP => {
