@@ -7,21 +7,11 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::agent_library;
-
-/// The cycle log at `cycle_log` so far, one JSON object per cycle and JVM (none when there is
-/// no log yet; a line still being written is left out).
-fn logged_cycles(cycle_log: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(cycle_log)
-        .unwrap_or_default()
-        .split_inclusive('\n')
-        .filter_map(|line| line.strip_suffix('\n'))
-        .map(|line| serde_json::from_str(line).expect("a JSON line"))
-        .collect()
-}
+use crate::results::{cycles, cycles_so_far};
 
 /// The samples a cycle log counts so far.
 fn logged_samples(cycle_log: &Path) -> u64 {
-    logged_cycles(cycle_log)
+    cycles_so_far(cycle_log)
         .iter()
         .filter_map(|cycle| cycle["samples"].as_u64())
         .sum()
@@ -123,9 +113,13 @@ impl RecordRun {
         command
     }
 
-    /// The cycle log so far, one JSON object per cycle and JVM (none when there is no log yet; a
-    /// line still being written is left out).
+    /// The cycle log of a run that has ended ([`cycles`]).
     pub fn cycles(&self) -> Vec<serde_json::Value> {
-        logged_cycles(&self.cycle_log())
+        cycles(&self.cycle_log())
+    }
+
+    /// The cycle log while the run goes on ([`cycles_so_far`]).
+    pub fn cycles_so_far(&self) -> Vec<serde_json::Value> {
+        cycles_so_far(&self.cycle_log())
     }
 }
