@@ -18,28 +18,44 @@ fn logged_samples(cycle_log: &Path) -> u64 {
 }
 
 /// Runs a `record` `command` whose cycle log is `cycle_log` until it has counted `samples`
-/// samples (or for `at_most`), then ends it as Ctrl-C does, and returns its output (its stderr
-/// also printed): the samples a test judges do not depend on how loaded the machine is.
+/// samples, then ends it as Ctrl-C does, and returns its output (its stderr also printed): the
+/// samples a test judges do not depend on how loaded the machine is. Panics, saying how many it
+/// counted, when `at_most` passes first: a test never judges on fewer samples than it asked for.
 pub fn record_until(
     mut command: Command,
     cycle_log: &Path,
     samples: u64,
     at_most: Duration,
 ) -> Output {
-    let child = command
+    let mut child = command
         .stdin(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .expect("start joularcode-bpf");
     let start = Instant::now();
-    while logged_samples(cycle_log) < samples && start.elapsed() < at_most {
+    let mut logged = logged_samples(cycle_log);
+    let mut ended = None;
+    while logged < samples && ended.is_none() && start.elapsed() < at_most {
         std::thread::sleep(Duration::from_millis(250));
+        logged = logged_samples(cycle_log);
+        ended = child.try_wait().expect("joularcode-bpf's status");
     }
-    let pid = i32::try_from(child.id()).expect("a pid");
-    // SAFETY: kill only sends a signal to the child started above.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0, "send SIGINT");
+    if ended.is_none() {
+        let pid = i32::try_from(child.id()).expect("a pid");
+        // SAFETY: kill only sends a signal to the child started above, not yet waited for.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0, "send SIGINT");
+    }
     let output = child.wait_with_output().expect("joularcode-bpf ends");
-    eprintln!("{}", String::from_utf8_lossy(&output.stderr));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    eprintln!("{stderr}");
+    assert!(
+        logged >= samples,
+        "{logged} samples logged of the {samples} awaited (in {at_most:?} at most), {}: {stderr}",
+        match ended {
+            Some(status) => format!("record ended by itself ({status})"),
+            None => "record still ran".to_owned(),
+        }
+    );
     output
 }
 
