@@ -2,6 +2,7 @@
 //! that folder's watts file: the results, the cycle log and the command line of the end-to-end
 //! tests of `record`.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -137,5 +138,28 @@ impl RecordRun {
     /// The cycle log while the run goes on ([`cycles_so_far`]).
     pub fn cycles_so_far(&self) -> Vec<serde_json::Value> {
         cycles_so_far(&self.cycle_log())
+    }
+
+    /// Waits until the cycle log holds `count` cycles (the lines of a cycle, one per JVM, share
+    /// its end), and returns its lines; panics, saying how many it holds, when `at_most` passes
+    /// first.
+    pub fn wait_for_cycles(&self, count: usize, at_most: Duration) -> Vec<serde_json::Value> {
+        let start = Instant::now();
+        loop {
+            let lines = self.cycles_so_far();
+            let cycles = lines
+                .iter()
+                .map(|line| line["timestamp_ms"].as_u64())
+                .collect::<BTreeSet<_>>()
+                .len();
+            if cycles >= count {
+                return lines;
+            }
+            assert!(
+                start.elapsed() < at_most,
+                "{cycles} cycles logged of the {count} awaited, in {at_most:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 }

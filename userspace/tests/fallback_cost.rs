@@ -50,27 +50,11 @@ fn agent_option(run: &RecordRun, sampler: &str) -> String {
     )
 }
 
-/// Waits until `run`'s cycle log has `count` lines, and returns them.
-fn wait_for_cycles(run: &RecordRun, count: usize) -> Vec<Value> {
-    let start = Instant::now();
-    loop {
-        let cycles = run.cycles_so_far();
-        if cycles.len() >= count {
-            return cycles;
-        }
-        assert!(
-            start.elapsed() < AT_MOST,
-            "{} cycles logged of the {count} awaited",
-            cycles.len()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// The `count` cycles that begin after now: those after the one in progress.
+/// The `count` cycles that begin after now: those after the one in progress (one JVM per log: a
+/// cycle is a line).
 fn cycles_from_now(run: &RecordRun, count: usize) -> Vec<Value> {
     let now = run.cycles_so_far().len();
-    wait_for_cycles(run, now + 1 + count)[now + 1..now + 1 + count].to_vec()
+    run.wait_for_cycles(now + 1 + count, AT_MOST)[now + 1..now + 1 + count].to_vec()
 }
 
 /// The sum of `key` over `cycles`.
