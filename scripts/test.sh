@@ -14,8 +14,11 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo test --no-run (builds every test)"
 cargo test --workspace --no-run --quiet
-# The daemon's ten-minute churn test runs beside the rest of the suite: its daemon watches only the
-# cgroup its JVMs are started in (--cgroup), so neither reaches the other tests' JVMs
+# The daemon's ten-minute churn test runs beside the rest of the suite. Its daemon watches only the
+# cgroup its JVMs are started in (--cgroup), so it reaches no other test's JVM. Its JVMs are not
+# hidden from the others: the tests that profile every JVM of the host (record/stacks/raw --all,
+# top without --pid, the daemon's tests without --cgroup) see them too, and judge only their own
+# JVMs; and they load the CPUs that the rest of the suite runs on
 churn_log="$(mktemp)"
 echo "== the daemon's churn test, in the background (its output comes at the end)"
 cargo test -p joularcode-bpf --test daemon -- --test-threads=1 --nocapture churn >"$churn_log" 2>&1 &

@@ -2,54 +2,61 @@
 //! that folder's watts file: the results, the cycle log and the command line of the end-to-end
 //! tests of `record`.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::agent_library;
-
-/// The cycle log at `cycle_log` so far, one JSON object per cycle and JVM (none when there is
-/// no log yet; a line still being written is left out).
-fn logged_cycles(cycle_log: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(cycle_log)
-        .unwrap_or_default()
-        .split_inclusive('\n')
-        .filter_map(|line| line.strip_suffix('\n'))
-        .map(|line| serde_json::from_str(line).expect("a JSON line"))
-        .collect()
-}
+use crate::results::{cycles, cycles_so_far};
 
 /// The samples a cycle log counts so far.
 fn logged_samples(cycle_log: &Path) -> u64 {
-    logged_cycles(cycle_log)
+    cycles_so_far(cycle_log)
         .iter()
         .filter_map(|cycle| cycle["samples"].as_u64())
         .sum()
 }
 
 /// Runs a `record` `command` whose cycle log is `cycle_log` until it has counted `samples`
-/// samples (or for `at_most`), then ends it as Ctrl-C does, and returns its output (its stderr
-/// also printed): the samples a test judges do not depend on how loaded the machine is.
+/// samples, then ends it as Ctrl-C does, and returns its output (its stderr also printed): the
+/// samples a test judges do not depend on how loaded the machine is. Panics, saying how many it
+/// counted, when `at_most` passes first: a test never judges on fewer samples than it asked for.
 pub fn record_until(
     mut command: Command,
     cycle_log: &Path,
     samples: u64,
     at_most: Duration,
 ) -> Output {
-    let child = command
+    let mut child = command
         .stdin(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .expect("start joularcode-bpf");
     let start = Instant::now();
-    while logged_samples(cycle_log) < samples && start.elapsed() < at_most {
+    let mut logged = logged_samples(cycle_log);
+    let mut ended = None;
+    while logged < samples && ended.is_none() && start.elapsed() < at_most {
         std::thread::sleep(Duration::from_millis(250));
+        logged = logged_samples(cycle_log);
+        ended = child.try_wait().expect("joularcode-bpf's status");
     }
-    let pid = i32::try_from(child.id()).expect("a pid");
-    // SAFETY: kill only sends a signal to the child started above.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0, "send SIGINT");
+    if ended.is_none() {
+        let pid = i32::try_from(child.id()).expect("a pid");
+        // SAFETY: kill only sends a signal to the child started above, not yet waited for.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0, "send SIGINT");
+    }
     let output = child.wait_with_output().expect("joularcode-bpf ends");
-    eprintln!("{}", String::from_utf8_lossy(&output.stderr));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    eprintln!("{stderr}");
+    assert!(
+        logged >= samples,
+        "{logged} samples logged of the {samples} awaited (in {at_most:?} at most), {}: {stderr}",
+        match ended {
+            Some(status) => format!("record ended by itself ({status})"),
+            None => "record still ran".to_owned(),
+        }
+    );
     output
 }
 
@@ -123,9 +130,36 @@ impl RecordRun {
         command
     }
 
-    /// The cycle log so far, one JSON object per cycle and JVM (none when there is no log yet; a
-    /// line still being written is left out).
+    /// The cycle log of a run that has ended ([`cycles`]).
     pub fn cycles(&self) -> Vec<serde_json::Value> {
-        logged_cycles(&self.cycle_log())
+        cycles(&self.cycle_log())
+    }
+
+    /// The cycle log while the run goes on ([`cycles_so_far`]).
+    pub fn cycles_so_far(&self) -> Vec<serde_json::Value> {
+        cycles_so_far(&self.cycle_log())
+    }
+
+    /// Waits until the cycle log holds `count` cycles (the lines of a cycle, one per JVM, share
+    /// its end), and returns its lines; panics, saying how many it holds, when `at_most` passes
+    /// first.
+    pub fn wait_for_cycles(&self, count: usize, at_most: Duration) -> Vec<serde_json::Value> {
+        let start = Instant::now();
+        loop {
+            let lines = self.cycles_so_far();
+            let cycles = lines
+                .iter()
+                .map(|line| line["timestamp_ms"].as_u64())
+                .collect::<BTreeSet<_>>()
+                .len();
+            if cycles >= count {
+                return lines;
+            }
+            assert!(
+                start.elapsed() < at_most,
+                "{cycles} cycles logged of the {count} awaited, in {at_most:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 }

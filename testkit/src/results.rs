@@ -80,12 +80,40 @@ pub fn energy_of(rows: &[Row], part: &str) -> f64 {
         .sum()
 }
 
-/// The cycle log at `file`, one JSON object per cycle and JVM.
+/// The cycle log at `file` of a run that has ended, one JSON object per cycle and JVM; panics
+/// when there is no log, or when its last line was left unfinished.
 pub fn cycles(file: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(file)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", file.display()))
-        .lines()
-        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+    read_cycles(file, false)
+}
+
+/// The cycle log at `file` while its run goes on: the lines written so far (none when there is no
+/// log yet), a line still being written left out.
+pub fn cycles_so_far(file: &Path) -> Vec<serde_json::Value> {
+    read_cycles(file, true)
+}
+
+/// The reader of [`cycles`] and [`cycles_so_far`]: every whole line of the log, each a JSON
+/// object; `running` says whether its writer may still be at work, when a missing log is an
+/// empty one and an unfinished last line is one still being written.
+fn read_cycles(file: &Path, running: bool) -> Vec<serde_json::Value> {
+    let text = match std::fs::read_to_string(file) {
+        Ok(text) => text,
+        Err(e) if running && e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => panic!("cannot read {}: {e}", file.display()),
+    };
+    // Only the last line can lack its end
+    text.split_inclusive('\n')
+        .filter_map(|line| match line.strip_suffix('\n') {
+            Some(line) => Some(serde_json::from_str(line).expect("a JSON line")),
+            None => {
+                assert!(
+                    running,
+                    "{}: an unfinished last line: {line:?}",
+                    file.display()
+                );
+                None
+            }
+        })
         .collect()
 }
 

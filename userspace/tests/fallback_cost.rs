@@ -50,27 +50,11 @@ fn agent_option(run: &RecordRun, sampler: &str) -> String {
     )
 }
 
-/// Waits until `run`'s cycle log has `count` lines, and returns them.
-fn wait_for_cycles(run: &RecordRun, count: usize) -> Vec<Value> {
-    let start = Instant::now();
-    loop {
-        let cycles = run.cycles();
-        if cycles.len() >= count {
-            return cycles;
-        }
-        assert!(
-            start.elapsed() < AT_MOST,
-            "{} cycles logged of the {count} awaited",
-            cycles.len()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// The `count` cycles that begin after now: those after the one in progress.
+/// The `count` cycles that begin after now: those after the one in progress (one JVM per log: a
+/// cycle is a line).
 fn cycles_from_now(run: &RecordRun, count: usize) -> Vec<Value> {
-    let now = run.cycles().len();
-    wait_for_cycles(run, now + 1 + count)[now + 1..now + 1 + count].to_vec()
+    let now = run.cycles_so_far().len();
+    run.wait_for_cycles(now + 1 + count, AT_MOST)[now + 1..now + 1 + count].to_vec()
 }
 
 /// The sum of `key` over `cycles`.
@@ -158,7 +142,7 @@ fn an_idle_jvm_profiled_by_the_agent_uses_about_the_cpu_of_one_without_on_every_
             .iter()
             .map(|run| {
                 cycles_from_now(run, 0);
-                run.cycles().len()
+                run.cycles_so_far().len()
             })
             .collect();
         let pids: Vec<u32> = std::iter::once(&plain)
@@ -188,7 +172,7 @@ fn an_idle_jvm_profiled_by_the_agent_uses_about_the_cpu_of_one_without_on_every_
         // The JVM's own threads (VM thread, GC) use a little CPU now and then, sampled once it
         // adds up to an interval (signals); no Java thread ran (JVMTI)
         for ((run, sampler), first) in runs.iter().zip(["signals", "jvmti"]).zip(first) {
-            let judged = &run.cycles()[first..];
+            let judged = &run.cycles_so_far()[first..];
             let due = sum(judged, "jvm_cpu_ns") / (RATE_MS * 1_000_000) as f64;
             let walks = sum(judged, "walks");
             assert!(walks <= due + 2.0, "{sampler}: {walks} walks: {judged:?}");
@@ -205,7 +189,7 @@ fn a_jvmti_sample_late_while_no_thread_runs_misses_nothing() {
     command.stderr(Stdio::piped());
     let mut jvm = Jvm::spawn(command);
     cycles_from_now(&run, 0);
-    let before = run.cycles().len();
+    let before = run.cycles_so_far().len();
     // The whole JVM stopped for 30 intervals: the monitor finds its next sample 30 late
     let pid = nix::unistd::Pid::from_raw(i32::try_from(jvm.pid()).expect("a pid"));
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).expect("stop the JVM");
@@ -226,7 +210,7 @@ fn a_jvmti_sample_late_while_no_thread_runs_misses_nothing() {
         "profiled with JVMTI: {stderr}"
     );
     // The cycle of the stop, and those after
-    let judged = &run.cycles()[before..];
+    let judged = &run.cycles_so_far()[before..];
     assert!(judged.len() >= 3, "{judged:?}");
     assert_eq!(sum(judged, "lost_samples"), 0.0, "{judged:?}");
 }

@@ -166,7 +166,7 @@ fn until_answered(run: &RecordRun, jvm: &Jvm, user: &User, requests: usize) -> F
     let mut cycles_then = None;
     let command = run.command(&["--pid", &jvm.pid().to_string(), "--duration", "60"]);
     watch(command, Duration::from_secs(60), |_, record| {
-        let cycles = run.cycles().len();
+        let cycles = run.cycles_so_far().len();
         match cycles_then {
             None if answered() >= enough => cycles_then = Some(cycles),
             Some(then) if cycles >= then + 2 => interrupt(record),

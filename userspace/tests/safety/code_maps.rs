@@ -19,7 +19,7 @@ fn a_fifo_for_a_code_map_hangs_nothing() {
         run.command(&["--pid", &pid, "--duration", "60"]),
         Duration::from_secs(60),
         |_, record| {
-            if run.cycles().len() >= 3 {
+            if run.cycles_so_far().len() >= 3 {
                 interrupt(record);
             }
         },
@@ -46,9 +46,9 @@ fn a_fifo_for_a_code_map_hangs_nothing() {
             if swapped.is_none() && is_regular(&map) && elapsed > Duration::from_secs(2) {
                 clear(&map);
                 user.mkfifo(&map);
-                swapped = Some((elapsed, run.cycles().len()));
+                swapped = Some((elapsed, run.cycles_so_far().len()));
             }
-            if swapped.is_some_and(|(_, then)| run.cycles().len() >= (then + 4).max(6)) {
+            if swapped.is_some_and(|(_, then)| run.cycles_so_far().len() >= (then + 4).max(6)) {
                 interrupt(record);
             }
         },
@@ -116,9 +116,9 @@ fn a_code_map_of_garbage_or_millions_of_records_costs_bounded_memory() {
             if swapped.is_none() && is_regular(&map) && elapsed > Duration::from_secs(2) {
                 clear(&map);
                 user.symlink(Path::new("/dev/zero"), &map);
-                swapped = Some(run.cycles().len());
+                swapped = Some(run.cycles_so_far().len());
             }
-            if swapped.is_some_and(|then| run.cycles().len() >= (then + 3).max(4)) {
+            if swapped.is_some_and(|then| run.cycles_so_far().len() >= (then + 3).max(4)) {
                 interrupt(record);
             }
         },

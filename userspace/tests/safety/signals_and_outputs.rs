@@ -14,7 +14,7 @@ fn two_signals(first: nix::sys::signal::Signal, second: nix::sys::signal::Signal
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut sent_ms = None;
     let finished = watch(run.command(&args), Duration::from_secs(30), |_, record| {
-        if sent_ms.is_some() || run.cycles().len() < 2 {
+        if sent_ms.is_some() || run.cycles_so_far().len() < 2 {
             return;
         }
         let pid = nix::unistd::Pid::from_raw(i32::try_from(record).expect("a pid"));
