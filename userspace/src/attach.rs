@@ -18,6 +18,7 @@ use joularcode_core::log::quote;
 
 use crate::foreign::{ForeignError, ProcessDir};
 use crate::jit::perfmap::PerfMap;
+use crate::proc_status::ProcStatus;
 
 /// How long the JVM has to open its attach socket after SIGQUIT.
 const SOCKET_WAIT: Duration = Duration::from_secs(10);
@@ -130,9 +131,9 @@ pub struct JvmProcess {
 impl JvmProcess {
     /// Checks that `pid` runs a HotSpot JVM and reads the pid it sees itself as.
     pub fn new(pid: u32) -> Result<JvmProcess, AttachError> {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        let status = ProcStatus::read(Path::new("/proc"), &pid.to_string())
             .map_err(|_| AttachError::NoProcess(pid))?;
-        let ns_pid = ns_pid(&status).ok_or(AttachError::NoProcess(pid))?;
+        let ns_pid = status.ns_pid().ok_or(AttachError::NoProcess(pid))?;
         let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
             .map_err(|_| AttachError::NoProcess(pid))?;
         if !maps.lines().any(|line| line.ends_with("/libjvm.so")) {
@@ -230,12 +231,9 @@ impl JvmProcess {
 
     /// Whether the JVM has a SIGQUIT handler (`SigCgt` bit 3).
     fn handles_sigquit(&self) -> bool {
-        std::fs::read_to_string(format!("/proc/{}/status", self.pid))
+        ProcStatus::read(Path::new("/proc"), &self.pid.to_string())
             .ok()
-            .and_then(|status| {
-                let mask = status.lines().find_map(|l| l.strip_prefix("SigCgt:"))?;
-                u64::from_str_radix(mask.trim(), 16).ok()
-            })
+            .and_then(|status| status.mask("SigCgt"))
             .is_some_and(|mask| mask & (1 << (libc::SIGQUIT - 1)) != 0)
     }
 
@@ -446,14 +444,6 @@ pub fn parse_reply(reply: &[u8]) -> Option<(i32, String)> {
 }
 
 /// The last `NStgid` value of a /proc status file: the pid in the innermost PID namespace.
-fn ns_pid(status: &str) -> Option<u32> {
-    let line = status
-        .lines()
-        .find_map(|l| l.strip_prefix("NStgid:"))
-        .or_else(|| status.lines().find_map(|l| l.strip_prefix("Tgid:")))?;
-    line.split_whitespace().last()?.parse().ok()
-}
-
 /// How long a [`Background`] attach dropped has to end after it is cancelled.
 const CANCEL_WAIT: Duration = Duration::from_secs(2);
 
@@ -563,16 +553,6 @@ fn copy_into(target: &JvmProcess, agent: &Path) -> Result<String, AttachError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ns_pid_is_the_innermost() {
-        assert_eq!(
-            ns_pid("Name:\tjava\nTgid:\t4242\nNStgid:\t4242\t7\n"),
-            Some(7)
-        );
-        assert_eq!(ns_pid("Tgid:\t4242\n"), Some(4242));
-        assert_eq!(ns_pid("Name:\tx\n"), None);
-    }
 
     #[test]
     fn a_process_without_libjvm_is_not_a_jvm() {

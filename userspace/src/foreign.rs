@@ -21,6 +21,8 @@ use std::path::{Component, Path, PathBuf};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, CWD};
 use rustix::io::Errno;
 
+use crate::proc_status::ProcStatus;
+
 /// How names below a process's folder are resolved: no link of any kind, nothing above it.
 const RESOLVE: ResolveFlags = ResolveFlags::NO_SYMLINKS
     .union(ResolveFlags::NO_MAGICLINKS)
@@ -81,9 +83,9 @@ impl ForeignError {
 /// The effective user id of process `pid` (the owner of the files it creates), from
 /// `/proc/<pid>/status`.
 pub fn process_uid(pid: u32) -> Option<u32> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let uids = status.lines().find_map(|line| line.strip_prefix("Uid:"))?;
-    uids.split_whitespace().nth(1)?.parse().ok()
+    ProcStatus::read(Path::new("/proc"), &pid.to_string())
+        .ok()?
+        .effective_uid()
 }
 
 /// A file of another user, opened for reading after the checks.

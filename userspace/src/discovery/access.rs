@@ -7,6 +7,8 @@
 
 use std::path::Path;
 
+use crate::proc_status::ProcStatus;
+
 /// CAP_SYS_PTRACE's bit in the capability sets of `/proc/PID/status`.
 const CAP_SYS_PTRACE: u32 = 19;
 
@@ -21,23 +23,12 @@ struct Process {
 
 impl Process {
     fn read(proc_root: &Path, pid: &str) -> Process {
-        let dir = proc_root.join(pid);
-        let status = std::fs::read_to_string(dir.join("status")).unwrap_or_default();
-        let field = |name: &str| {
-            status
-                .lines()
-                .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
-                .map(str::trim)
-                .unwrap_or_default()
-        };
+        let status = ProcStatus::read(proc_root, pid).unwrap_or_default();
         Process {
-            name: field("Name").to_string(),
-            effective_uid: field("Uid")
-                .split_whitespace()
-                .nth(1)
-                .and_then(|uid| uid.parse().ok()),
-            effective_caps: u64::from_str_radix(field("CapEff"), 16).unwrap_or(0),
-            uid_map: std::fs::read_to_string(dir.join("uid_map"))
+            name: status.field("Name").unwrap_or_default().to_string(),
+            effective_uid: status.effective_uid(),
+            effective_caps: status.mask("CapEff").unwrap_or(0),
+            uid_map: std::fs::read_to_string(proc_root.join(pid).join("uid_map"))
                 .unwrap_or_default()
                 .split_whitespace()
                 .collect::<Vec<_>>()

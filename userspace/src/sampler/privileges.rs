@@ -4,8 +4,10 @@
 
 use std::fs;
 use std::io::Read;
+use std::path::Path;
 
 use super::SamplerError;
+use crate::proc_status::ProcStatus;
 
 /// Where the kernel tells its release.
 const OS_RELEASE: &str = "/proc/sys/kernel/osrelease";
@@ -119,12 +121,10 @@ pub fn missing_capabilities(effective: u64) -> Vec<&'static str> {
 /// Fails with one line naming what is needed when this process may not load BPF programs and
 /// open system-wide perf events.
 pub fn check_privileges() -> Result<(), SamplerError> {
-    let status = fs::read_to_string("/proc/self/status")
+    let status = ProcStatus::read(Path::new("/proc"), "self")
         .map_err(|e| SamplerError::Privileges(format!("cannot read /proc/self/status: {e}")))?;
     let effective = status
-        .lines()
-        .find_map(|line| line.strip_prefix("CapEff:"))
-        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .mask("CapEff")
         .ok_or_else(|| SamplerError::Privileges("/proc/self/status has no CapEff line".into()))?;
     let missing = missing_capabilities(effective);
     if missing.is_empty() {

@@ -1,0 +1,83 @@
+//! What `/proc/PID/status` says of a process, read in one place: its name, its effective user and
+//! capabilities, the signals it catches, and its pid in its innermost PID namespace. The kernel
+//! escapes the line ends of a name its owner chose; a field missing or that does not parse is
+//! `None`, never a panic.
+
+use std::path::Path;
+
+/// The text of one process's `/proc/PID/status`.
+#[derive(Debug, Clone, Default)]
+pub struct ProcStatus(String);
+
+impl ProcStatus {
+    /// Reads `/proc/<pid>/status` below `proc_root` (`pid` may be `self`).
+    pub fn read(proc_root: &Path, pid: &str) -> std::io::Result<ProcStatus> {
+        std::fs::read_to_string(proc_root.join(pid).join("status")).map(ProcStatus)
+    }
+
+    /// The status of this text.
+    pub fn parse(text: &str) -> ProcStatus {
+        ProcStatus(text.to_string())
+    }
+
+    /// The value of the field `name` (`Name`, `Uid`, ...), without its blanks around.
+    pub fn field(&self, name: &str) -> Option<&str> {
+        self.0
+            .lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+            .map(str::trim)
+    }
+
+    /// The effective user id: the second id of `Uid`.
+    pub fn effective_uid(&self) -> Option<u32> {
+        self.field("Uid")?.split_whitespace().nth(1)?.parse().ok()
+    }
+
+    /// A hexadecimal mask: `CapEff` (capabilities), `SigCgt` (signals caught).
+    pub fn mask(&self, name: &str) -> Option<u64> {
+        u64::from_str_radix(self.field(name)?, 16).ok()
+    }
+
+    /// The pid the process sees itself as: the last (innermost namespace's) of `NStgid`, or
+    /// `Tgid` on a kernel without it.
+    pub fn ns_pid(&self) -> Option<u32> {
+        self.field("NStgid")
+            .or_else(|| self.field("Tgid"))?
+            .split_whitespace()
+            .last()?
+            .parse()
+            .ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_are_read_by_their_line() {
+        let status = ProcStatus::parse(
+            "Name:\tjava\nUmask:\t0022\nTgid:\t4242\nNStgid:\t4242\t7\nUid:\t1000\t1001\t1000\t1000\n\
+             SigCgt:\t0000000181005ccf\nCapEff:\t000001ffffffffff\n",
+        );
+        assert_eq!(status.field("Name"), Some("java"));
+        assert_eq!(status.effective_uid(), Some(1001));
+        assert_eq!(status.ns_pid(), Some(7));
+        assert_eq!(status.mask("SigCgt"), Some(0x181005ccf));
+        assert_eq!(status.mask("CapEff"), Some(0x1ffffffffff));
+        assert_eq!(ProcStatus::parse("Tgid:\t4242\n").ns_pid(), Some(4242));
+        let empty = ProcStatus::default();
+        assert_eq!(
+            (empty.field("Name"), empty.effective_uid(), empty.ns_pid()),
+            (None, None, None)
+        );
+        assert_eq!(ProcStatus::parse("CapEff:\tzz\n").mask("CapEff"), None);
+    }
+
+    #[test]
+    fn this_process_is_read() {
+        let me = ProcStatus::read(Path::new("/proc"), "self").unwrap();
+        assert_eq!(me.ns_pid(), Some(std::process::id()));
+        assert!(me.effective_uid().is_some() && me.mask("CapEff").is_some());
+    }
+}
