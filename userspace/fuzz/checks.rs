@@ -7,6 +7,7 @@ use joularcode_bpf::discovery::parse_stat;
 use joularcode_bpf::hotspot::maps::parse_maps;
 use joularcode_bpf::jit::codemap::CodeMap;
 use joularcode_bpf::jit::perfmap::PerfMap;
+use joularcode_bpf::proc_files::{self, ProcStatus};
 use joularcode_core::code_map as format;
 use joularcode_core::log::quote;
 use joularcode_core::names::main_class as main_class_of;
@@ -90,14 +91,24 @@ pub fn attach_reply(bytes: &[u8]) {
     }
 }
 
-/// `/proc/PID/maps` and `/proc/PID/stat` text; and a stat line whose process name (which its
-/// owner chooses: up to 15 bytes, anything but NUL, `) ` included) comes from the bytes reads
-/// back with the right name, state and start time.
+/// `/proc/PID/maps`, `/proc/PID/stat` and `/proc/PID/status` text; and a stat line whose process
+/// name (which its owner chooses: up to 15 bytes, anything but NUL, `) ` included) comes from the
+/// bytes reads back with the right name, state and start time.
 pub fn proc_files(bytes: &[u8]) {
     let text = String::from_utf8_lossy(bytes);
     for mapping in parse_maps(&text) {
         assert!(!mapping.path.contains('\n'));
     }
+    for line in bytes.split(|&b| b == b'\n') {
+        let _ = proc_files::maps_libjvm(line);
+    }
+    let status = ProcStatus::parse(&text);
+    let _ = (
+        status.field("Name"),
+        status.effective_uid(),
+        status.ns_pid(),
+    );
+    let _ = (status.mask("CapEff"), status.mask("SigCgt"));
     let _ = parse_stat(&text);
     let mut name = String::new();
     for c in text.chars().filter(|&c| c != '\u{0}') {

@@ -18,7 +18,7 @@ use joularcode_core::log::quote;
 
 use crate::foreign::{ForeignError, ProcessDir};
 use crate::jit::perfmap::PerfMap;
-use crate::proc_status::ProcStatus;
+use crate::proc_files::{self, ProcStatus};
 
 /// How long the JVM has to open its attach socket after SIGQUIT.
 const SOCKET_WAIT: Duration = Duration::from_secs(10);
@@ -134,9 +134,9 @@ impl JvmProcess {
         let status = ProcStatus::read(Path::new("/proc"), &pid.to_string())
             .map_err(|_| AttachError::NoProcess(pid))?;
         let ns_pid = status.ns_pid().ok_or(AttachError::NoProcess(pid))?;
-        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
-            .map_err(|_| AttachError::NoProcess(pid))?;
-        if !maps.lines().any(|line| line.ends_with("/libjvm.so")) {
+        let maps =
+            std::fs::read(format!("/proc/{pid}/maps")).map_err(|_| AttachError::NoProcess(pid))?;
+        if !maps.split(|&b| b == b'\n').any(proc_files::maps_libjvm) {
             return Err(AttachError::NotAJvm(pid));
         }
         Ok(JvmProcess {

@@ -21,7 +21,7 @@ use std::path::{Component, Path, PathBuf};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, CWD};
 use rustix::io::Errno;
 
-use crate::proc_status::ProcStatus;
+use crate::proc_files::ProcStatus;
 
 /// How names below a process's folder are resolved: no link of any kind, nothing above it.
 const RESOLVE: ResolveFlags = ResolveFlags::NO_SYMLINKS

@@ -11,7 +11,7 @@ pub mod hotspot;
 pub mod jit;
 pub mod launch;
 pub mod output;
-pub mod proc_status;
+pub mod proc_files;
 pub mod profile;
 pub mod record;
 pub mod report;

@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use crate::proc_status::ProcStatus;
+use crate::proc_files::ProcStatus;
 
 /// CAP_SYS_PTRACE's bit in the capability sets of `/proc/PID/status`.
 const CAP_SYS_PTRACE: u32 = 19;

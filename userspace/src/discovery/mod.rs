@@ -21,6 +21,8 @@ mod launched;
 
 use events::{EventsError, ProcessEvent, ProcessEvents};
 
+use crate::proc_files;
+
 pub use cgroup::{cgroup_paths, read_cgroup_file, CgroupError, CgroupPath, Cgroups};
 pub use launched::Launched;
 
@@ -314,7 +316,7 @@ pub fn maps_libjvm(proc_root: &Path, pid: u32) -> Result<bool, DiscoveryError> {
     // Byte lines: a mapped path need not be UTF-8.
     for line in BufReader::new(file).split(b'\n') {
         let line = line.map_err(unreadable)?;
-        if line.ends_with(b"/libjvm.so") || line.ends_with(b"/libjvm.so (deleted)") {
+        if proc_files::maps_libjvm(&line) {
             return Ok(true);
         }
     }

@@ -7,7 +7,7 @@ use std::io::Read;
 use std::path::Path;
 
 use super::SamplerError;
-use crate::proc_status::ProcStatus;
+use crate::proc_files::ProcStatus;
 
 /// Where the kernel tells its release.
 const OS_RELEASE: &str = "/proc/sys/kernel/osrelease";

@@ -1,7 +1,7 @@
-//! What `/proc/PID/status` says of a process, read in one place: its name, its effective user and
-//! capabilities, the signals it catches, and its pid in its innermost PID namespace. The kernel
-//! escapes the line ends of a name its owner chose; a field missing or that does not parse is
-//! `None`, never a panic.
+//! What a process's /proc files say, read in one place. `/proc/PID/status`: its name, its
+//! effective user and capabilities, the signals it catches, and its pid in its innermost PID
+//! namespace (the kernel escapes the line ends of a name its owner chose; a field missing or that
+//! does not parse is `None`, never a panic). `/proc/PID/maps`: whether a line maps libjvm.so.
 
 use std::path::Path;
 
@@ -50,6 +50,12 @@ impl ProcStatus {
     }
 }
 
+/// Whether a line of `/proc/PID/maps` maps a HotSpot JVM's `libjvm.so`, also once its file was
+/// replaced (a JDK updated while the JVM runs). A path need not be UTF-8: the line is bytes.
+pub fn maps_libjvm(line: &[u8]) -> bool {
+    line.ends_with(b"/libjvm.so") || line.ends_with(b"/libjvm.so (deleted)")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,6 +78,19 @@ mod tests {
             (None, None, None)
         );
         assert_eq!(ProcStatus::parse("CapEff:\tzz\n").mask("CapEff"), None);
+    }
+
+    #[test]
+    fn libjvm_is_found_also_deleted() {
+        let line = |path: &str| format!("7f00-7f10 r--p 00000000 fd:01 42 {path}").into_bytes();
+        assert!(maps_libjvm(&line(
+            "/usr/lib/jvm/java-17/lib/server/libjvm.so"
+        )));
+        assert!(maps_libjvm(&line(
+            "/opt/jdk/lib/server/libjvm.so (deleted)"
+        )));
+        assert!(!maps_libjvm(&line("/opt/jdk/lib/libjava.so")));
+        assert!(!maps_libjvm(&line("/tmp/libjvm.so.bak")));
     }
 
     #[test]
