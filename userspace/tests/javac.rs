@@ -212,6 +212,15 @@ impl Summary {
             .collect()
     }
 
+    /// The mean depth of each phase's samples (0 without samples).
+    fn phase_depths(&self) -> Vec<f64> {
+        self.phase_samples
+            .iter()
+            .zip(&self.phase_frames)
+            .map(|(&n, &frames)| frames as f64 / n.max(1) as f64)
+            .collect()
+    }
+
     /// The mean depth of these samples if the phases had weighed `mix` (a phase without samples
     /// counts as 0 frames).
     fn depth_in_mix(&self, mix: &[f64]) -> f64 {
@@ -331,7 +340,8 @@ fn assert_javac_agrees_with_jfr(jvm_flags: &[&str]) {
         eprintln!(
             "{what}: mean Java depth {depth:.1} in JFR's mix of javac's phases ({:.1} as \
              sampled, {} samples) vs JFR's {:.1} ({} samples); phases (parse, enter, attribute, \
-             flow, desugar, generate, other) ours {:.3?}, JFR's {:.3?}; JFR's top {TOP} methods' \
+             flow, desugar, generate, other) ours {:.3?}, JFR's {:.3?}, their mean depths ours \
+             {:.1?}, JFR's {:.1?}; JFR's top {TOP} methods' \
              inclusive shares differ by {mean:.4} on average in JFR's mix ({:.4} as sampled); \
              most (difference, method, JFR's share, ours): {:?}",
             ours.depth,
@@ -340,6 +350,8 @@ fn assert_javac_agrees_with_jfr(jvm_flags: &[&str]) {
             jfr.samples,
             ours.phase_mix(),
             mix,
+            ours.phase_depths(),
+            jfr.phase_depths(),
             as_sampled,
             &differences[..differences.len().min(3)]
         );
