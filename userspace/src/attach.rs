@@ -443,7 +443,6 @@ pub fn parse_reply(reply: &[u8]) -> Option<(i32, String)> {
     Some((status, output.to_string()))
 }
 
-/// The last `NStgid` value of a /proc status file: the pid in the innermost PID namespace.
 /// How long a [`Background`] attach dropped has to end after it is cancelled.
 const CANCEL_WAIT: Duration = Duration::from_secs(2);
 

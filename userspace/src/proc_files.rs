@@ -50,8 +50,9 @@ impl ProcStatus {
     }
 }
 
-/// Whether a line of `/proc/PID/maps` maps a HotSpot JVM's `libjvm.so`, also once its file was
-/// replaced (a JDK updated while the JVM runs). A path need not be UTF-8: the line is bytes.
+/// Whether a line of `/proc/PID/maps`, or the path it maps, is a HotSpot JVM's `libjvm.so`, also
+/// once its file was replaced (a JDK updated while the JVM runs). A path need not be UTF-8: the
+/// line is bytes.
 pub fn maps_libjvm(line: &[u8]) -> bool {
     line.ends_with(b"/libjvm.so") || line.ends_with(b"/libjvm.so (deleted)")
 }

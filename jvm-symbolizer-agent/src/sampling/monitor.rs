@@ -420,7 +420,6 @@ impl Monitor {
             branches: &self.frames.branches,
             threads,
             cpu_ns: jvm_cpu_ns,
-            // The agent's samples are resolved as they are taken: none wait.
         }];
         let cycle = self
             .engine

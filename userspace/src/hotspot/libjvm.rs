@@ -11,12 +11,7 @@ use object::{Object, ObjectSegment, ObjectSymbol};
 use super::maps::Mapping;
 use super::HotSpotError;
 use crate::foreign::FileIdentity;
-
-/// The file name that identifies the HotSpot library in `/proc/PID/maps`.
-const LIBJVM: &str = "/libjvm.so";
-/// What /proc/PID/maps appends to the path of a file deleted since it was mapped (a JDK updated
-/// under a running JVM): such a library is still readable through /proc/PID/map_files.
-const DELETED: &str = " (deleted)";
+use crate::proc_files;
 
 /// libjvm as loaded in one process. The file is read whole (about 20 MB) and dropped once its
 /// symbols are resolved: parsing it in memory is many times faster than through small reads. What
@@ -135,7 +130,7 @@ impl Libjvm {
     pub fn find(pid: u32, maps: &[Mapping], wanted: &[&str]) -> Result<Libjvm, HotSpotError> {
         let first = maps
             .iter()
-            .find(|m| m.path.trim_end_matches(DELETED).ends_with(LIBJVM) && m.offset == 0)
+            .find(|m| proc_files::maps_libjvm(m.path.as_bytes()) && m.offset == 0)
             .ok_or(HotSpotError::NotAJvm { pid })?;
         // map_files is the very file mapped (needs CAP_SYS_ADMIN); the path through the
         // target's root is the fallback, which could be a newer file if the JDK was updated.
