@@ -72,6 +72,7 @@ impl Machine {
             ringbuffer: dir.path().join("powerjoular"),
             powermetrics: dir.path().join("powermetrics"),
             platform,
+            root: true,
         };
         Machine { dir, roots }
     }
@@ -119,11 +120,6 @@ fn wait_for_sample(source: &dyn PowerSource) {
 
 #[test]
 fn macos_auto_runs_powermetrics_as_root_and_weighs_its_samples() {
-    assert!(
-        // SAFETY: geteuid only reads this process's user id.
-        unsafe { libc::geteuid() } == 0,
-        "powermetrics runs as root only: run this test as root"
-    );
     let machine = Machine::new(Platform::MacOs);
     // The header and the first two samples of the Apple silicon capture
     machine.powermetrics("apple_silicon.txt", 2, None);
@@ -199,6 +195,23 @@ fn macos_auto_without_powermetrics_estimates_and_says_where_it_looked() {
             machine.roots.ringbuffer.display()
         )),
         "{warning}"
+    );
+}
+
+#[test]
+fn powermetrics_without_root_is_refused_and_auto_estimates() {
+    let mut machine = Machine::new(Platform::MacOs);
+    machine.roots.root = false;
+    machine.powermetrics("apple_silicon.txt", 2, None);
+    let (source, _) = machine.open(&[("power-source-type", "powermetrics")]);
+    assert_eq!(
+        source.err().unwrap().message(),
+        "powermetrics only runs as root: run as root (sudo), or set power-source-type to estimate, or to ringbuffer with PowerJoular."
+    );
+    let (source, _) = machine.open(&[]);
+    assert_eq!(
+        source.expect("the estimate").describe(),
+        "estimate (from the CPU utilisation)"
     );
 }
 

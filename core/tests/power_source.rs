@@ -26,6 +26,7 @@ impl Machine {
             ringbuffer: dir.path().join("dev/shm/powerjoular"),
             powermetrics: dir.path().join("usr/bin/powermetrics"),
             platform: Platform::Linux,
+            root: true,
         };
         for root in [&roots.powercap, &roots.event_source, &roots.proc] {
             fs::create_dir_all(root).unwrap();

@@ -119,6 +119,8 @@ pub struct SystemRoots {
     pub powermetrics: PathBuf,
     /// The OS.
     pub platform: Platform,
+    /// Whether this process runs as root, which powermetrics needs.
+    pub root: bool,
 }
 
 impl Default for SystemRoots {
@@ -130,6 +132,7 @@ impl Default for SystemRoots {
             ringbuffer: default_ringbuffer_path(),
             powermetrics: PathBuf::from("/usr/bin/powermetrics"),
             platform: Platform::current(),
+            root: is_root(),
         }
     }
 }
@@ -230,7 +233,7 @@ fn no_meter(roots: &SystemRoots, ring_path: &Path) -> String {
 fn platform_meter(roots: &SystemRoots, clock: Arc<dyn Clock>) -> Option<Box<dyn PowerSource>> {
     match roots.platform {
         Platform::Windows => open_energy_meter(roots, clock).ok(),
-        Platform::MacOs if roots.powermetrics.is_file() && is_root() => {
+        Platform::MacOs if roots.powermetrics.is_file() && roots.root => {
             open_powermetrics(roots).ok()
         }
         _ => None,
@@ -284,7 +287,7 @@ fn open_powermetrics(roots: &SystemRoots) -> Result<Box<dyn PowerSource>, PowerE
             "power-source-type=powermetrics only works on macOS. Use auto instead.",
         ));
     }
-    if !is_root() {
+    if !roots.root {
         return Err(PowerError::new(
             "powermetrics only runs as root: run as root (sudo), or set power-source-type to estimate, or to ringbuffer with PowerJoular.",
         ));
