@@ -1,31 +1,54 @@
 #!/usr/bin/env bash
-# Runs every test of joularcode-bpf, after installing what they need (scripts/setup.sh).
-# The end-to-end tests load BPF programs into the kernel, so this runs as root.
+# Runs every test of joularcode-bpf, after installing what they need (scripts/setup.sh and
+# cargo-nextest), in two tiers with cargo-nextest (settings in .config/nextest.toml):
+#
+#   the unit tier      what `cargo test` runs without root: fakes, memory images, files;
+#   the end-to-end tier the test programs that need the `e2e` feature (userspace/Cargo.toml): the
+#                      real BPF programs against real JVMs, a browser, Wine, Prometheus, as root.
+#
+# Each tier's JUnit report is under target/nextest/<profile>/junit.xml; the ten slowest tests are
+# printed at the end.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 cd "$JOULAR_ROOT"
 
 if [ "$(id -u)" -ne 0 ]; then
-    echo "test: the end-to-end tests load BPF programs and need root: sudo $0" >&2
+    echo "test: the end-to-end tests load BPF programs and need root: sudo $0 (cargo test runs the unit tier without root)" >&2
     exit 1
 fi
+if ! command -v cargo-nextest >/dev/null 2>&1; then
+    echo "setup: installing cargo-nextest from crates.io" >&2
+    cargo install --locked --quiet cargo-nextest || setup_fail "cargo install cargo-nextest failed"
+fi
+
+# Both tiers are built once, with the end-to-end feature, and told apart by a filter of the test
+# programs that require it (read from Cargo's metadata, so the list is kept in one place)
+features=(--workspace --features joularcode-bpf/e2e)
+e2e=$(cargo metadata --no-deps --format-version 1 | python3 -c '
+import json, sys
+print(" | ".join("binary_id(%s::%s)" % (p["name"], t["name"]) for p in json.load(sys.stdin)["packages"]
+                 for t in p["targets"] if "e2e" in t.get("required-features", [])))')
+[ -n "$e2e" ] || setup_fail "no test program requires the e2e feature: userspace/Cargo.toml lost its [[test]] entries"
+rm -rf target/nextest
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
-echo "== cargo test --no-run (builds every test)"
-cargo test --workspace --no-run --quiet
+echo "== building every test"
+cargo nextest run "${features[@]}" --no-run --cargo-quiet
 # The daemon's ten-minute churn test runs beside the rest of the suite. Its daemon watches only the
 # cgroup its JVMs are started in (--cgroup), so it reaches no other test's JVM. Its JVMs are not
 # hidden from the others: the tests that profile every JVM of the host (record/stacks/raw --all,
 # top without --pid, the daemon's tests without --cgroup) see them too, and judge only their own
 # JVMs; and they load the CPUs that the rest of the suite runs on
 churn_log="$(mktemp)"
+churn_filter="binary_id(joularcode-bpf::daemon) & test(churn)"
 echo "== the daemon's churn test, in the background (its output comes at the end)"
-cargo test -p joularcode-bpf --test daemon -- --test-threads=1 --nocapture churn >"$churn_log" 2>&1 &
+cargo nextest run "${features[@]}" --cargo-quiet --profile churn -E "$churn_filter" --no-capture \
+    >"$churn_log" 2>&1 &
 churn=$!
 status=0
 echo "== cargo clippy"
-cargo clippy --workspace --all-targets --quiet -- -D warnings || status=1
+cargo clippy --workspace --all-targets --all-features --quiet -- -D warnings || status=1
 # The agent's sampling mode and core on the other platforms: built for Windows (and run under
 # Wine by the tests), type-checked for macOS (no Apple linker here); the three targets in one
 # Cargo run, which builds their crates side by side
@@ -33,8 +56,11 @@ targets=(x86_64-pc-windows-gnu aarch64-apple-darwin x86_64-apple-darwin)
 echo "== cargo clippy ${targets[*]/#/--target } (the agent and core)"
 cargo clippy "${targets[@]/#/--target=}" -p jvm-symbolizer-agent -p joularcode-core --quiet -- -D warnings \
     || status=1
-echo "== cargo test (all but the churn test)"
-cargo test --workspace --no-fail-fast -- --test-threads=1 --skip churn 2>&1 || status=1
+echo "== the unit tier"
+cargo nextest run "${features[@]}" --cargo-quiet -E "not ($e2e)" || status=1
+echo "== the end-to-end tier (all but the churn test)"
+cargo nextest run "${features[@]}" --cargo-quiet --profile e2e -E "($e2e) & not ($churn_filter)" \
+    || status=1
 echo "== the daemon's churn test"
 churn_status=0
 wait "$churn" || churn_status=$?
@@ -44,4 +70,6 @@ if [ "$churn_status" -ne 0 ]; then
     echo "test: the daemon's churn test failed (exit $churn_status)" >&2
     status=1
 fi
+echo "== the ten slowest tests"
+python3 scripts/slowest.py 10 target/nextest/*/junit.xml
 exit "$status"

@@ -543,6 +543,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        not(feature = "e2e"),
+        ignore = "needs root (a file of another user): scripts/test.sh runs it, or cargo test --features e2e as root"
+    )]
     fn a_process_folder_is_entered_through_proc_and_its_user_owns_what_is_read() {
         let me = std::process::id();
         let dir = tempfile::tempdir().unwrap();
@@ -567,6 +571,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        not(feature = "e2e"),
+        ignore = "needs root (/proc/PID/map_files): scripts/test.sh runs it, or cargo test --features e2e as root"
+    )]
     fn a_mapped_file_is_read_whoever_owns_it_but_not_a_device() {
         let me = std::process::id();
         let maps = std::fs::read_to_string("/proc/self/maps").unwrap();

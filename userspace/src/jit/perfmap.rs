@@ -224,6 +224,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        not(feature = "e2e"),
+        ignore = "needs root (a file of another user): scripts/test.sh runs it, or cargo test --features e2e as root"
+    )]
     fn another_users_perf_map_is_neither_read_nor_removed() {
         // The folder as a JVM's /tmp is entered: through /proc/<pid>/root, whose user (this
         // process's) must own what is read there.

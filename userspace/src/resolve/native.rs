@@ -96,6 +96,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        not(feature = "e2e"),
+        ignore = "needs root (/proc/PID/map_files): scripts/test.sh runs it, or cargo test --features e2e as root"
+    )]
     fn names_this_process_functions_and_unknown_addresses() {
         let mut names = NativeNames::new(std::process::id());
         let pc = a_native_function() + 1;
