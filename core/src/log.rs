@@ -6,6 +6,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::io::Write;
 use std::sync::Mutex;
 
 use chrono::{DateTime, Local};
@@ -95,7 +96,13 @@ pub struct Stderr {
 impl Log for Stderr {
     fn log(&self, level: Level, message: &str) {
         if level > Level::Fine || self.verbose {
-            eprintln!("{}", format_line(Local::now(), level, message));
+            // A stderr that cannot be written (a closed pipe, a full disk) has nowhere to say
+            // so: the message is lost and the run goes on, where `eprintln!` would panic.
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "{}",
+                format_line(Local::now(), level, message)
+            );
         }
     }
 }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use crate::cli::RawArgs;
 use crate::discovery::{Cgroups, Discovery, Scope, RESCAN_INTERVAL};
 use crate::hotspot::{HotSpot, HotSpotError};
+use crate::output::stdout;
 use crate::sampler::{
     monotonic_ns, privileges, FrameKind, Sample, Sampler, SamplerError, ThreadTime, WalkEnd,
     WalkedJvm, CONSUME_INTERVAL,
@@ -114,12 +115,9 @@ pub fn run(args: &RawArgs) -> Result<i32, String> {
         Targets::Launch(_) => Discovery::new(Scope::All(Cgroups::every())).map(|d| vec![d]),
     };
     let discoveries = discoveries.map_err(|e| e.to_string())?;
-    sample(
-        discoveries,
-        args.duration(),
-        args.rate.rate,
-        &mut std::io::stdout(),
-    )?;
+    let mut report = Vec::new();
+    sample(discoveries, args.duration(), args.rate.rate, &mut report)?;
+    stdout::print(report).map_err(|e| e.to_string())?;
     Ok(0)
 }
 

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::cli::ReportArgs;
-use crate::output::{flamegraph, pprof, OutputFile};
+use crate::output::{flamegraph, pprof, stdout, OutputFile};
 use crate::profile::{BranchSet, EnergyProfile};
 use crate::report::compare::Comparison;
 use crate::report::{read, table, REGRESSION_EXIT};
@@ -15,7 +15,7 @@ use crate::report::{read, table, REGRESSION_EXIT};
 /// status (0, or [`REGRESSION_EXIT`]), or the error to print.
 pub fn run(args: &ReportArgs) -> Result<i32, String> {
     let (text, code) = report(args)?;
-    print!("{text}");
+    stdout::print(text).map_err(|e| e.to_string())?;
     Ok(code)
 }
 

@@ -6,10 +6,9 @@
 pub mod screen;
 pub mod state;
 
-use std::io::Write;
-
 use joularcode_core::log::Log;
 
+use crate::output::stdout::{self, StdoutError};
 use crate::output::OutputError;
 use crate::profile::BranchSet;
 use crate::record::sink::{CycleView, Sink};
@@ -21,8 +20,13 @@ use state::{JvmSnapshot, Snapshot, Top};
 pub enum View {
     /// On the terminal.
     Screen(Screen),
-    /// As plain text on the standard output, with the first `lines` methods of each JVM.
-    Plain { top: Top, lines: usize },
+    /// As plain text on the standard output, with the first `lines` methods of each JVM; `failed`
+    /// holds the error of a write on it, which ends the recording and then the command.
+    Plain {
+        top: Top,
+        lines: usize,
+        failed: Option<StdoutError>,
+    },
 }
 
 /// A cycle's results, owned, as the view takes them.
@@ -60,13 +64,15 @@ impl Sink for View {
         let snapshot = snapshot(view);
         match self {
             View::Screen(screen) => screen.show(snapshot),
-            View::Plain { top, lines } => {
+            View::Plain { top, lines, failed } => {
+                if failed.is_some() {
+                    return;
+                }
                 top.apply(&snapshot);
-                let mut stdout = std::io::stdout().lock();
-                let written =
-                    writeln!(stdout, "{}", top.plain(*lines)).and_then(|()| stdout.flush());
-                // Nobody reads any more (`top | head`): the recording ends, as on Ctrl-C.
-                if written.is_err() {
+                // Nobody reads any more (`top | head`) or the disk is full: the recording ends,
+                // as on Ctrl-C, and the command with the error.
+                if let Err(error) = stdout::print(format!("{}\n", top.plain(*lines))) {
+                    *failed = Some(error);
                     signals::stop();
                 }
             }
@@ -74,8 +80,13 @@ impl Sink for View {
     }
 
     fn finish(&mut self, _: &dyn Log) -> Result<(), OutputError> {
-        if let View::Screen(screen) = self {
-            screen.end();
+        match self {
+            View::Screen(screen) => screen.end(),
+            View::Plain { failed, .. } => {
+                if let Some(error) = failed.take() {
+                    return Err(error.into());
+                }
+            }
         }
         Ok(())
     }
