@@ -7,6 +7,8 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use joularcode_core::log::printable;
+
 use crate::cli::RawArgs;
 use crate::discovery::{Cgroups, Discovery, Scope, RESCAN_INTERVAL};
 use crate::hotspot::{HotSpot, HotSpotError};
@@ -153,7 +155,8 @@ fn sample(
     for (pid, reason) in &walked.failed {
         writeln!(
             out,
-            "JVM {pid}: stacks walked by frame pointers only: {reason}"
+            "JVM {pid}: stacks walked by frame pointers only: {}",
+            printable(reason)
         )
         .map_err(|e| format!("cannot write the report: {e}"))?;
     }
@@ -261,10 +264,12 @@ fn print_report(
             quiet += 1;
             continue;
         }
+        // A thread names itself: shown as a terminal shows it safely.
+        let name = printable(&report.name);
         let name = if report.exited {
-            format!("{} (exited)", report.name)
+            format!("{name} (exited)")
         } else {
-            report.name.clone()
+            name.into_owned()
         };
         let whole = if report.samples == 0 {
             "-".to_string()
@@ -331,7 +336,8 @@ mod tests {
                     pid: 1,
                     tid: 4,
                     on_cpu_ns: 5_000_000,
-                    name: "Short".into(),
+                    // A thread names itself: an escape sequence is shown, not sent.
+                    name: "Short\x1b[2J\u{202e}".into(),
                     exited: true,
                 },
             ],
@@ -397,7 +403,7 @@ mod tests {
             lines[2]
         );
         assert!(
-            lines[3].contains("Short (exited)")
+            lines[3].contains("Short\\u{1b}[2J\\u{202e} (exited)")
                 && lines[3].contains("9/9/9")
                 && lines[3].contains("4/4/4")
                 && lines[3].ends_with("0.0%"),

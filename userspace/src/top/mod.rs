@@ -6,7 +6,7 @@
 pub mod screen;
 pub mod state;
 
-use joularcode_core::log::Log;
+use joularcode_core::log::{printable, Log};
 
 use crate::output::stdout::{self, StdoutError};
 use crate::output::OutputError;
@@ -29,18 +29,20 @@ pub enum View {
     },
 }
 
-/// A cycle's results, owned, as the view takes them.
+/// A cycle's results, owned, as the view takes them: names (of methods, branches, main classes)
+/// as [`printable`] gives them, so that neither the screen nor the plain text shows a JVM's
+/// escape sequence, line end or bidi override.
 fn snapshot(view: &CycleView<'_>) -> Snapshot {
     let owned = |set| {
         move |jvm: &crate::record::sink::JvmView<'_>| -> Vec<(String, f64)> {
             jvm.powers(set)
                 .into_iter()
-                .map(|power| (power.name.to_string(), power.power.watts()))
+                .map(|power| (printable(power.name).into_owned(), power.power.watts()))
                 .collect()
         }
     };
     Snapshot {
-        source: view.source.to_string(),
+        source: printable(view.source).into_owned(),
         power_w: view.cycle.power.watts(),
         interval: view.cycle.interval,
         jvms: view
@@ -48,7 +50,7 @@ fn snapshot(view: &CycleView<'_>) -> Snapshot {
             .iter()
             .map(|jvm| JvmSnapshot {
                 pid: jvm.pid(),
-                main_class: jvm.main_class.to_string(),
+                main_class: printable(jvm.main_class).into_owned(),
                 watts: jvm.result.result.jvm_power.watts(),
                 share: jvm.result.result.jvm_share,
                 ended: jvm.ended,
