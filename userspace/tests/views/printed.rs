@@ -225,7 +225,7 @@ fn patched_classes() -> PathBuf {
 
 /// The busy JVM of [`patched_classes`], 120 s at most. HotSpot refuses such a name when it
 /// verifies the class: the JVM's owner, who chooses its options, turns verification off.
-fn hostile_jvm() -> Jvm {
+pub(super) fn hostile_jvm() -> Jvm {
     let mut command = Command::new(jdk(17).java());
     command
         .args([
