@@ -206,9 +206,10 @@ impl Default for Config {
 /// The largest configuration file read.
 const MAX_FILE: u64 = 1 << 20;
 
-/// Why the configuration file could not be read: the end of the warning that says so.
+/// Why the configuration file could not be read: the end of the warning (or of the error, for
+/// [`Config::load_strictly`]) that says so.
 #[derive(Debug, thiserror::Error)]
-enum FileError {
+pub enum FileError {
     /// Opening, inspecting or reading it failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),
@@ -266,6 +267,14 @@ fn decode(bytes: Vec<u8>, path: &Path, log: &dyn Log) -> String {
     }
 }
 
+/// The properties of the configuration file `path` ([`read_file`], [`decode`]).
+fn read_properties(
+    path: &Path,
+    log: &dyn Log,
+) -> Result<std::collections::HashMap<String, String>, FileError> {
+    Ok(parse_properties(&decode(read_file(path)?, path, log))?)
+}
+
 /// `String.trim()` of Java: drops every character up to U+0020 at both ends.
 pub(crate) fn java_trim(value: &str) -> &str {
     value.trim_matches(|c: char| c <= ' ')
@@ -295,10 +304,7 @@ impl Config {
             );
             return Config::default();
         }
-        let text = read_file(&absolute)
-            .map(|bytes| decode(bytes, &absolute, log))
-            .and_then(|text| Ok(parse_properties(&text)?));
-        match text {
+        match read_properties(&absolute, log) {
             Ok(properties) => Config::from_properties(&properties, log),
             Err(reason) => {
                 log.log(
@@ -311,6 +317,15 @@ impl Config {
                 Config::default()
             }
         }
+    }
+
+    /// Reads the configuration file `path` that the user named (the `--config` of the command
+    /// line) as [`Config::load`] does, except that a file that cannot be read (not a regular
+    /// file, larger than 1 MiB, a malformed escape) is an error rather than the defaults: the
+    /// user is there to fix it, and a run with settings other than those asked for would
+    /// mislead.
+    pub fn load_strictly(path: &Path, log: &dyn Log) -> Result<Config, FileError> {
+        Ok(Config::from_properties(&read_properties(path, log)?, log))
     }
 
     /// The configuration given by parsed properties. Keys that are not ours are ignored, as

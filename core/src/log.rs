@@ -6,6 +6,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::io::Write;
 use std::sync::Mutex;
 
 use chrono::{DateTime, Local};
@@ -50,13 +51,20 @@ pub fn format_line(time: DateTime<Local>, level: Level, message: &str) -> String
     )
 }
 
-/// `text` fit for a terminal: every control character (C0 and C1 controls, DEL, and the
-/// bidirectional overrides that reorder what is shown) written as `\u{..}`, so that text from
-/// outside (a JVM's answer, a file another user writes) cannot move the cursor, change colours or
-/// hide what follows.
+/// `text` fit for a terminal and for XML: every control character (C0 and C1 controls, DEL,
+/// the bidirectional overrides and isolates that reorder what is shown, and the two
+/// non-characters U+FFFE and U+FFFF that XML 1.0 forbids) written as `\u{..}`, so that text from
+/// outside (a JVM's answer, a name in a class file, a file another user writes) cannot move the
+/// cursor, change colours, forge a line, hide what follows, or make an SVG file unreadable.
+/// This is the one rule of every output a person or a parser of text reads (docs/security.md).
 pub fn printable(text: &str) -> Cow<'_, str> {
-    let hidden =
-        |c: char| c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+    let hidden = |c: char| {
+        c.is_control()
+            || matches!(
+                c,
+                '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{fffe}' | '\u{ffff}'
+            )
+    };
     if !text.contains(hidden) {
         return Cow::Borrowed(text);
     }
@@ -95,7 +103,13 @@ pub struct Stderr {
 impl Log for Stderr {
     fn log(&self, level: Level, message: &str) {
         if level > Level::Fine || self.verbose {
-            eprintln!("{}", format_line(Local::now(), level, message));
+            // A stderr that cannot be written (a closed pipe, a full disk) has nowhere to say
+            // so: the message is lost and the run goes on, where `eprintln!` would panic.
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "{}",
+                format_line(Local::now(), level, message)
+            );
         }
     }
 }
@@ -145,6 +159,10 @@ mod tests {
         assert_eq!(
             printable("a\x1b[2Jb\u{9b}c\u{202e}d\n"),
             "a\\u{1b}[2Jb\\u{9b}c\\u{202e}d\\u{a}"
+        );
+        assert_eq!(
+            printable("\x07\x7f\u{2067}\u{ffff}\t"),
+            "\\u{7}\\u{7f}\\u{2067}\\u{ffff}\\u{9}"
         );
         assert_eq!(quote("abcdef", 3), "abc...");
         assert_eq!(quote("ab\ncd", 10), "ab\\u{a}cd");

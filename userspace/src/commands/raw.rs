@@ -7,9 +7,12 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use joularcode_core::log::printable;
+
 use crate::cli::RawArgs;
 use crate::discovery::{Cgroups, Discovery, Scope, RESCAN_INTERVAL};
 use crate::hotspot::{HotSpot, HotSpotError};
+use crate::output::stdout;
 use crate::sampler::{
     monotonic_ns, privileges, FrameKind, Sample, Sampler, SamplerError, ThreadTime, WalkEnd,
     WalkedJvm, CONSUME_INTERVAL,
@@ -114,12 +117,9 @@ pub fn run(args: &RawArgs) -> Result<i32, String> {
         Targets::Launch(_) => Discovery::new(Scope::All(Cgroups::every())).map(|d| vec![d]),
     };
     let discoveries = discoveries.map_err(|e| e.to_string())?;
-    sample(
-        discoveries,
-        args.duration(),
-        args.rate.rate,
-        &mut std::io::stdout(),
-    )?;
+    let mut report = Vec::new();
+    sample(discoveries, args.duration(), args.rate.rate, &mut report)?;
+    stdout::print(report).map_err(|e| e.to_string())?;
     Ok(0)
 }
 
@@ -155,7 +155,8 @@ fn sample(
     for (pid, reason) in &walked.failed {
         writeln!(
             out,
-            "JVM {pid}: stacks walked by frame pointers only: {reason}"
+            "JVM {pid}: stacks walked by frame pointers only: {}",
+            printable(reason)
         )
         .map_err(|e| format!("cannot write the report: {e}"))?;
     }
@@ -263,10 +264,12 @@ fn print_report(
             quiet += 1;
             continue;
         }
+        // A thread names itself: shown as a terminal shows it safely.
+        let name = printable(&report.name);
         let name = if report.exited {
-            format!("{} (exited)", report.name)
+            format!("{name} (exited)")
         } else {
-            report.name.clone()
+            name.into_owned()
         };
         let whole = if report.samples == 0 {
             "-".to_string()
@@ -333,7 +336,8 @@ mod tests {
                     pid: 1,
                     tid: 4,
                     on_cpu_ns: 5_000_000,
-                    name: "Short".into(),
+                    // A thread names itself: an escape sequence is shown, not sent.
+                    name: "Short\x1b[2J\u{202e}".into(),
                     exited: true,
                 },
             ],
@@ -399,7 +403,7 @@ mod tests {
             lines[2]
         );
         assert!(
-            lines[3].contains("Short (exited)")
+            lines[3].contains("Short\\u{1b}[2J\\u{202e} (exited)")
                 && lines[3].contains("9/9/9")
                 && lines[3].contains("4/4/4")
                 && lines[3].ends_with("0.0%"),

@@ -5,8 +5,10 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use joularcode_core::log::printable;
+
 use crate::cli::ReportArgs;
-use crate::output::{flamegraph, pprof, OutputFile};
+use crate::output::{flamegraph, pprof, stdout, OutputFile};
 use crate::profile::{BranchSet, EnergyProfile};
 use crate::report::compare::Comparison;
 use crate::report::{read, table, REGRESSION_EXIT};
@@ -15,7 +17,7 @@ use crate::report::{read, table, REGRESSION_EXIT};
 /// status (0, or [`REGRESSION_EXIT`]), or the error to print.
 pub fn run(args: &ReportArgs) -> Result<i32, String> {
     let (text, code) = report(args)?;
-    print!("{text}");
+    stdout::print(text).map_err(|e| e.to_string())?;
     Ok(code)
 }
 
@@ -63,7 +65,7 @@ fn write(
 fn what(profile: &EnergyProfile) -> String {
     format!(
         "{} ({}, {})",
-        profile.subject(),
+        printable(&profile.subject()),
         crate::profile::format_joules(profile.joules()),
         profile.set.describe()
     )
@@ -90,8 +92,8 @@ fn compare_runs(
     let mut out = format!(
         "== {}: {} (after) compared with {} (before), per second of run\n",
         table_set.describe(),
-        after_path.display(),
-        args.results.display()
+        printable(&after_path.display().to_string()),
+        printable(&args.results.display().to_string())
     );
     out.push_str(&comparison.render(args.top));
     if let Some(path) = &args.flamegraph {
@@ -195,6 +197,56 @@ mod tests {
             "{svg}"
         );
         assert!(svg.contains("com.app.Main$$Lambda/0x00000008000c5898.run (2.000 J"));
+    }
+
+    #[test]
+    fn names_and_folders_are_printed_escaped_one_line_each() {
+        let dir = tempfile::tempdir().unwrap();
+        let jvm = dir.path().join("JVM 1 (\x1b[2J)");
+        std::fs::create_dir(&jvm).unwrap();
+        let hostile = format!(
+            "{}\n1000,\"a.A.run;a.A.wipe\x1b[2J\x07\n    99.000  99.0%  a.Forged\",\
+             1.000000000,1.000000000,1.000000000,1.0000\n\
+             1000,a.A.run;a.A.\u{202e}exe,1.000000000,2.000000000,1.000000000,1.0000\n",
+            joularcode_core::output::csv::HEADER
+        );
+        std::fs::write(jvm.join(APP_FILE), &hostile).unwrap();
+        std::fs::write(jvm.join(ALL_FILE), &hostile).unwrap();
+        let other = dir.path().join("other");
+        std::fs::create_dir(&other).unwrap();
+        // After the change, the method with the bidi override uses more.
+        let grown = hostile.replace("1.000000000,2.000000000", "1.000000000,9.000000000");
+        std::fs::write(other.join(APP_FILE), &grown).unwrap();
+        std::fs::write(other.join(ALL_FILE), &grown).unwrap();
+        let mut args = args(dir.path());
+        args.flamegraph = Some(dir.path().join("fg.svg"));
+        let (table, _) = report(&args).unwrap();
+        args.results = jvm.clone();
+        args.baseline = Some(other);
+        args.fail_above = Some(20.0);
+        let (comparison, _) = report(&args).unwrap();
+        for text in [&table, &comparison] {
+            assert!(
+                !text.contains(|c: char| (c.is_control() && c != '\n') || c == '\u{202e}'),
+                "{text}"
+            );
+            assert!(
+                text.contains("a.A.wipe\\u{1b}[2J\\u{7}\\u{a}    99.000  99.0%  a.Forged"),
+                "{text}"
+            );
+            assert!(text.contains("a.A.\\u{202e}exe"), "{text}");
+            assert!(
+                !text
+                    .lines()
+                    .any(|line| line.trim_start().starts_with("99.000")),
+                "a forged line: {text}"
+            );
+        }
+        assert!(table.contains("JVM 1 (\\u{1b}[2J)"), "{table}");
+        assert!(
+            comparison.contains("energy regression: method a.A.\\u{202e}exe"),
+            "{comparison}"
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@ use joularcode_core::output::path::{create_file, Mode};
 use crate::cli::StacksArgs;
 use crate::launch;
 use crate::output::folded::Folded;
+use crate::output::stdout;
 use crate::sampler::CONSUME_INTERVAL;
 use crate::session::{Session, SessionOptions};
 use crate::signals;
@@ -26,10 +27,7 @@ pub fn run(args: &StacksArgs) -> Result<i32, String> {
         ..args.agent.session_options(args.rate.rate, log.clone())
     };
     // Open the output first: a bad path fails before anything is sampled.
-    let mut out: Box<dyn Write> = match &args.output {
-        Some(path) => Box::new(BufWriter::new(create_output(path)?)),
-        None => Box::new(BufWriter::new(std::io::stdout())),
-    };
+    let file = args.output.as_deref().map(create_output).transpose()?;
     signals::stop_on_signals().map_err(|e| e.to_string())?;
     let mut session = Session::start(targets, &options).map_err(|e| e.to_string())?;
     let start = Instant::now();
@@ -46,13 +44,33 @@ pub fn run(args: &StacksArgs) -> Result<i32, String> {
     let folded = fold(&mut session, args.native);
     report(&session, &*log);
     let child = session.stop();
-    folded
-        .write(&mut out)
-        .and_then(|()| out.flush())
-        .map_err(|e| format!("cannot write the stacks: {e}"))?;
-    match child {
+    let written = write(&folded, file);
+    // A launched command is ended even when the stacks could not be written.
+    let code = match child {
         Some(mut child) => launch::end(&mut child, launch::GRACE, &*log).map_err(|e| e.to_string()),
         None => Ok(0),
+    };
+    written?;
+    code
+}
+
+/// Writes `folded` to `file`, or on the standard output without one.
+fn write(folded: &Folded, file: Option<std::fs::File>) -> Result<(), String> {
+    match file {
+        Some(file) => {
+            let mut out = BufWriter::new(file);
+            folded
+                .write(&mut out)
+                .and_then(|()| out.flush())
+                .map_err(|e| format!("cannot write the stacks: {e}"))
+        }
+        None => {
+            let mut text = Vec::new();
+            folded
+                .write(&mut text)
+                .map_err(|e| format!("cannot write the stacks: {e}"))?;
+            stdout::print(text).map_err(|e| e.to_string())
+        }
     }
 }
 

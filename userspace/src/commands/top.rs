@@ -40,6 +40,7 @@ pub fn run(args: &TopArgs) -> Result<i32, String> {
         let sinks: Vec<Box<dyn Sink>> = vec![Box::new(View::Plain {
             top: Top::default(),
             lines: args.top,
+            failed: None,
         })];
         record::run_with(
             recording,

@@ -12,6 +12,9 @@ use std::io::{self, Write};
 
 use inferno::flamegraph::{self, color::MultiPalette, Options, Palette};
 
+use joularcode_core::log::printable;
+
+use crate::output::folded::stack_line;
 use crate::profile::{format_joules, EnergyProfile};
 
 /// The unit inferno is given and writes in the tooltips, rewritten afterwards.
@@ -23,7 +26,7 @@ const MICRO: f64 = 1e6;
 pub fn write(profile: &EnergyProfile, out: &mut dyn Write) -> io::Result<()> {
     let mut folded: BTreeMap<String, u64> = BTreeMap::new();
     for (frames, weight) in profile.stacks() {
-        *folded.entry(stack_line(&frames)).or_default() += micro(weight.joules);
+        *folded.entry(stack_line(frames)).or_default() += micro(weight.joules);
     }
     let lines: Vec<String> = folded
         .into_iter()
@@ -52,7 +55,7 @@ pub fn write_diff(
             1.0
         };
         for (frames, weight) in profile.stacks() {
-            let entry = folded.entry(stack_line(&frames)).or_default();
+            let entry = folded.entry(stack_line(frames)).or_default();
             let rate = micro(weight.joules / seconds);
             if after_side {
                 entry.1 += rate;
@@ -120,20 +123,12 @@ fn micro(joules: f64) -> u64 {
     }
 }
 
-/// Frames joined as a folded stack; a `;` in a frame's name would split it, and becomes `_`.
-fn stack_line(frames: &[&str]) -> String {
-    frames
-        .iter()
-        .map(|frame| frame.replace(';', "_"))
-        .collect::<Vec<_>>()
-        .join(";")
-}
-
-/// inferno's options for an energy flame graph.
+/// inferno's options for an energy flame graph. The titles name JVMs and folders: written as
+/// [`printable`] gives them, as the frames are ([`stack_line`]), so that the file is XML.
 fn options(title: String, subtitle: String) -> Options<'static> {
     let mut options = Options::default();
-    options.title = title;
-    options.subtitle = Some(subtitle);
+    options.title = printable(&title).into_owned();
+    options.subtitle = Some(printable(&subtitle).into_owned());
     options.count_name = COUNT_NAME.to_string();
     options.name_type = "Method:".to_string();
     options.colors = Palette::Multi(MultiPalette::Java);
@@ -286,6 +281,62 @@ mod tests {
             svg.contains(">JVM 7 (a.Main) (1.0 s) against JVM 7 (a.Main) (2.0 s); widths: J/s"),
             "{svg}"
         );
+    }
+
+    /// Names no Java source holds but a class file or a results file may: each one would make
+    /// the SVG invalid XML (a browser then draws nothing), write markup, or reorder the text.
+    const HOSTILE: [&str; 4] = [
+        "a.A.run;a.A.wipe\x1b[2J\x07",
+        "a.A.run;a.A.\u{202e}txt.exe",
+        "a.A.run;a.A.forged\nline\u{ffff}",
+        "a.A.run;a.A.<b>&x\"'",
+    ];
+
+    /// The text of every `<title>` of `svg`, read by a real XML parser.
+    fn parsed_titles(svg: &str) -> Vec<String> {
+        let options = roxmltree::ParsingOptions {
+            allow_dtd: true,
+            ..roxmltree::ParsingOptions::default()
+        };
+        let document = roxmltree::Document::parse_with_options(svg, options)
+            .unwrap_or_else(|e| panic!("{e}: {svg}"));
+        document
+            .descendants()
+            .filter(|node| node.has_tag_name("title"))
+            .filter_map(|node| node.text().map(str::to_string))
+            .collect()
+    }
+
+    #[test]
+    fn hostile_names_are_shown_escaped_in_a_file_that_parses() {
+        let branches: Vec<(&str, f64)> = HOSTILE.iter().map(|&name| (name, 1.0)).collect();
+        let mut hostile = profile(&branches, 1.0);
+        hostile.jvms[0].name = "JVM 7 (\x1b]0;title\x07)".into();
+        let titles = parsed_titles(&svg(&hostile));
+        for expected in [
+            "a.A.wipe\\u{1b}[2J\\u{7} (1.000 J, 25.00%)",
+            "a.A.\\u{202e}txt.exe (1.000 J, 25.00%)",
+            "a.A.forged\\u{a}line\\u{ffff} (1.000 J, 25.00%)",
+            "a.A.<b>&x\"' (1.000 J, 25.00%)",
+        ] {
+            assert!(
+                titles.iter().any(|t| t == expected),
+                "{expected}: {titles:?}"
+            );
+        }
+        let mut out = Vec::new();
+        write_diff(&hostile, &hostile, &mut out).unwrap();
+        let titles = parsed_titles(&String::from_utf8(out).unwrap());
+        assert!(
+            titles
+                .iter()
+                .any(|t| t.starts_with("a.A.wipe\\u{1b}[2J\\u{7} (")),
+            "{titles:?}"
+        );
+        let empty = profile(&[], 0.0);
+        let mut hostile_empty = empty.clone();
+        hostile_empty.jvms[0].name = "JVM 7 (\x1b)".into();
+        assert!(parsed_titles(&svg(&hostile_empty)).is_empty());
     }
 
     #[test]

@@ -6,9 +6,29 @@
 //! ```
 //!
 //! Lines are sorted by stack, so that two runs compare line by line.
+//!
+//! The format is read by tools and by people alike (`stacks` prints it on the terminal, a
+//! flame graph tool copies its names into an SVG file): each frame's name is written as
+//! [`frame`] gives it, so that no name, whatever its class file or its JVM holds, forges a line
+//! or a frame, sends escape sequences to a terminal, or puts in an SVG file a character XML
+//! forbids. A folded line has no escape of its own that tools would decode, so the same
+//! `\u{..}` as the profiler's messages is shown to the reader as it is.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::io::{self, Write};
+
+use joularcode_core::log::printable;
+
+/// A frame's name as a folded stack holds it: control characters (a line end too), bidi
+/// overrides and what XML forbids written as `\u{..}` ([`printable`]), and `;`, which would
+/// split the frame in two, as `_`.
+pub fn frame(name: &str) -> Cow<'_, str> {
+    match printable(name) {
+        Cow::Borrowed(name) if !name.contains(';') => Cow::Borrowed(name),
+        shown => Cow::Owned(shown.replace(';', "_")),
+    }
+}
 
 /// Stacks and their counts.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -22,20 +42,10 @@ impl Folded {
         Folded::default()
     }
 
-    /// Adds `count` to the stack made of `frames`, oldest first. A `;` or a line end inside a
-    /// frame's name would break the format: it becomes `_`.
+    /// Adds `count` to the stack made of `frames`, oldest first, each named as [`frame`] gives
+    /// it.
     pub fn add<'a>(&mut self, frames: impl IntoIterator<Item = &'a str>, count: u64) {
-        let mut stack = String::new();
-        for (i, frame) in frames.into_iter().enumerate() {
-            if i > 0 {
-                stack.push(';');
-            }
-            stack.extend(frame.chars().map(|c| match c {
-                ';' | '\n' | '\r' => '_',
-                c => c,
-            }));
-        }
-        let total = self.stacks.entry(stack).or_insert(0);
+        let total = self.stacks.entry(stack_line(frames)).or_insert(0);
         *total = total.saturating_add(count);
     }
 
@@ -55,6 +65,18 @@ impl Folded {
     }
 }
 
+/// `frames` as one folded stack, oldest first: each named as [`frame`] gives it, joined by `;`.
+pub fn stack_line<'a>(frames: impl IntoIterator<Item = &'a str>) -> String {
+    let mut stack = String::new();
+    for (i, name) in frames.into_iter().enumerate() {
+        if i > 0 {
+            stack.push(';');
+        }
+        stack.push_str(&frame(name));
+    }
+    stack
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -70,7 +92,7 @@ mod tests {
         folded.write(&mut out).expect("written");
         assert_eq!(
             String::from_utf8(out).expect("utf-8"),
-            "[GC] 5\na.B.main;a.B.run 5\na.B.main;odd_name_here 1\n"
+            "[GC] 5\na.B.main;a.B.run 5\na.B.main;odd_name\\u{a}here 1\n"
         );
     }
 }

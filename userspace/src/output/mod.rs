@@ -1,8 +1,10 @@
-//! Outputs fed by the profiler's results, one file per format, and the files they go to.
+//! Outputs fed by the profiler's results, one file per format, the files they go to, and the
+//! standard output.
 
 pub mod flamegraph;
 pub mod folded;
 pub mod pprof;
+pub mod stdout;
 
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -44,6 +46,9 @@ pub enum OutputError {
         /// Why.
         source: io::Error,
     },
+    /// Writing on the standard output failed.
+    #[error("{0}")]
+    Stdout(#[from] stdout::StdoutError),
 }
 
 impl OutputFile {

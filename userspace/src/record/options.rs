@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use clap::{Arg, ArgMatches, Args, Command, FromArgMatches};
-use joularcode_core::config::{Config, ConfigError, SettingError, KEYS};
+use joularcode_core::config::{Config, ConfigError, FileError, SettingError, KEYS};
 use joularcode_core::log::Log;
 
 /// The values given on the command line for the keys of [`KEYS`], in the order of [`KEYS`].
@@ -73,6 +73,19 @@ pub enum OptionsError {
         /// What it is instead.
         what: &'static str,
     },
+    /// The file of `--config` cannot be read: larger than 1 MiB, a malformed escape, an error
+    /// of the system.
+    #[error(
+        "--config {}: {reason} Give the path of a readable joularcodejava.properties file of at \
+         most 1 MiB, or leave --config out to read ./joularcodejava.properties.",
+        path.display()
+    )]
+    UnreadableConfig {
+        /// The file's path (made absolute).
+        path: PathBuf,
+        /// Why it cannot be read.
+        reason: FileError,
+    },
     /// A value given as an option is refused ([`Config::set_strictly`]).
     #[error("--{0}")]
     Setting(#[from] SettingError),
@@ -85,7 +98,7 @@ pub enum OptionsError {
 /// The configuration of a run: `config_file` (`--config`), else `joularcodejava.properties` in
 /// `working_dir`, read as Joular reads it (what it says goes to `log`), then `options` over it.
 ///
-/// A `--config` file that does not exist, a value that [`Config::set`] refuses or replaces by its
+/// A `--config` file that does not exist or cannot be read, a value that [`Config::set`] refuses or replaces by its
 /// default, and a `power-source-type` or `vm-power-format` that is not one of the choices (from
 /// the file too) are errors: one line that names the option or key and the value.
 pub fn load(
@@ -94,23 +107,30 @@ pub fn load(
     working_dir: &Path,
     log: &dyn Log,
 ) -> Result<Config, OptionsError> {
-    if let Some(file) = config_file {
-        let absolute = working_dir.join(file);
-        let what = match absolute.metadata() {
-            Ok(meta) if meta.is_file() => None,
-            Ok(meta) if meta.is_dir() => Some("it is a directory"),
-            Ok(_) => Some("it is not a regular file"),
-            Err(_) => Some("there is no such file"),
-        };
-        if let Some(what) = what {
-            return Err(OptionsError::ConfigFile {
-                path: absolute,
-                what,
-            });
+    let mut config = match config_file {
+        Some(file) => {
+            let absolute = working_dir.join(file);
+            let what = match absolute.metadata() {
+                Ok(meta) if meta.is_file() => None,
+                Ok(meta) if meta.is_dir() => Some("it is a directory"),
+                Ok(_) => Some("it is not a regular file"),
+                Err(_) => Some("there is no such file"),
+            };
+            if let Some(what) = what {
+                return Err(OptionsError::ConfigFile {
+                    path: absolute,
+                    what,
+                });
+            }
+            Config::load_strictly(&absolute, log).map_err(|reason| {
+                OptionsError::UnreadableConfig {
+                    path: absolute,
+                    reason,
+                }
+            })?
         }
-    }
-    let explicit = config_file.map(|file| file.to_string_lossy().into_owned());
-    let mut config = Config::load(explicit.as_deref(), working_dir, log);
+        None => Config::load(None, working_dir, log),
+    };
     for (key, value) in &options.values {
         config.set_strictly(key, value, log)?;
     }
@@ -221,6 +241,37 @@ mod tests {
             error.starts_with("--config ") && error.contains("missing.properties"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn an_explicit_file_that_cannot_be_read_is_refused_not_replaced_by_the_defaults() {
+        let dir = folder();
+        let big = "results-path=mine\n".repeat(70_000);
+        assert!(big.len() > 1 << 20);
+        std::fs::write(dir.path().join("big.properties"), big).unwrap();
+        std::fs::write(dir.path().join("bad.properties"), "a=\\u12\n").unwrap();
+        for (file, reason) in [
+            ("big.properties", "larger than 1048576 bytes"),
+            ("bad.properties", "\\u"),
+        ] {
+            let log = Recorded::default();
+            let error = load(
+                Some(Path::new(file)),
+                &ConfigOptions::default(),
+                dir.path(),
+                &log,
+            )
+            .expect_err(file)
+            .to_string();
+            assert!(
+                error.starts_with(&format!("--config {}", dir.path().join(file).display()))
+                    && error.contains(reason)
+                    && error.contains("Give the path")
+                    && !error.contains('\n'),
+                "{error}"
+            );
+            assert!(log.messages().is_empty(), "{:?}", log.messages());
+        }
     }
 
     #[test]

@@ -82,7 +82,8 @@ impl Terminal {
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
             if !shown.is_empty() {
-                eprintln!();
+                // A terminal that cannot be written to has nowhere to say so
+                let _ = writeln!(std::io::stderr().lock());
                 shown.clear();
             }
         }
@@ -102,9 +103,10 @@ impl Log for Terminal {
                 let shown = shown
                     .lock()
                     .unwrap_or_else(|poisoned| poisoned.into_inner());
-                eprint!("{ERASE_LINE}");
+                // A terminal that cannot be written to has nowhere to say so
+                let _ = write!(std::io::stderr().lock(), "{ERASE_LINE}");
                 self.messages.log(level, message);
-                eprint!("{shown}");
+                let _ = write!(std::io::stderr().lock(), "{shown}");
             }
             None => self.messages.log(level, message),
         }

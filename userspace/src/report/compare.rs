@@ -9,6 +9,8 @@
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
 
+use joularcode_core::log::printable;
+
 use crate::profile::EnergyProfile;
 
 /// How much a method's energy per second must grow, in parts of the total energy per second
@@ -143,7 +145,7 @@ impl Comparison {
     }
 
     /// The table: the totals, then the `top` methods and the `top` branches whose energy per
-    /// second changed most.
+    /// second changed most, named as [`printable`] shows them.
     pub fn render(&self, top: usize) -> String {
         let total = &self.total;
         let mut out = format!(
@@ -179,7 +181,7 @@ impl Comparison {
                     change.after_rate,
                     change.delta(),
                     change.percent_text(),
-                    change.name
+                    printable(&change.name)
                 );
             }
         }
@@ -188,7 +190,8 @@ impl Comparison {
 
     /// What grew by more than `percent` per second: the total, or one of the top methods (the
     /// `top` with the most energy per second in either run) whose growth is also at least
-    /// [`MIN_GROWTH`] of the total before. One line each; none means the gate passes.
+    /// [`MIN_GROWTH`] of the total before. One line each (names as [`printable`] shows them);
+    /// none means the gate passes.
     pub fn regressions(&self, percent: f64, top: usize) -> Vec<String> {
         let grew = |change: &Change| match change.percent() {
             Some(growth) => growth > percent,
@@ -228,7 +231,10 @@ impl Comparison {
         }
         let noticeable = |change: &Change| change.delta() >= MIN_GROWTH * self.total.before_rate;
         for change in top_methods.into_iter().filter(|c| grew(c) && noticeable(c)) {
-            lines.push(describe(&format!("method {}", change.name), change));
+            lines.push(describe(
+                &format!("method {}", printable(&change.name)),
+                change,
+            ));
         }
         lines
     }

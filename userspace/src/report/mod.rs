@@ -14,6 +14,8 @@ pub mod read;
 use std::fmt::Write as _;
 use std::path::Path;
 
+use joularcode_core::log::printable;
+
 use crate::profile::BranchSet;
 use read::{FileEnergy, ReadError};
 
@@ -21,11 +23,13 @@ use read::{FileEnergy, ReadError};
 pub const REGRESSION_EXIT: i32 = 3;
 
 /// The report of one file: a line that names it, then one line per branch (at most `top`).
+/// The files are another user's as often as not: their names and the branches' are shown as
+/// [`printable`] gives them.
 pub fn render(path: &Path, file: &FileEnergy, top: usize) -> String {
     let total = file.total();
     let mut out = format!(
         "{}: {:.3} J in {} rows{}\n",
-        path.display(),
+        printable(&path.display().to_string()),
         total,
         file.rows,
         if file.bad_rows > 0 {
@@ -41,7 +45,7 @@ pub fn render(path: &Path, file: &FileEnergy, top: usize) -> String {
         } else {
             0.0
         };
-        let _ = writeln!(out, "{joules:>14.3} {share:>6.1}%  {branch}");
+        let _ = writeln!(out, "{joules:>14.3} {share:>6.1}%  {}", printable(branch));
     }
     out
 }

@@ -263,6 +263,31 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn names_with_commas_quotes_and_line_ends_come_back_whole_from_the_csv_written() {
+        use joularcode_core::output::csv::{escape, HEADER};
+        let names = [
+            "a.A.run;a.A.f,g",
+            "a.A.run;a.A.\"quoted\"",
+            "a.A.run;a.A.two\nlines\r\n",
+            "a.A.run;a.A.wipe\x1b[2J\x07\u{202e}",
+        ];
+        let mut text = format!("{HEADER}\n");
+        for (i, name) in names.iter().enumerate() {
+            text.push_str(&format!(
+                "{},{},1.000000000,{}.000000000,1.000000000,1.0000\n",
+                1000 * (i + 1),
+                escape(name),
+                i + 1
+            ));
+        }
+        let file = file_energy(&text).unwrap();
+        assert_eq!(file.bad_rows, 0, "{text}");
+        let mut read: Vec<&str> = file.ranked().into_iter().map(|(name, _)| name).collect();
+        read.reverse();
+        assert_eq!(read, names);
+    }
+
+    #[test]
     fn a_file_that_is_not_joulars_is_refused() {
         assert!(file_energy("a,b\n1,2\n")
             .unwrap_err()

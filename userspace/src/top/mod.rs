@@ -6,10 +6,9 @@
 pub mod screen;
 pub mod state;
 
-use std::io::Write;
+use joularcode_core::log::{printable, Log};
 
-use joularcode_core::log::Log;
-
+use crate::output::stdout::{self, StdoutError};
 use crate::output::OutputError;
 use crate::profile::BranchSet;
 use crate::record::sink::{CycleView, Sink};
@@ -21,22 +20,29 @@ use state::{JvmSnapshot, Snapshot, Top};
 pub enum View {
     /// On the terminal.
     Screen(Screen),
-    /// As plain text on the standard output, with the first `lines` methods of each JVM.
-    Plain { top: Top, lines: usize },
+    /// As plain text on the standard output, with the first `lines` methods of each JVM; `failed`
+    /// holds the error of a write on it, which ends the recording and then the command.
+    Plain {
+        top: Top,
+        lines: usize,
+        failed: Option<StdoutError>,
+    },
 }
 
-/// A cycle's results, owned, as the view takes them.
+/// A cycle's results, owned, as the view takes them: names (of methods, branches, main classes)
+/// as [`printable`] gives them, so that neither the screen nor the plain text shows a JVM's
+/// escape sequence, line end or bidi override.
 fn snapshot(view: &CycleView<'_>) -> Snapshot {
     let owned = |set| {
         move |jvm: &crate::record::sink::JvmView<'_>| -> Vec<(String, f64)> {
             jvm.powers(set)
                 .into_iter()
-                .map(|power| (power.name.to_string(), power.power.watts()))
+                .map(|power| (printable(power.name).into_owned(), power.power.watts()))
                 .collect()
         }
     };
     Snapshot {
-        source: view.source.to_string(),
+        source: printable(view.source).into_owned(),
         power_w: view.cycle.power.watts(),
         interval: view.cycle.interval,
         jvms: view
@@ -44,7 +50,7 @@ fn snapshot(view: &CycleView<'_>) -> Snapshot {
             .iter()
             .map(|jvm| JvmSnapshot {
                 pid: jvm.pid(),
-                main_class: jvm.main_class.to_string(),
+                main_class: printable(jvm.main_class).into_owned(),
                 watts: jvm.result.result.jvm_power.watts(),
                 share: jvm.result.result.jvm_share,
                 ended: jvm.ended,
@@ -60,13 +66,15 @@ impl Sink for View {
         let snapshot = snapshot(view);
         match self {
             View::Screen(screen) => screen.show(snapshot),
-            View::Plain { top, lines } => {
+            View::Plain { top, lines, failed } => {
+                if failed.is_some() {
+                    return;
+                }
                 top.apply(&snapshot);
-                let mut stdout = std::io::stdout().lock();
-                let written =
-                    writeln!(stdout, "{}", top.plain(*lines)).and_then(|()| stdout.flush());
-                // Nobody reads any more (`top | head`): the recording ends, as on Ctrl-C.
-                if written.is_err() {
+                // Nobody reads any more (`top | head`) or the disk is full: the recording ends,
+                // as on Ctrl-C, and the command with the error.
+                if let Err(error) = stdout::print(format!("{}\n", top.plain(*lines))) {
+                    *failed = Some(error);
                     signals::stop();
                 }
             }
@@ -74,8 +82,13 @@ impl Sink for View {
     }
 
     fn finish(&mut self, _: &dyn Log) -> Result<(), OutputError> {
-        if let View::Screen(screen) = self {
-            screen.end();
+        match self {
+            View::Screen(screen) => screen.end(),
+            View::Plain { failed, .. } => {
+                if let Some(error) = failed.take() {
+                    return Err(error.into());
+                }
+            }
         }
         Ok(())
     }

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use crossterm::{cursor, execute, terminal};
-use joularcode_core::log::{Level, Log};
+use joularcode_core::log::{printable, Level, Log};
 use ratatui::backend::CrosstermBackend;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
@@ -137,7 +137,7 @@ impl Log for ScreenLog {
             .sender
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let _ = sender.send(Message::Log(format!("{level}: {message}")));
+        let _ = sender.send(Message::Log(format!("{level}: {}", printable(message))));
     }
 }
 

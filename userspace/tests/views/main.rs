@@ -11,6 +11,7 @@ mod app;
 mod compare;
 mod flamegraph;
 mod pprof;
+mod printed;
 mod top;
 
 use std::collections::HashMap;

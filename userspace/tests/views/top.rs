@@ -436,3 +436,22 @@ fn top_prints_plain_text_when_not_on_a_terminal() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+#[test]
+fn top_under_tmux_shows_a_jvms_names_escaped() {
+    let _serial = serial();
+    let jvm = printed::hostile_jvm();
+    let tmux = Tmux::new("views-top-printed");
+    let command = top_command(&["--pid".into(), jvm.pid().to_string()]);
+    tmux.keys(&[&format!("clear; {command}; echo TOP-EXIT=$?"), "Enter"]);
+    // The hot method, its name as its patched class file holds it, shown escaped in the list;
+    // its ESC [2J would have wiped the screen, its U+202E reordered the line.
+    let screen = tmux.wait_for("the method escaped", |screen| {
+        screen.contains("PrintedNames.hot\\u{1b}[2J\\u{7}\\u{a}\\u{202e}end")
+    });
+    let ansi = tmux.tmux(&["capture-pane", "-e", "-p", "-t", &tmux.name]);
+    assert!(!ansi.contains(['\u{7}', '\u{202e}']), "{ansi:?}");
+    eprintln!("{screen}");
+    tmux.keys(&["q"]);
+    tmux.wait_for("the shell back", |screen| screen.contains("TOP-EXIT=0"));
+}
