@@ -6,7 +6,11 @@ use joularcode_core::config::VmFormat;
 use joularcode_core::config::{parse_properties, Config};
 use joularcode_core::cpu_list;
 use joularcode_core::log::Recorded;
-use joularcode_core::names::{binary_class_name, class_name_from_signature};
+use joularcode_core::mutf8;
+use joularcode_core::names::{
+    binary_class_name, class_name_from_signature, method_name, MAX_CLASS_NAME_BYTES,
+    MAX_METHOD_NAME_BYTES,
+};
 use joularcode_core::power::ringbuffer::read_bytes;
 use joularcode_core::power::vm;
 use joularcode_core::power::MAX_WATTS;
@@ -81,13 +85,16 @@ pub fn sysfs(bytes: &[u8]) {
     }
 }
 
-/// Class names as the JVM holds them (a Symbol's bytes, read as UTF-8 with replacements) and
-/// as JVMTI gives their signatures: a `/` is left only where a hidden class's `+` was, and a
-/// name that can be a class's (no `.` in its internal form, JVMS §4.2) reads the same from its
-/// Symbol, from its signature, and from JVMTI's form of a hidden class (`.` for the last `+`).
+/// Class and method names as the JVM holds them (a Symbol's bytes, decoded from modified UTF-8)
+/// and as JVMTI gives their signatures: every name is within its bound, a `/` is left only
+/// where a hidden class's `+` was, and a name that can be a class's (no `.` in its internal form,
+/// JVMS §4.2) reads the same from its Symbol, from its signature, and from JVMTI's form of a
+/// hidden class (`.` for the last `+`).
 pub fn class_names(bytes: &[u8]) {
-    let internal = String::from_utf8_lossy(bytes);
+    let internal = mutf8::decode(bytes);
     let binary = binary_class_name(&internal);
+    assert!(binary.len() <= MAX_CLASS_NAME_BYTES, "{}", binary.len());
+    assert!(method_name(&internal).len() <= MAX_METHOD_NAME_BYTES);
     if !internal.contains('+') {
         assert!(!binary.contains('/'), "{binary}");
     }

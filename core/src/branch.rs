@@ -8,11 +8,25 @@
 //!
 //! [`Branches`] interns frames and stacks, so that counting a sample of a stack already seen looks
 //! up a hash table and allocates nothing; a name is built once, when it is first asked for.
+//!
+//! Names are bounded: a frame's class and method as [`crate::names`] cuts them, a branch's name
+//! at most [`MAX_BRANCH_FRAMES`] frames and [`MAX_BRANCH_BYTES`] bytes ([`bounded_branch_name`]).
+//! The sampler walks 256 native frames at most and HotSpot inlines 15 levels deep at most;
+//! stacks of servers and compilers are a few hundred frames of under 100 bytes each, well within
+//! the bounds, so only a stack of names made to be long is ever cut.
 
+use std::borrow::Cow;
 use std::hash::BuildHasher;
 use std::sync::OnceLock;
 
 use hashbrown::{DefaultHashBuilder, Equivalent, HashMap, HashTable};
+
+use crate::names::{cut, short_hash, CUT_MARK, MAX_CLASS_NAME_BYTES, MAX_METHOD_NAME_BYTES};
+
+/// The most frames a branch's name shows.
+pub const MAX_BRANCH_FRAMES: usize = 1024;
+/// The longest branch name, in bytes.
+pub const MAX_BRANCH_BYTES: usize = 32 * 1024;
 
 /// Pseudo-frame of the garbage collector's threads.
 pub const GC: &str = "[GC]";
@@ -184,9 +198,41 @@ impl Stacks {
                 }
                 frames[id.0 as usize].frame.push_name(&mut name);
             }
-            name.into()
+            match bounded_branch_name(&name, MAX_BRANCH_FRAMES, MAX_BRANCH_BYTES) {
+                Cow::Borrowed(_) => name.into(),
+                Cow::Owned(cut) => cut.into(),
+            }
         })
     }
+}
+
+/// `branch` (frame names joined by `;`, oldest first) if it has at most `max_frames` frames and
+/// `max_bytes` bytes (at least 2 × [`crate::names::CUT_BYTES`]); else [`CUT_MARK`] and the [`short_hash`] of the
+/// whole as its first frame, then its newest frames, as many as fit: the frames where branches
+/// differ and energy is spent. Two long branches stay two, a branch is always cut the same way,
+/// and one cut is not cut again. A newest frame alone longer than the room left is itself cut.
+pub fn bounded_branch_name(branch: &str, max_frames: usize, max_bytes: usize) -> Cow<'_, str> {
+    let frames = branch.split(';').count();
+    if frames <= max_frames && branch.len() <= max_bytes {
+        return Cow::Borrowed(branch);
+    }
+    let mut out = format!("{CUT_MARK}{}", short_hash(branch.as_bytes()));
+    let room = max_bytes.saturating_sub(out.len() + 1);
+    let start = branch
+        .rmatch_indices(';')
+        .take(max_frames.saturating_sub(1))
+        .map(|(at, _)| at + 1)
+        .take_while(|&start| branch.len() - start <= room)
+        .last()
+        .unwrap_or(branch.len());
+    out.push(';');
+    if start == branch.len() {
+        let newest = branch.rsplit(';').next().unwrap_or(branch);
+        out.push_str(&cut(newest, room));
+    } else {
+        out.push_str(&branch[start..]);
+    }
+    Cow::Owned(out)
 }
 
 /// The frames and branches seen so far, with their names in the all file and in the app file.
@@ -244,8 +290,16 @@ impl Branches {
         }
     }
 
-    /// The id of the Java method `class.method`, interned on first sight.
+    /// The id of the Java method `class.method`, interned on first sight. Names beyond
+    /// [`MAX_CLASS_NAME_BYTES`] and [`MAX_METHOD_NAME_BYTES`] are cut as [`crate::names`] cuts
+    /// them (the readers of names cut them already, once per method).
     pub fn frame(&mut self, class: &str, method: &str) -> FrameId {
+        if class.len() > MAX_CLASS_NAME_BYTES || method.len() > MAX_METHOD_NAME_BYTES {
+            return self.frame(
+                &cut(class, MAX_CLASS_NAME_BYTES),
+                &cut(method, MAX_METHOD_NAME_BYTES),
+            );
+        }
         if let Some(&id) = self.frame_ids.get(&FrameRef { class, method }) {
             return id;
         }
@@ -417,6 +471,51 @@ mod tests {
             .collect();
         assert_eq!(branches.frames.len(), 8, "[other] among them");
         assert_eq!(many[19], branches.jvm_frame(OTHER));
+    }
+
+    #[test]
+    fn branch_names_are_bounded_and_long_ones_stay_apart() {
+        let mut branches = Branches::new::<&str>(&[]);
+        let long = |i: usize| format!("{i}{}", "m".repeat(65_000));
+        let frames: Vec<FrameId> = (0..20)
+            .map(|i| branches.frame(&"p.C".repeat(30_000), &long(i)))
+            .collect();
+        let frame = &branches.frames[frames[0].0 as usize].frame;
+        assert!(frame.class().len() <= MAX_CLASS_NAME_BYTES);
+        assert!(frame.method().len() <= MAX_METHOD_NAME_BYTES);
+        assert_eq!(
+            branches.frame(&"p.C".repeat(30_000), &long(0)),
+            frames[0],
+            "a long name is one frame"
+        );
+        let deep: Vec<FrameId> = (0..20).flat_map(|_| frames.iter().copied()).collect();
+        let a = branches.branch(&deep);
+        let b = branches.branch(&deep[1..]);
+        let (name_a, name_b) = (branches.name(a).to_string(), branches.name(b).to_string());
+        assert!(name_a.len() <= MAX_BRANCH_BYTES, "{}", name_a.len());
+        assert!(name_a.starts_with(CUT_MARK));
+        assert_ne!(name_a, name_b, "two long branches stay two");
+        assert!(
+            name_a.ends_with(branches.frames[frames[19].0 as usize].frame.method()),
+            "the newest frames are kept"
+        );
+
+        let many: Vec<String> = (0..3000).map(|i| format!("a.B.m{i}")).collect();
+        let joined = many.join(";");
+        let cut = bounded_branch_name(&joined, MAX_BRANCH_FRAMES, MAX_BRANCH_BYTES);
+        assert_eq!(cut.split(';').count(), MAX_BRANCH_FRAMES);
+        assert!(cut.ends_with(";a.B.m2999"));
+        assert_eq!(
+            bounded_branch_name(&cut, MAX_BRANCH_FRAMES, MAX_BRANCH_BYTES),
+            cut,
+            "a cut branch is not cut again"
+        );
+        let normal = "java.lang.Thread.run;a.B.work";
+        assert_eq!(bounded_branch_name(normal, 2, 1024), normal);
+        // A newest frame longer than the room is itself cut.
+        let one = format!("a.B.c;{}", "x".repeat(5000));
+        let cut = bounded_branch_name(&one, 10, 1024);
+        assert!(cut.len() <= 1024 && cut.split(';').count() == 2, "{cut}");
     }
 
     #[test]

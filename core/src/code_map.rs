@@ -7,6 +7,8 @@
 
 use std::io::Write;
 
+use crate::{mutf8, names};
+
 /// First word of a code map's header line.
 pub const MAGIC: &str = "joularcode-code-map";
 /// The format's version, second word of the header; a reader refuses other versions.
@@ -111,7 +113,8 @@ pub fn escape(out: &mut Vec<u8>, name: &str) {
     }
 }
 
-/// Undoes [`escape`]; `None` for an empty name or a bad escape.
+/// Undoes [`escape`], decoding the name as [`mutf8::decode`] does and cutting it as
+/// [`names::qualified_name`] does; `None` for an empty name or a bad escape.
 pub fn unescape(name: &str) -> Option<String> {
     if name.is_empty() {
         return None;
@@ -129,7 +132,7 @@ pub fn unescape(name: &str) -> Option<String> {
             i += 1;
         }
     }
-    Some(String::from_utf8_lossy(&out).into_owned())
+    Some(names::qualified_name(&mutf8::decode(&out)).into_owned())
 }
 
 /// `M <id> <name>`.
@@ -345,6 +348,25 @@ mod tests {
             assert_eq!(parse(&text), Some(record), "{text}");
         }
         assert_eq!(parse_header(&line(|o| header(o, 42))), Some(42));
+    }
+
+    /// A map holds what the agent wrote (UTF-8), or anything: modified UTF-8 is decoded too, and
+    /// a name of any length comes back cut as the readers of Symbols cut it.
+    #[test]
+    fn names_are_decoded_and_cut() {
+        assert_eq!(
+            parse("M 1 a.B.r%C0%80%ED%A0%B5%ED%B2%9C"),
+            Some(Record::Method {
+                id: 1,
+                name: "a.B.r\0\u{1d49c}".into()
+            })
+        );
+        let long = format!("a.{}.{}", "C".repeat(70_000), "m".repeat(70_000));
+        let Some(Record::Method { name, .. }) = parse(&line(|o| method(o, 2, &long))) else {
+            panic!("a method record");
+        };
+        assert_eq!(name, names::qualified_name(&long));
+        assert!(name.len() <= names::MAX_FRAME_NAME_BYTES);
     }
 
     #[test]

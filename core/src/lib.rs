@@ -12,6 +12,7 @@ pub mod energy;
 mod input;
 pub mod log;
 pub mod machine;
+pub mod mutf8;
 pub mod names;
 pub mod output;
 pub mod power;

@@ -9,6 +9,7 @@ use std::ffi::{c_char, c_void, CStr};
 
 use joularcode_core::code_map as records;
 use joularcode_core::power::clock::monotonic_ns;
+use joularcode_core::{mutf8, names};
 
 use crate::format;
 use crate::jvmti::{CmlrHeader, CmlrInlineRecord, Env, Jint, JmethodId, CMLR_INLINE_INFO};
@@ -199,7 +200,7 @@ pub unsafe fn dynamic_code_generated(
     let name = if name.is_null() {
         "[stub]".into()
     } else {
-        CStr::from_ptr(name).to_string_lossy()
+        names::qualified_name(&mutf8::decode(CStr::from_ptr(name).to_bytes())).into_owned()
     };
     let start = address as u64;
     sink.with(|p| {

@@ -9,6 +9,7 @@
 
 pub mod branches;
 pub mod jfr;
+pub mod odd_names;
 pub mod pprof;
 pub mod procfs;
 pub mod profiler;

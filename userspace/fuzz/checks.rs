@@ -10,12 +10,13 @@ use joularcode_bpf::jit::perfmap::PerfMap;
 use joularcode_bpf::proc_files::{self, ProcStatus};
 use joularcode_core::code_map as format;
 use joularcode_core::log::quote;
-use joularcode_core::names::main_class as main_class_of;
+use joularcode_core::mutf8;
+use joularcode_core::names::{self, main_class as main_class_of, MAX_FRAME_NAME_BYTES};
 use jvm_symbolizer_agent::options::Options;
 
 /// The agent's code map (docs/code-map.md), fed in two parts cut where the first byte says, as
-/// two refreshes would read it: every piece of code found is a non-empty range with a name, and
-/// its start names code that holds it.
+/// two refreshes would read it: every piece of code found is a non-empty range with names within
+/// their bound, and its start names code that holds it.
 pub fn code_map(bytes: &[u8]) {
     let Some((&cut, rest)) = bytes.split_first() else {
         return;
@@ -28,6 +29,7 @@ pub fn code_map(bytes: &[u8]) {
     for code in map.iter() {
         assert!(code.start < code.end);
         assert!(code.frames().len() >= 1);
+        assert!(code.frames().all(|name| name.len() <= MAX_FRAME_NAME_BYTES));
         if let Some(found) = map.lookup(code.start, code.load_ns) {
             assert!(found.start <= code.start && code.start < found.end);
             assert!(found.frames().len() >= 1);
@@ -36,7 +38,8 @@ pub fn code_map(bytes: &[u8]) {
 }
 
 /// What the agent writes (`format`), read back by the profiler (`CodeMap`): any method or stub
-/// name, with any bytes, comes back the same, and an escaped name is one field of its line.
+/// name, with any bytes, comes back the same (cut as [`names::qualified_name`] cuts it), and an
+/// escaped name is one field of its line.
 pub fn code_map_round_trip(bytes: &[u8]) {
     let text = String::from_utf8_lossy(bytes);
     let (method, stub) = text.split_once('\u{0}').unwrap_or((&text, "stub"));
@@ -64,16 +67,19 @@ pub fn code_map_round_trip(bytes: &[u8]) {
         let frames = map.lookup(pc, 200).expect("the code written");
         frames.frames().map(str::to_string).collect()
     };
-    assert_eq!(names(0x1000), [method]);
-    assert_eq!(names(0x1015), [method, method]);
-    assert_eq!(names(0x9000), [stub]);
+    let (method, stub) = (names::qualified_name(method), names::qualified_name(stub));
+    assert_eq!(names(0x1000), [&*method]);
+    assert_eq!(names(0x1015), [&*method, &*method]);
+    assert_eq!(names(0x9000), [&*stub]);
     assert_eq!(map.bad_lines(), 0);
 }
 
-/// A perf map, in both forms: an entry found for a pc holds it.
+/// A perf map, in both forms, decoded as its reader does: an entry found for a pc holds it, and
+/// names are within their bound.
 pub fn perf_map(bytes: &[u8]) {
-    let map = PerfMap::parse(&String::from_utf8_lossy(bytes));
+    let map = PerfMap::parse(&mutf8::decode(bytes));
     for entry in map.entries() {
+        assert!(entry.name.len() <= MAX_FRAME_NAME_BYTES);
         let pc = entry.start.saturating_add(entry.size / 2);
         if let Some(found) = map.lookup(pc) {
             assert!(found.start <= pc && pc - found.start < found.size);

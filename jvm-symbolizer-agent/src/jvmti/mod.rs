@@ -10,7 +10,8 @@ pub mod sys;
 
 use std::ffi::{c_char, c_uchar, c_void};
 
-use joularcode_core::names::class_name_from_signature;
+use joularcode_core::mutf8;
+use joularcode_core::names::{class_name_from_signature, method_name};
 
 pub use sys::*;
 
@@ -270,7 +271,8 @@ impl Env {
     }
 
     /// The binary name of the class declaring `method` (`java.lang.Thread`) and the method's
-    /// name, each `None` when the JVM does not give it (an unloaded class). The class reference
+    /// name (each cut as [`joularcode_core::names`] cuts them), each `None` when the JVM does not
+    /// give it (an unloaded class). The class reference
     /// made is a local one: in a thread of the agent, free it with a local frame.
     ///
     /// # Safety
@@ -280,7 +282,10 @@ impl Env {
             .declaring_class(method)
             .and_then(|class| self.class_signature(class))
             .map(|signature| class_name_from_signature(&signature));
-        (class, self.method_name(method))
+        let name = self
+            .method_name(method)
+            .map(|name| method_name(&name).into_owned());
+        (class, name)
     }
 
     /// SetEventNotificationMode (2) for all threads.
@@ -400,15 +405,14 @@ impl Env {
         unsafe { jvmti_call!(self.0, 142, F, capabilities) }
     }
 
-    /// Copies a JVMTI-allocated modified-UTF-8 string and deallocates it.
+    /// Copies a JVMTI-allocated modified-UTF-8 string, decoded ([`mutf8::decode`]), and
+    /// deallocates it.
     fn take_string(self, err: JvmtiError, raw: *mut c_char) -> Option<String> {
         if raw.is_null() {
             return None;
         }
         // SAFETY: JVMTI returned a NUL-terminated string that stays valid until deallocated.
-        let text = unsafe { std::ffi::CStr::from_ptr(raw) }
-            .to_string_lossy()
-            .into_owned();
+        let text = mutf8::decode(unsafe { std::ffi::CStr::from_ptr(raw) }.to_bytes()).into_owned();
         // SAFETY: allocated by this environment.
         unsafe { self.deallocate(raw.cast()) };
         (err == JVMTI_ERROR_NONE).then_some(text)

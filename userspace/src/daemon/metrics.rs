@@ -20,12 +20,12 @@ use super::ranked::Ranked;
 use super::selfstat::SelfStat;
 use crate::profile::BranchSet;
 use crate::record::sink::CycleView;
-use joularcode_core::branch::UNKNOWN;
+use joularcode_core::branch::{bounded_branch_name, MAX_BRANCH_FRAMES, UNKNOWN};
+use joularcode_core::names;
 
-/// The longest label value, in bytes: longer ones are cut (a branch keeps its newest frames).
-pub const MAX_LABEL_BYTES: usize = 1024;
-/// What a cut label value is marked with, where the cut is.
-const CUT: &str = "...";
+/// The longest label value, in bytes, the longest frame name: longer ones are cut as names are
+/// ([`names::cut`], a branch as [`bounded_branch_name`] cuts it, keeping its newest frames).
+pub const MAX_LABEL_BYTES: usize = names::MAX_FRAME_NAME_BYTES;
 
 /// How the daemon exports.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -295,35 +295,23 @@ impl Metrics {
 }
 
 /// A label value from a JVM: control characters become spaces, and beyond [`MAX_LABEL_BYTES`]
-/// the end is cut (the exposition format's escaping of `\`, `"` and newlines is the encoder's).
+/// it is cut as [`names::cut`] cuts names, with a hash of the whole, so that two long values stay
+/// two series (the exposition format's escaping of `\`, `"` and newlines is the encoder's).
 pub fn label(value: &str) -> String {
-    let clean = |value: &str| -> String {
-        value
-            .chars()
-            .map(|c| if c.is_control() { ' ' } else { c })
-            .collect()
-    };
-    if value.len() <= MAX_LABEL_BYTES {
-        return clean(value);
-    }
-    let mut end = MAX_LABEL_BYTES - CUT.len();
-    while !value.is_char_boundary(end) {
-        end -= 1;
-    }
-    clean(&value[..end]) + CUT
+    names::cut(value, MAX_LABEL_BYTES)
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
 }
 
 /// A branch's label value: as [`label`], but a long branch keeps its newest frames, where it
-/// differs from the others, and loses its oldest.
+/// differs from the others, and loses its oldest ([`bounded_branch_name`]).
 pub fn branch_label(branch: &str) -> String {
-    if branch.len() <= MAX_LABEL_BYTES {
-        return label(branch);
-    }
-    let mut start = branch.len() - (MAX_LABEL_BYTES - CUT.len());
-    while !branch.is_char_boundary(start) {
-        start += 1;
-    }
-    label(&(CUT.to_string() + &branch[start..]))
+    label(&bounded_branch_name(
+        branch,
+        MAX_BRANCH_FRAMES,
+        MAX_LABEL_BYTES,
+    ))
 }
 
 #[cfg(test)]
@@ -336,14 +324,17 @@ mod tests {
         assert_eq!(label("a\nb\rc\"d\\"), "a b c\"d\\");
         let long = "é".repeat(100_000);
         let cut = label(&long);
-        assert!(
-            cut.len() <= MAX_LABEL_BYTES && cut.ends_with(CUT),
-            "{}",
-            cut.len()
+        assert!(cut.len() <= MAX_LABEL_BYTES, "{}", cut.len());
+        assert_ne!(
+            cut,
+            label(&(long.clone() + "x")),
+            "two long values stay two"
         );
         let branch = format!("{};leaf.Method", "x".repeat(5000));
         let cut = branch_label(&branch);
         assert!(cut.len() <= MAX_LABEL_BYTES);
-        assert!(cut.starts_with(CUT) && cut.ends_with(";leaf.Method"));
+        assert!(cut.starts_with(names::CUT_MARK) && cut.ends_with(";leaf.Method"));
+        let other = format!("{};leaf.Method", "y".repeat(5000));
+        assert_ne!(cut, branch_label(&other), "two long branches stay two");
     }
 }

@@ -6,7 +6,8 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use joularcode_core::names::binary_class_name;
+use joularcode_core::mutf8;
+use joularcode_core::names::{binary_class_name, method_name};
 use joularcode_core::power::clock::monotonic_ns;
 
 use super::memory::{array_at, word, Memory};
@@ -141,7 +142,7 @@ impl MethodReader {
         }
         let found = JavaMethod {
             class: binary_class_name(&self.symbol(mem, class_symbol)?),
-            name: self.symbol(mem, name_symbol)?,
+            name: method_name(&self.symbol(mem, name_symbol)?).into_owned(),
         };
         self.cache.lock().ok()?.put(key, found.clone(), now_ns);
         Some(found)
@@ -167,7 +168,8 @@ impl MethodReader {
         Some((class_symbol, name_symbol))
     }
 
-    /// The text of the Symbol at `symbol` (at most 65535 bytes: its length is a u16).
+    /// The text of the Symbol at `symbol` (at most 65535 bytes: its length is a u16), decoded
+    /// from modified UTF-8.
     fn symbol(&self, mem: &dyn Memory, symbol: u64) -> Option<String> {
         if symbol == 0 || symbol % 2 != 0 {
             return None;
@@ -177,7 +179,7 @@ impl MethodReader {
             return None;
         }
         let body = mem.read_bytes(symbol.checked_add(self.symbol_body)?, usize::from(length))?;
-        Some(String::from_utf8_lossy(&body).into_owned())
+        Some(mutf8::decode(&body).into_owned())
     }
 }
 
@@ -212,10 +214,11 @@ mod tests {
     }
 
     /// A Symbol in this process's memory.
-    fn symbol(text: &str) -> Vec<u8> {
+    fn symbol(text: impl AsRef<[u8]>) -> Vec<u8> {
+        let text = text.as_ref();
         let mut bytes = vec![0; 4];
         bytes.extend((text.len() as u16).to_ne_bytes());
-        bytes.extend(text.as_bytes());
+        bytes.extend(text);
         bytes
     }
 
@@ -295,6 +298,24 @@ mod tests {
             (after.class.as_str(), after.name.as_str()),
             ("demo.Other", "run")
         );
+    }
+
+    /// Symbols hold modified UTF-8, up to 65535 bytes: `run` then U+1D49C as a surrogate pair
+    /// and a NUL as `C0 80`, and a name of 65535 bytes.
+    #[test]
+    fn symbols_are_decoded_as_the_jvm_writes_them_and_cut() {
+        let mem = ProcessMemory::new(std::process::id());
+        let reader = reader();
+        let mut method = FakeMethod::new(VTABLE + VTABLE_ADDRESS_POINT, 3);
+        let odd = symbol(b"run\xed\xa0\xb5\xed\xb2\x9c\xc0\x80");
+        method._pool[72 / 8 + 3] = odd.as_ptr() as u64;
+        let named = reader.name(&mem, method.address()).expect("a method");
+        assert_eq!(named.name, "run\u{1d49c}\0");
+        let long = symbol("m".repeat(65_535));
+        method._pool[72 / 8 + 3] = long.as_ptr() as u64;
+        let named = reader.name(&mem, method.address()).expect("a method");
+        assert_eq!(named.name, method_name(&"m".repeat(65_535)));
+        assert!(named.name.len() <= joularcode_core::names::MAX_METHOD_NAME_BYTES);
     }
 
     proptest! {

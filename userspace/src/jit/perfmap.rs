@@ -7,6 +7,8 @@
 use std::io::Read;
 use std::path::Path;
 
+use joularcode_core::{mutf8, names};
+
 use crate::foreign::{self, ForeignError, ForeignFile, ProcessDir};
 
 /// Largest perf map read (the JDK's are a few MB for big applications).
@@ -32,7 +34,8 @@ pub struct PerfMap {
 }
 
 impl PerfMap {
-    /// Parses a perf map, in either form, skipping bad lines.
+    /// Parses a perf map, in either form, skipping bad lines; names are cut as
+    /// [`names::qualified_name`] cuts them.
     pub fn parse(text: &str) -> PerfMap {
         let mut map = PerfMap::default();
         for line in text.lines().filter(|line| !line.trim().is_empty()) {
@@ -51,7 +54,8 @@ impl PerfMap {
         PerfMap::read_opened(foreign::open_file(path, MAX_FILE)?, path)
     }
 
-    /// Reads and parses the perf map `opened` (at `path`).
+    /// Reads and parses the perf map `opened` (at `path`), decoded as [`mutf8::decode`] does (the
+    /// JDK writes the names as the JVM holds them).
     fn read_opened(opened: ForeignFile, path: &Path) -> Result<PerfMap, ForeignError> {
         let mut bytes = Vec::new();
         opened
@@ -62,7 +66,7 @@ impl PerfMap {
                 path: path.to_path_buf(),
                 source,
             })?;
-        Ok(PerfMap::parse(&String::from_utf8_lossy(&bytes)))
+        Ok(PerfMap::parse(&mutf8::decode(&bytes)))
     }
 
     /// Reads and parses the perf map `name` of the JVM's /tmp `tmp` (what `jcmd Compiler.perfmap`
@@ -113,7 +117,7 @@ fn parse_line(line: &str) -> Option<PerfMapEntry> {
     Some(PerfMapEntry {
         start,
         size,
-        name: java_name(name),
+        name: names::qualified_name(&java_name(name)).into_owned(),
     })
 }
 
@@ -221,6 +225,25 @@ mod tests {
             )),
             "{error}"
         );
+    }
+
+    /// The JDK writes names as the JVM holds them, in modified UTF-8; a name of any length is cut
+    /// as the readers of Symbols cut it.
+    #[test]
+    fn names_are_decoded_as_the_jvm_writes_them_and_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut line = b"0x7f00 0x10 void demo.Odd.r".to_vec();
+        line.extend(b"\xed\xa0\xb5\xed\xb2\x9c\xc0\x80(int)\n");
+        std::fs::write(dir.path().join("perf-1.map"), line).unwrap();
+        assert_eq!(
+            take(dir.path(), "perf-1.map").unwrap(),
+            "demo.Odd.r\u{1d49c}\0"
+        );
+        let long = format!("demo.Odd.{}", "m".repeat(65_535));
+        std::fs::write(dir.path().join("perf-2.map"), format!("7f00 10 {long}\n")).unwrap();
+        let name = take(dir.path(), "perf-2.map").unwrap();
+        assert_eq!(name, joularcode_core::names::qualified_name(&long));
+        assert!(name.len() <= joularcode_core::names::MAX_FRAME_NAME_BYTES);
     }
 
     #[test]

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use joularcode_core::code_map::{self as format, VERSION};
+use joularcode_core::mutf8;
 use joularcode_core::power::clock::monotonic_ns;
 
 use crate::foreign::{ForeignError, ProcessDir};
@@ -328,7 +329,7 @@ impl CodeMap {
     }
 
     fn line(&mut self, line: &[u8]) -> Result<(), CodeMapError> {
-        let text = String::from_utf8_lossy(line);
+        let text = mutf8::decode(line);
         if !self.header_seen {
             if format::parse_header(&text).is_none() {
                 return Err(CodeMapError::Header {
