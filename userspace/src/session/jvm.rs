@@ -5,6 +5,7 @@
 //! knowledge of it.
 
 use std::collections::HashMap;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use joularcode_core::attribution::ThreadKind;
@@ -31,6 +32,10 @@ pub use joularcode_core::threads::ThreadCounts;
 const OPEN_RETRY_FIRST: Duration = Duration::from_millis(10);
 const OPEN_RETRY: Duration = Duration::from_millis(250);
 const OPEN_GIVE_UP: Duration = Duration::from_secs(20);
+/// The longest one try to read a JVM may take (a real one takes well under a second, the first
+/// of a JDK included, whose libjvm.so is read whole): beyond it the JVM is given up, its samples
+/// `[unknown]`. The tries run on a thread of their own, so that no JVM delays the others.
+const OPEN_BUDGET: Duration = Duration::from_secs(5);
 /// Samples kept per JVM while it cannot be opened yet (resolved once it can).
 const MAX_PENDING: usize = 20_000;
 /// How long an agent's code map may stay unreadable (not written yet) before it is given up.
@@ -43,6 +48,8 @@ enum State {
         since: Instant,
         next_try: Instant,
         pending: Vec<Sample>,
+        /// The try in progress, on its own thread, and when it started.
+        reading: Option<(JoinHandle<Result<HotSpot, HotSpotError>>, Instant)>,
     },
     /// Opened: samples are resolved as they come.
     Ready(Box<Resolver>),
@@ -132,6 +139,7 @@ impl ProfiledJvm {
                 since: now,
                 next_try: now,
                 pending: Vec::new(),
+                reading: None,
             },
             waiting: Vec::new(),
             counts: Counts::new(now),
@@ -155,13 +163,16 @@ impl ProfiledJvm {
         }
     }
 
-    /// Opens it, if it is still opening and it is time to try again: with the HotSpot reader, then
-    /// registered with the stack walker, its compiled code named by the agent's code map (a
-    /// launched JVM) or by its code cache until the agent's attach (`attacher`) is done. A JVM
-    /// found running is tracked by the sampler only now, so that none of its samples is walked by
-    /// frame pointers alone (its compiled code has none); one that cannot be read yet is tracked
-    /// at once, as a launched one is from its start. After [`OPEN_GIVE_UP`] its samples are
-    /// `[unknown]`; once it has ended, it is not profiled.
+    /// Opens it, if it is still opening and it is time to try again: each try reads it with the
+    /// HotSpot reader on a thread of its own, so that a JVM slow to read delays no other, and is
+    /// taken here once done. Once read, it is registered with the stack walker, its compiled
+    /// code named by the agent's code map (a launched JVM) or by its code cache until the agent's
+    /// attach (`attacher`) is done. A JVM found running is tracked by the sampler only after its
+    /// first try, so that none of its samples is walked by frame pointers alone (its compiled code
+    /// has none); one that cannot be read yet is tracked then, as a launched one is from its
+    /// start. Tables no HotSpot has, a try longer than [`OPEN_BUDGET`], or [`OPEN_GIVE_UP`] of
+    /// tries make its samples `[unknown]`, said in one warning; once it has ended, it is not
+    /// profiled.
     pub(super) fn open(
         &mut self,
         now: Instant,
@@ -173,14 +184,45 @@ impl ProfiledJvm {
             since,
             next_try,
             pending,
+            reading,
         } = &mut self.state
         else {
             return Ok(());
         };
-        if now < *next_try {
-            return Ok(());
-        }
-        match HotSpot::open(self.pid) {
+        let result = match reading.take() {
+            Some((worker, _)) if worker.is_finished() => worker.join().unwrap_or_else(|_| {
+                Err(HotSpotError::Process {
+                    pid: self.pid,
+                    reason: "its reader failed".into(),
+                })
+            }),
+            Some((_, started)) if now.duration_since(started) > OPEN_BUDGET => {
+                // The thread ends by itself: every read of the reader is bounded.
+                Err(HotSpotError::OverBudget(OPEN_BUDGET))
+            }
+            Some(worker) => {
+                *reading = Some(worker);
+                return Ok(());
+            }
+            None if now < *next_try => return Ok(()),
+            None => {
+                let pid = self.pid;
+                let worker = std::thread::Builder::new()
+                    .name(format!("read-jvm-{pid}"))
+                    .spawn(move || HotSpot::open(pid));
+                match worker {
+                    Ok(worker) => {
+                        *reading = Some((worker, now));
+                        return Ok(());
+                    }
+                    Err(e) => Err(HotSpotError::Process {
+                        pid,
+                        reason: format!("cannot start a thread to read it: {e}"),
+                    }),
+                }
+            }
+        };
+        match result {
             Ok(hotspot) => {
                 stale::sweep_own_tmp(self.pid);
                 let pending = std::mem::take(pending);
@@ -229,7 +271,10 @@ impl ProfiledJvm {
                 options.log.log(Level::Info, &message);
                 self.state = State::Gone;
             }
-            Err(e) if since.elapsed() > OPEN_GIVE_UP => {
+            Err(e)
+                if matches!(e, HotSpotError::BadTable(_) | HotSpotError::OverBudget(_))
+                    || since.elapsed() > OPEN_GIVE_UP =>
+            {
                 let message = format!(
                     "JVM {} ({}) cannot be read, its samples are {UNKNOWN}: {e}",
                     self.pid, self.main_class
