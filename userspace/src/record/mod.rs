@@ -250,6 +250,7 @@ pub fn run_configured(
         .iter_mut()
         .map(|sink| sink.finish(&*log))
         .fold(Ok(()), Result::and);
+    let none_profiled = unreadable(&session).unwrap_or_else(|| none_profiled.to_string());
     // A launched command is ended even when recording failed, rather than left behind.
     let exit = match session.stop() {
         Some(mut child) => launch::end(&mut child, launch::GRACE, &*log),
@@ -257,7 +258,24 @@ pub fn run_configured(
     };
     let summary = recorded?;
     finished?;
-    Ok(conclude(&summary, exit?, none_profiled, &*log))
+    Ok(conclude(&summary, exit?, &none_profiled, &*log))
+}
+
+/// The JVMs of `session` that run but could not be read, each with why: what to say rather than
+/// that they ended, when none was profiled.
+fn unreadable(session: &Session) -> Option<String> {
+    let said: Vec<String> = session
+        .jvms()
+        .filter_map(|jvm| {
+            let why = jvm.unreadable_because()?;
+            Some(format!(
+                "JVM {} ({}) is running but could not be read: {why}",
+                jvm.pid(),
+                jvm.main_class()
+            ))
+        })
+        .collect();
+    (!said.is_empty()).then(|| said.join("; "))
 }
 
 /// What a run did, for its last words.

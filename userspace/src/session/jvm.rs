@@ -50,6 +50,8 @@ enum State {
         pending: Vec<Sample>,
         /// The try in progress, on its own thread, and when it started.
         reading: Option<(JoinHandle<Result<HotSpot, HotSpotError>>, Instant)>,
+        /// Why the last try failed.
+        last_error: Option<String>,
     },
     /// Opened: samples are resolved as they come.
     Ready(Box<Resolver>),
@@ -108,6 +110,22 @@ impl ProfiledJvm {
         matches!(self.state, State::Ready(_) | State::Failed)
     }
 
+    /// Why it is not profiled while it runs: why the last try to read it failed, or that the
+    /// first is not over. `None` once it is profiled, before its first try, and once it has
+    /// ended.
+    pub fn unreadable_because(&self) -> Option<&str> {
+        match &self.state {
+            State::Opening {
+                last_error,
+                reading,
+                ..
+            } if !self.ended => last_error
+                .as_deref()
+                .or(reading.is_some().then_some("its first read had not ended")),
+            _ => None,
+        }
+    }
+
     /// What resolving met so far; samples that could not be resolved at all (the JVM could not be
     /// read) count as samples with an unknown frame.
     pub fn stats(&self) -> ResolveStats {
@@ -140,6 +158,7 @@ impl ProfiledJvm {
                 next_try: now,
                 pending: Vec::new(),
                 reading: None,
+                last_error: None,
             },
             waiting: Vec::new(),
             counts: Counts::new(now),
@@ -185,6 +204,7 @@ impl ProfiledJvm {
             next_try,
             pending,
             reading,
+            last_error,
         } = &mut self.state
         else {
             return Ok(());
@@ -286,7 +306,8 @@ impl ProfiledJvm {
                     self.add(sample, options.native_frames, true);
                 }
             }
-            Err(_) => {
+            Err(e) => {
+                *last_error = Some(e.to_string());
                 *next_try =
                     now + (now.duration_since(*since) / 4).clamp(OPEN_RETRY_FIRST, OPEN_RETRY)
             }

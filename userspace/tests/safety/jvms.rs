@@ -94,3 +94,25 @@ fn a_fake_jvm_with_huge_tables_delays_no_other_jvm() {
     drop(real);
     drop(fake);
 }
+
+#[test]
+fn a_live_jvm_that_cannot_be_read_is_not_said_to_have_ended() {
+    let _serial = serial();
+    let user = User::create("fu");
+    let (_dir, fake) = fake_jvm(&user, Table::Unset);
+    let run = new_run();
+    let finished = watch(
+        run.command(&["--pid", &fake.pid().to_string(), "--duration", "3"]),
+        Duration::from_secs(3),
+        |_, _| {},
+    );
+    let stderr = &finished.stderr;
+    assert!(!stderr.contains("ended before"), "{stderr}");
+    let expected = format!(
+        "WARNING: No JVM was profiled: JVM {} (fakejava) is running but could not be read: \
+         the JVM is not initialised yet (gHotSpotVMStructs is not set yet): try again in a moment.",
+        fake.pid()
+    );
+    assert!(stderr.contains(&expected), "{expected}: {stderr}");
+    drop(fake);
+}
