@@ -412,9 +412,10 @@ struct Recorder<'a> {
 
 impl Recorder<'_> {
     /// Opens the results of the JVMs profiled for the first time (once they could be read: one
-    /// that ends before gets no file), and says what is profiled. The results of the first JVM
-    /// that cannot be written to end the run; later ones are said (SEVERE) and the run goes on
-    /// for the other JVMs.
+    /// that ends before gets no file), and says what is profiled. Results that cannot be written
+    /// end the run when they are the first JVM's and go in `results-path` itself (one `--pid`, a
+    /// command); otherwise (`--all`, the daemon, several `--pid`, a command's later JVMs) they
+    /// are said (SEVERE) and the run goes on for the other JVMs.
     fn open_new(&mut self, session: &Session, log: &dyn Log) -> Result<(), RecordError> {
         for jvm in session.jvms().filter(|jvm| jvm.is_profiled()) {
             let first = self.opened.is_empty();
@@ -430,6 +431,7 @@ impl Recorder<'_> {
                 );
                 continue;
             };
+            let own_folder = results.per_jvm();
             match results.open(jvm.pid(), jvm.main_class()) {
                 Ok(dir) => log.log(
                     Level::Info,
@@ -439,7 +441,7 @@ impl Recorder<'_> {
                         dir.display()
                     ),
                 ),
-                Err(error) if first => return Err(error.into()),
+                Err(error) if first && !own_folder => return Err(error.into()),
                 Err(error) => log.log(
                     Level::Severe,
                     &format!("{name} is profiled without results: {error}"),

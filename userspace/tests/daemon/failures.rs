@@ -1,8 +1,11 @@
 //! One JVM that fails never stops the daemon nor stalls the others: a fake JVM of a local user
-//! with tables larger than any HotSpot's.
+//! with tables larger than any HotSpot's, and results folders that cannot be made (a link planted
+//! where a JVM's folder would go, a full disk).
+
+use std::path::Path;
 
 use joularcode_testkit::fake_jvm::{FakeJvm, Table};
-use joularcode_testkit::host::User;
+use joularcode_testkit::host::{Tmpfs, User};
 
 use super::*;
 
@@ -101,4 +104,94 @@ fn a_fake_jvm_with_huge_tables_stalls_no_cycle_of_the_daemon() {
     assert!(!said.contains("_of_a_table_larger"), "{said}");
     drop(real);
     drop(fake);
+}
+
+/// Two JVMs in a cgroup of their own, the daemon watching that cgroup with its results in
+/// `results`; `plant` is called with the JVMs' pids before the daemon starts. Returns the daemon
+/// after it ran 10 s, still serving the JVMs' energy (which advanced), and the JVMs.
+fn daemon_with_results(results: &Path, plant: impl FnOnce(u32, u32)) -> (Daemon, Jvm, Jvm) {
+    let cgroup = TestCgroup::new(
+        &format!("/joularcode-folders-{}", std::process::id()),
+        &format!("/joularcode-folders-{}", std::process::id()),
+    );
+    let busy = || Jvm::command(&jdk(17), &[], "RecordBusy", &["1"]);
+    let first = Jvm::spawn(cgroup.command(&busy()));
+    let second = Jvm::spawn(cgroup.command(&busy()));
+    plant(first.pid(), second.pid());
+    let results = results.to_str().expect("a UTF-8 path");
+    let mut daemon = Daemon::start(&["--cgroup", &cgroup.path, "--results-path", results]);
+    let start = Instant::now();
+    let mut energy = [0.0; 2];
+    while start.elapsed() < Duration::from_secs(10) {
+        sleep(Duration::from_millis(500));
+        assert!(runs(&mut daemon), "the daemon ended: {}", daemon.said());
+        let text = daemon.scrape();
+        for (jvm, energy) in [&first, &second].into_iter().zip(&mut energy) {
+            *energy = of_pid(&text, "joularcode_jvm_energy_joules_total", jvm.pid()).unwrap_or(0.0);
+        }
+    }
+    assert!(
+        energy.iter().all(|&joules| joules > 0.0),
+        "both JVMs' energy is served ({energy:?}): {}",
+        daemon.said()
+    );
+    (daemon, first, second)
+}
+
+/// The SEVERE lines of `said` that name JVM `pid`.
+fn severe_of(said: &str, pid: u32) -> usize {
+    let name = format!("SEVERE: JVM {pid} (");
+    said.lines().filter(|line| line.contains(&name)).count()
+}
+
+#[test]
+fn a_link_planted_where_a_jvms_folder_goes_stops_only_that_jvms_results() {
+    let _serial = serial();
+    let user = User::create("fl");
+    let results = tempfile::tempdir().expect("a results folder");
+    let elsewhere = user.home().to_path_buf();
+    let (daemon, first, second) = daemon_with_results(results.path(), |first, _| {
+        user.symlink(
+            &elsewhere,
+            &results.path().join(format!("{first}-RecordBusy")),
+        );
+    });
+    let said = daemon.said();
+    assert_eq!(severe_of(&said, first.pid()), 1, "{said}");
+    assert_eq!(severe_of(&said, second.pid()), 0, "{said}");
+    assert!(
+        std::fs::read_dir(&elsewhere)
+            .expect("the link's target")
+            .next()
+            .is_none(),
+        "nothing is written through the link: {said}"
+    );
+    let rows = results
+        .path()
+        .join(format!("{}-RecordBusy", second.pid()))
+        .join("methods-power-all.csv");
+    let text = std::fs::read_to_string(&rows).unwrap_or_default();
+    assert!(text.lines().count() > 1, "{}: {said}", rows.display());
+    drop((daemon, first, second));
+}
+
+#[test]
+fn a_full_disk_under_the_results_stops_no_jvm_nor_the_daemon() {
+    let _serial = serial();
+    let disk = Tmpfs::mount("64k");
+    {
+        use std::io::Write;
+        let mut filler = std::fs::File::create(disk.path().join("filler")).expect("the filler");
+        while filler.write_all(&[0; 4096]).is_ok() {}
+    }
+    let (daemon, first, second) = daemon_with_results(&disk.path(), |_, _| {});
+    let said = daemon.said();
+    for jvm in [&first, &second] {
+        assert_eq!(severe_of(&said, jvm.pid()), 1, "{said}");
+    }
+    assert!(
+        said.contains("No space left on device") && said.contains("Set results-path to"),
+        "the folder and the fix are said: {said}"
+    );
+    drop((daemon, first, second));
 }
