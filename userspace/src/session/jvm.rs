@@ -198,6 +198,7 @@ impl ProfiledJvm {
         sampler: &Sampler,
         options: &SessionOptions,
         attacher: &mut Attacher<'_>,
+        free_readers: &mut usize,
     ) -> Result<(), SamplerError> {
         let State::Opening {
             since,
@@ -224,8 +225,9 @@ impl ProfiledJvm {
                 *reading = Some(worker);
                 return Ok(());
             }
-            None if now < *next_try => return Ok(()),
+            None if now < *next_try || *free_readers == 0 => return Ok(()),
             None => {
+                *free_readers -= 1;
                 let pid = self.pid;
                 let worker = std::thread::Builder::new()
                     .name(format!("read-jvm-{pid}"))
@@ -322,6 +324,28 @@ impl ProfiledJvm {
             }
         }
         Ok(())
+    }
+
+    /// Whether a try to read it runs now.
+    pub(super) fn reading(&self) -> bool {
+        matches!(
+            &self.state,
+            State::Opening {
+                reading: Some(_),
+                ..
+            }
+        )
+    }
+
+    /// Gives it up, its samples dropped, when it cannot be sampled (`error`): said in one SEVERE
+    /// line.
+    pub(super) fn give_up(&mut self, error: &SamplerError, log: &dyn Log) {
+        let message = format!(
+            "JVM {} ({}) is not profiled: {error}",
+            self.pid, self.main_class
+        );
+        log.log(Level::Severe, &message);
+        self.state = State::Gone;
     }
 
     /// Takes the outcome of the agent's attach, once it is done: the names of compiled code from
