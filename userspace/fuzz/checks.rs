@@ -4,7 +4,10 @@
 
 use joularcode_bpf::attach::parse_reply;
 use joularcode_bpf::discovery::parse_stat;
+use joularcode_bpf::hotspot::libjvm::Libjvm;
 use joularcode_bpf::hotspot::maps::parse_maps;
+use joularcode_bpf::hotspot::memory::{readable_range, Memory};
+use joularcode_bpf::hotspot::{libjvm_symbols, HotSpot};
 use joularcode_bpf::jit::codemap::CodeMap;
 use joularcode_bpf::jit::perfmap::PerfMap;
 use joularcode_bpf::proc_files::{self, ProcStatus};
@@ -13,6 +16,8 @@ use joularcode_core::log::quote;
 use joularcode_core::mutf8;
 use joularcode_core::names::{self, main_class as main_class_of, MAX_FRAME_NAME_BYTES};
 use jvm_symbolizer_agent::options::Options;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// The agent's code map (docs/code-map.md), fed in two parts cut where the first byte says, as
 /// two refreshes would read it: every piece of code found is a non-empty range with names within
@@ -155,4 +160,50 @@ pub fn agent_options(bytes: &[u8]) {
             assert!(options.dir.is_absolute());
         }
     }
+}
+
+/// A JVM's memory for [`hotspot_open`]: every address of user space (below 2^47) reads the
+/// image's bytes, from `address % length` on, so that any pointer of the image leads somewhere
+/// and tables need not end; the bytes read are counted.
+#[derive(Debug)]
+struct Image {
+    bytes: Vec<u8>,
+    read: Arc<AtomicU64>,
+}
+
+impl Memory for Image {
+    fn read_into(&self, addr: u64, buf: &mut [u8]) -> bool {
+        let len = self.bytes.len() as u64;
+        if !readable_range(addr, buf.len()) || len == 0 || addr >= 1 << 47 {
+            return false;
+        }
+        self.read.fetch_add(buf.len() as u64, Ordering::Relaxed);
+        for (i, byte) in buf.iter_mut().enumerate() {
+            *byte = self.bytes[((addr + i as u64) % len) as usize];
+        }
+        true
+    }
+}
+
+/// The most bytes that reading a JVM's tables, version, code heaps and flags may read, whatever
+/// its memory holds.
+pub const MAX_OPEN_READ: u64 = 64 << 20;
+
+/// Opening a JVM whose memory is `bytes` (an [`Image`]; libjvm's symbols at 8, 16, 24, ... in
+/// the order of [`libjvm_symbols`]), as [`HotSpot::read`] does for a live one: whatever the bytes,
+/// it ends without a panic, having read at most [`MAX_OPEN_READ`] bytes.
+pub fn hotspot_open(bytes: &[u8]) {
+    let symbols = libjvm_symbols()
+        .into_iter()
+        .zip(1..)
+        .map(|(name, i)| (name.to_string(), 8 * i))
+        .collect();
+    let read = Arc::new(AtomicU64::new(0));
+    let image = Image {
+        bytes: bytes.to_vec(),
+        read: read.clone(),
+    };
+    let _ = HotSpot::read(1, Box::new(image), &Libjvm::with_symbols(symbols));
+    let read = read.load(Ordering::Relaxed);
+    assert!(read <= MAX_OPEN_READ, "{read} bytes read");
 }

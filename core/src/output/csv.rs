@@ -158,7 +158,8 @@ fn open_files(dir: &Path) -> io::Result<(File, File)> {
     let mut app = open(APP_FILE)?;
     for file in [&mut all, &mut app] {
         if file.metadata()?.len() == 0 {
-            append_whole(file, format!("{HEADER}{LINE_END}").as_bytes())?;
+            append_whole(file, format!("{HEADER}{LINE_END}").as_bytes())
+                .map_err(|error| with_fix(dir.path(), error))?;
         }
     }
     Ok((all, app))

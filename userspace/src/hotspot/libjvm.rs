@@ -189,9 +189,9 @@ impl Libjvm {
         })
     }
 
-    /// A libjvm whose symbols are at the given addresses: for tests on fake tables.
-    #[cfg(test)]
-    pub(crate) fn with_symbols(symbols: HashMap<String, u64>) -> Libjvm {
+    /// A libjvm whose symbols are at the given addresses: for the tests and the fuzz target
+    /// that read fake memory images.
+    pub fn with_symbols(symbols: HashMap<String, u64>) -> Libjvm {
         Libjvm {
             path: "/fake/libjvm.so".into(),
             bias: 0,

@@ -315,6 +315,9 @@ pub enum HotSpotError {
     /// A VMStructs table holds an implausible value.
     #[error("implausible VMStructs table: {0}")]
     BadTable(String),
+    /// Reading it took longer than the time given to it (the caller's budget).
+    #[error("reading it took more than {} s, far longer than any HotSpot JVM takes", .0.as_secs())]
+    OverBudget(std::time::Duration),
     /// A field or type this reader needs is absent from VMStructs.
     #[error("VMStructs has no {name}: unsupported JDK version")]
     MissingField {

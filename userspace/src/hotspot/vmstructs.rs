@@ -1,11 +1,18 @@
 //! HotSpot's self-description tables (`gHotSpotVMStructs`, `gHotSpotVMTypes`,
 //! `gHotSpotVMIntConstants`, `gHotSpotVMLongConstants`), read from the target's memory and treated
 //! as untrusted: bounded strides and entry counts, bounded names, offsets checked against sizes.
+//!
+//! The bounds are a few times what real JVMs hold (JDK 17, 21 and 25: strides 48, 40 and 16
+//! bytes, at most 813 entries in a table, names of at most 68 bytes, about 2,300 distinct names
+//! in all), so that a table larger or stranger than any HotSpot's is refused before any of its
+//! names is read: each table's entries are read first, and a table with no end within
+//! [`MAX_ENTRIES`] is refused whole. Reading one JVM's tables thus costs at most a few thousand
+//! small reads and a few hundred KiB. See docs/hotspot.md.
 
 use std::collections::HashMap;
 
 use super::libjvm::Libjvm;
-use super::memory::Memory;
+use super::memory::{word, Memory};
 use super::HotSpotError;
 
 /// The symbols of libjvm this module reads.
@@ -32,12 +39,14 @@ pub const SYMBOLS: &[&str] = &[
     "gHotSpotVMLongConstantEntryValueOffset",
 ];
 
-/// Upper bound of an entry's size in any of the tables.
-const MAX_STRIDE: u64 = 256;
-/// Upper bound of the number of entries of a table (JDK 25 has a few thousand).
-const MAX_ENTRIES: u64 = 131_072;
-/// Upper bound of a type or field name.
-const MAX_NAME: usize = 256;
+/// Upper bound of an entry's size in any of the tables (HotSpot's: 16 to 48 bytes).
+pub const MAX_STRIDE: u64 = 128;
+/// Upper bound of the number of entries of a table (HotSpot's: at most 813).
+pub const MAX_ENTRIES: u64 = 4096;
+/// Upper bound of a type or field name (HotSpot's: at most 68 bytes).
+pub const MAX_NAME: usize = 128;
+/// Upper bound of the bytes of all the distinct names of the four tables (HotSpot's: about 50 KB).
+pub const MAX_NAME_BYTES: usize = 512 * 1024;
 /// Upper bound of a type's size that this reader accepts.
 const MAX_TYPE_SIZE: u64 = 64 * 1024;
 /// Entries read at once.
@@ -120,17 +129,15 @@ impl Layout {
         })
     }
 
-    /// Calls `f` with each entry's words at the part offsets, until an entry whose first part
-    /// (always the name pointer) is NULL.
-    fn for_each(
-        &self,
-        mem: &dyn Memory,
-        mut f: impl FnMut(&[u64]) -> Result<(), HotSpotError>,
-    ) -> Result<(), HotSpotError> {
-        let mut index = 0;
-        while index < MAX_ENTRIES {
+    /// The words at the part offsets of each entry, up to the first whose first part (always
+    /// the name pointer) is NULL. A table with no such end within [`MAX_ENTRIES`] entries is
+    /// refused before anything it points to is read.
+    fn entries(&self, mem: &dyn Memory, table: &str) -> Result<Vec<Vec<u64>>, HotSpotError> {
+        let mut entries = Vec::new();
+        while (entries.len() as u64) < MAX_ENTRIES {
+            let index = entries.len() as u64;
             let addr = self.base.checked_add(index * self.stride).ok_or_else(|| {
-                HotSpotError::BadTable(format!("a table at {:#x} wraps around", self.base))
+                HotSpotError::BadTable(format!("{table} at {:#x} wraps around", self.base))
             })?;
             let chunk = mem
                 .read_bytes(addr, (BATCH * self.stride) as usize)
@@ -143,21 +150,16 @@ impl Layout {
                 let words: Vec<u64> = self
                     .offsets
                     .iter()
-                    .map(|&o| {
-                        let o = o as usize;
-                        u64::from_ne_bytes(entry[o..o + 8].try_into().expect("8 bytes"))
-                    })
+                    .map(|&o| word(entry, o).unwrap_or(0))
                     .collect();
                 if words[0] == 0 {
-                    return Ok(());
+                    return Ok(entries);
                 }
-                f(&words)?;
-                index += 1;
+                entries.push(words);
             }
         }
         Err(HotSpotError::BadTable(format!(
-            "a table at {:#x} has more than {MAX_ENTRIES} entries",
-            self.base
+            "{table} has more than {MAX_ENTRIES} entries (HotSpot's have at most about a thousand)"
         )))
     }
 }
@@ -169,6 +171,7 @@ impl VmStructs {
         // Type names and type strings repeat (the same literal for every field of a type):
         // each is read from the target once.
         let mut names: HashMap<u64, String> = HashMap::new();
+        let mut name_bytes = 0;
         let mut name = |addr: u64| -> Result<String, HotSpotError> {
             if let Some(known) = names.get(&addr) {
                 return Ok(known.clone());
@@ -179,6 +182,13 @@ impl VmStructs {
                     what: "a VMStructs name",
                     addr,
                 })?;
+            name_bytes += read.len();
+            if name_bytes > MAX_NAME_BYTES {
+                return Err(HotSpotError::BadTable(format!(
+                    "the names of its tables take more than {MAX_NAME_BYTES} bytes \
+                     (HotSpot's take about 50 KB)"
+                )));
+            }
             names.insert(addr, read.clone());
             Ok(read)
         };
@@ -197,9 +207,9 @@ impl VmStructs {
                 "TypeString",
             ],
         )?;
-        structs.for_each(mem, |w| {
+        for w in structs.entries(mem, "gHotSpotVMStructs")? {
             if w[1] == 0 {
-                return Ok(());
+                continue;
             }
             // isStatic is an int32: only its low half counts.
             let field = if w[2] as u32 != 0 {
@@ -212,8 +222,7 @@ impl VmStructs {
                 tables.field_types.insert(key.clone(), name(w[5])?);
             }
             tables.fields.insert(key, field);
-            Ok(())
-        })?;
+        }
 
         let types = Layout::read(
             mem,
@@ -222,10 +231,9 @@ impl VmStructs {
             "gHotSpotVMTypeEntry",
             &["TypeName", "Size"],
         )?;
-        types.for_each(mem, |w| {
+        for w in types.entries(mem, "gHotSpotVMTypes")? {
             tables.types.insert(name(w[0])?, w[1]);
-            Ok(())
-        })?;
+        }
 
         for (table, prefix, is_int) in [
             ("gHotSpotVMIntConstants", "gHotSpotVMIntConstantEntry", true),
@@ -236,7 +244,7 @@ impl VmStructs {
             ),
         ] {
             let layout = Layout::read(mem, libjvm, table, prefix, &["Name", "Value"])?;
-            layout.for_each(mem, |w| {
+            for w in layout.entries(mem, table)? {
                 let key = name(w[0])?;
                 if is_int {
                     tables
@@ -245,8 +253,7 @@ impl VmStructs {
                 } else {
                     tables.long_constants.insert(key, w[1] as i64);
                 }
-                Ok(())
-            })?;
+            }
         }
         if tables.fields.is_empty() || tables.types.is_empty() {
             return Err(HotSpotError::NotReady(
@@ -477,5 +484,46 @@ mod tests {
         let base = fake.structs.as_ptr() as u64;
         fake.set("gHotSpotVMStructs", base);
         assert!(fake.read().is_err());
+    }
+
+    #[test]
+    fn a_table_larger_than_any_hotspots_is_refused_before_its_names_are_read() {
+        let mut fake = Fake::new();
+        // Name pointers that cannot be read: reading one would be another error.
+        fake.structs = (1..=MAX_ENTRIES + 1)
+            .map(|i| [i * 8, i * 8, 0, 0, 0, 0])
+            .collect();
+        let base = fake.structs.as_ptr() as u64;
+        fake.set("gHotSpotVMStructs", base);
+        let Err(error) = fake.read() else {
+            panic!("too many entries: the tables were read");
+        };
+        assert!(
+            matches!(&error, HotSpotError::BadTable(why) if why.contains("more than 4096 entries")),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn names_beyond_their_budget_are_refused() {
+        let mut fake = Fake::new();
+        // Distinct names of the longest length allowed, in a table of a length allowed.
+        let names: Vec<Vec<u8>> = (0..3 * 1500)
+            .map(|i| format!("{i:0>width$}\0", width = MAX_NAME).into_bytes())
+            .collect();
+        let at = |i: usize| names[i].as_ptr() as u64;
+        fake.structs = (0..1500)
+            .map(|i| [at(3 * i), at(3 * i + 1), at(3 * i + 2), 0, 0, 0])
+            .chain([[0; 6]])
+            .collect();
+        let base = fake.structs.as_ptr() as u64;
+        fake.set("gHotSpotVMStructs", base);
+        let Err(error) = fake.read() else {
+            panic!("too many name bytes: the tables were read");
+        };
+        assert!(
+            matches!(&error, HotSpotError::BadTable(why) if why.contains("names of its tables")),
+            "{error}"
+        );
     }
 }

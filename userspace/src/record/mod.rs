@@ -250,6 +250,7 @@ pub fn run_configured(
         .iter_mut()
         .map(|sink| sink.finish(&*log))
         .fold(Ok(()), Result::and);
+    let none_profiled = unreadable(&session).unwrap_or_else(|| none_profiled.to_string());
     // A launched command is ended even when recording failed, rather than left behind.
     let exit = match session.stop() {
         Some(mut child) => launch::end(&mut child, launch::GRACE, &*log),
@@ -257,7 +258,24 @@ pub fn run_configured(
     };
     let summary = recorded?;
     finished?;
-    Ok(conclude(&summary, exit?, none_profiled, &*log))
+    Ok(conclude(&summary, exit?, &none_profiled, &*log))
+}
+
+/// The JVMs of `session` that run but could not be read, each with why: what to say rather than
+/// that they ended, when none was profiled.
+fn unreadable(session: &Session) -> Option<String> {
+    let said: Vec<String> = session
+        .jvms()
+        .filter_map(|jvm| {
+            let why = jvm.unreadable_because()?;
+            Some(format!(
+                "JVM {} ({}) is running but could not be read: {why}",
+                jvm.pid(),
+                jvm.main_class()
+            ))
+        })
+        .collect();
+    (!said.is_empty()).then(|| said.join("; "))
 }
 
 /// What a run did, for its last words.
@@ -394,9 +412,10 @@ struct Recorder<'a> {
 
 impl Recorder<'_> {
     /// Opens the results of the JVMs profiled for the first time (once they could be read: one
-    /// that ends before gets no file), and says what is profiled. The results of the first JVM
-    /// that cannot be written to end the run; later ones are said (SEVERE) and the run goes on
-    /// for the other JVMs.
+    /// that ends before gets no file), and says what is profiled. Results that cannot be written
+    /// end the run when they are the first JVM's and go in `results-path` itself (one `--pid`, a
+    /// command); otherwise (`--all`, the daemon, several `--pid`, a command's later JVMs) they
+    /// are said (SEVERE) and the run goes on for the other JVMs.
     fn open_new(&mut self, session: &Session, log: &dyn Log) -> Result<(), RecordError> {
         for jvm in session.jvms().filter(|jvm| jvm.is_profiled()) {
             let first = self.opened.is_empty();
@@ -412,6 +431,7 @@ impl Recorder<'_> {
                 );
                 continue;
             };
+            let own_folder = results.per_jvm();
             match results.open(jvm.pid(), jvm.main_class()) {
                 Ok(dir) => log.log(
                     Level::Info,
@@ -421,7 +441,7 @@ impl Recorder<'_> {
                         dir.display()
                     ),
                 ),
-                Err(error) if first => return Err(error.into()),
+                Err(error) if first && !own_folder => return Err(error.into()),
                 Err(error) => log.log(
                     Level::Severe,
                     &format!("{name} is profiled without results: {error}"),

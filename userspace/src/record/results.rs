@@ -79,6 +79,11 @@ impl Results {
         })
     }
 
+    /// Whether each JVM gets its own folder.
+    pub fn per_jvm(&self) -> bool {
+        self.per_jvm
+    }
+
     /// Opens the results of JVM `pid` (creating its folder and both files) and returns where
     /// they go. A JVM already open keeps its folder.
     pub fn open(&mut self, pid: u32, main_class: &str) -> Result<&Path, ResultsError> {

@@ -5,6 +5,7 @@
 //! knowledge of it.
 
 use std::collections::HashMap;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use joularcode_core::attribution::ThreadKind;
@@ -31,6 +32,10 @@ pub use joularcode_core::threads::ThreadCounts;
 const OPEN_RETRY_FIRST: Duration = Duration::from_millis(10);
 const OPEN_RETRY: Duration = Duration::from_millis(250);
 const OPEN_GIVE_UP: Duration = Duration::from_secs(20);
+/// The longest one try to read a JVM may take (a real one takes well under a second, the first
+/// of a JDK included, whose libjvm.so is read whole): beyond it the JVM is given up, its samples
+/// `[unknown]`. The tries run on a thread of their own, so that no JVM delays the others.
+const OPEN_BUDGET: Duration = Duration::from_secs(5);
 /// Samples kept per JVM while it cannot be opened yet (resolved once it can).
 const MAX_PENDING: usize = 20_000;
 /// How long an agent's code map may stay unreadable (not written yet) before it is given up.
@@ -43,6 +48,10 @@ enum State {
         since: Instant,
         next_try: Instant,
         pending: Vec<Sample>,
+        /// The try in progress, on its own thread, and when it started.
+        reading: Option<(JoinHandle<Result<HotSpot, HotSpotError>>, Instant)>,
+        /// Why the last try failed.
+        last_error: Option<String>,
     },
     /// Opened: samples are resolved as they come.
     Ready(Box<Resolver>),
@@ -101,6 +110,22 @@ impl ProfiledJvm {
         matches!(self.state, State::Ready(_) | State::Failed)
     }
 
+    /// Why it is not profiled while it runs: why the last try to read it failed, or that the
+    /// first is not over. `None` once it is profiled, before its first try, and once it has
+    /// ended.
+    pub fn unreadable_because(&self) -> Option<&str> {
+        match &self.state {
+            State::Opening {
+                last_error,
+                reading,
+                ..
+            } if !self.ended => last_error
+                .as_deref()
+                .or(reading.is_some().then_some("its first read had not ended")),
+            _ => None,
+        }
+    }
+
     /// What resolving met so far; samples that could not be resolved at all (the JVM could not be
     /// read) count as samples with an unknown frame.
     pub fn stats(&self) -> ResolveStats {
@@ -132,6 +157,8 @@ impl ProfiledJvm {
                 since: now,
                 next_try: now,
                 pending: Vec::new(),
+                reading: None,
+                last_error: None,
             },
             waiting: Vec::new(),
             counts: Counts::new(now),
@@ -155,32 +182,69 @@ impl ProfiledJvm {
         }
     }
 
-    /// Opens it, if it is still opening and it is time to try again: with the HotSpot reader, then
-    /// registered with the stack walker, its compiled code named by the agent's code map (a
-    /// launched JVM) or by its code cache until the agent's attach (`attacher`) is done. A JVM
-    /// found running is tracked by the sampler only now, so that none of its samples is walked by
-    /// frame pointers alone (its compiled code has none); one that cannot be read yet is tracked
-    /// at once, as a launched one is from its start. After [`OPEN_GIVE_UP`] its samples are
-    /// `[unknown]`; once it has ended, it is not profiled.
+    /// Opens it, if it is still opening and it is time to try again: each try reads it with the
+    /// HotSpot reader on a thread of its own, so that a JVM slow to read delays no other, and is
+    /// taken here once done. Once read, it is registered with the stack walker, its compiled
+    /// code named by the agent's code map (a launched JVM) or by its code cache until the agent's
+    /// attach (`attacher`) is done. A JVM found running is tracked by the sampler only after its
+    /// first try, so that none of its samples is walked by frame pointers alone (its compiled code
+    /// has none); one that cannot be read yet is tracked then, as a launched one is from its
+    /// start. Tables no HotSpot has, a try longer than [`OPEN_BUDGET`], or [`OPEN_GIVE_UP`] of
+    /// tries make its samples `[unknown]`, said in one warning; once it has ended, it is not
+    /// profiled.
     pub(super) fn open(
         &mut self,
         now: Instant,
         sampler: &Sampler,
         options: &SessionOptions,
         attacher: &mut Attacher<'_>,
+        free_readers: &mut usize,
     ) -> Result<(), SamplerError> {
         let State::Opening {
             since,
             next_try,
             pending,
+            reading,
+            last_error,
         } = &mut self.state
         else {
             return Ok(());
         };
-        if now < *next_try {
-            return Ok(());
-        }
-        match HotSpot::open(self.pid) {
+        let result = match reading.take() {
+            Some((worker, _)) if worker.is_finished() => worker.join().unwrap_or_else(|_| {
+                Err(HotSpotError::Process {
+                    pid: self.pid,
+                    reason: "its reader failed".into(),
+                })
+            }),
+            Some((_, started)) if now.duration_since(started) > OPEN_BUDGET => {
+                // The thread ends by itself: every read of the reader is bounded.
+                Err(HotSpotError::OverBudget(OPEN_BUDGET))
+            }
+            Some(worker) => {
+                *reading = Some(worker);
+                return Ok(());
+            }
+            None if now < *next_try || *free_readers == 0 => return Ok(()),
+            None => {
+                *free_readers -= 1;
+                let pid = self.pid;
+                let worker = std::thread::Builder::new()
+                    .name(format!("read-jvm-{pid}"))
+                    .spawn(move || HotSpot::open(pid));
+                match worker {
+                    Ok(worker) => {
+                        *reading = Some((worker, now));
+                        return Ok(());
+                    }
+                    Err(e) => Err(HotSpotError::Process {
+                        pid,
+                        reason: format!("cannot start a thread to read it: {e}"),
+                    }),
+                }
+            }
+        };
+        match result {
             Ok(hotspot) => {
                 stale::sweep_own_tmp(self.pid);
                 let pending = std::mem::take(pending);
@@ -229,7 +293,10 @@ impl ProfiledJvm {
                 options.log.log(Level::Info, &message);
                 self.state = State::Gone;
             }
-            Err(e) if since.elapsed() > OPEN_GIVE_UP => {
+            Err(e)
+                if matches!(e, HotSpotError::BadTable(_) | HotSpotError::OverBudget(_))
+                    || since.elapsed() > OPEN_GIVE_UP =>
+            {
                 let message = format!(
                     "JVM {} ({}) cannot be read, its samples are {UNKNOWN}: {e}",
                     self.pid, self.main_class
@@ -241,7 +308,8 @@ impl ProfiledJvm {
                     self.add(sample, options.native_frames, true);
                 }
             }
-            Err(_) => {
+            Err(e) => {
+                *last_error = Some(e.to_string());
                 *next_try =
                     now + (now.duration_since(*since) / 4).clamp(OPEN_RETRY_FIRST, OPEN_RETRY)
             }
@@ -256,6 +324,28 @@ impl ProfiledJvm {
             }
         }
         Ok(())
+    }
+
+    /// Whether a try to read it runs now.
+    pub(super) fn reading(&self) -> bool {
+        matches!(
+            &self.state,
+            State::Opening {
+                reading: Some(_),
+                ..
+            }
+        )
+    }
+
+    /// Gives it up, its samples dropped, when it cannot be sampled (`error`): said in one SEVERE
+    /// line.
+    pub(super) fn give_up(&mut self, error: &SamplerError, log: &dyn Log) {
+        let message = format!(
+            "JVM {} ({}) is not profiled: {error}",
+            self.pid, self.main_class
+        );
+        log.log(Level::Severe, &message);
+        self.state = State::Gone;
     }
 
     /// Takes the outcome of the agent's attach, once it is done: the names of compiled code from

@@ -48,6 +48,9 @@ pub use jvm::{main_class_of, ProfiledJvm, ThreadCounts};
 /// their times: [`Session::take_counts_until`] takes them whatever its time. Bounds the memory of
 /// a long run that takes its counts only at its end (`stacks`).
 const SETTLE_NS: u64 = 10_000_000_000;
+/// The most JVMs read at once, each on a thread of its own: a host where thousands of processes
+/// map a libjvm.so costs that many threads at most.
+const MAX_READERS: usize = 8;
 /// The host's /tmp, where the agents of the host's JVMs write their code maps.
 const HOST_TMP: &str = "/tmp";
 
@@ -409,16 +412,31 @@ impl Session {
         Ok(())
     }
 
-    /// Opens the JVMs not opened yet, when it is time to try again ([`ProfiledJvm`]'s states).
+    /// Opens the JVMs not opened yet, when it is time to try again ([`ProfiledJvm`]'s states),
+    /// [`MAX_READERS`] at a time. With every JVM of the host, one that cannot be sampled is given
+    /// up alone, said in one SEVERE line; a JVM given by pid that cannot be ends the session.
     fn open_jvms(&mut self) -> Result<(), SessionError> {
         let now = Instant::now();
+        let all = matches!(self.source, Source::Discovery { all: true, .. });
         let mut attacher = Attacher {
             options: &self.options,
             agent: &self.agent,
             said_no_agent: &mut self.said_no_agent,
         };
+        let mut free_readers =
+            MAX_READERS.saturating_sub(self.jvms.values().filter(|jvm| jvm.reading()).count());
         for jvm in self.jvms.values_mut() {
-            jvm.open(now, &self.sampler, &self.options, &mut attacher)?;
+            let opened = jvm.open(
+                now,
+                &self.sampler,
+                &self.options,
+                &mut attacher,
+                &mut free_readers,
+            );
+            match opened {
+                Err(e) if all => jvm.give_up(&e, &*self.options.log),
+                opened => opened?,
+            }
         }
         Ok(())
     }

@@ -12,6 +12,7 @@
 //! Run by hand on a machine shared with other JVMs, their daemon attaches to those too.
 
 mod churn;
+mod failures;
 mod names;
 mod namespaces;
 mod prometheus;

@@ -10,6 +10,7 @@
 mod attach;
 mod code_maps;
 mod inputs;
+mod jvms;
 mod names;
 mod signals_and_outputs;
 
