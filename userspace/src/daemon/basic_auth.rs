@@ -131,5 +131,7 @@ mod tests {
                 .allows(Some(&HeaderValue::from_static("Bearer abc")))
                 .await
         );
+        // An unknown user costs a real bcrypt check.
+        assert_eq!(bcrypt::verify("", UNKNOWN_USER_HASH).ok(), Some(false));
     }
 }
