@@ -16,6 +16,7 @@ joularcode_testkit::fuzz_checks!(
     proc_files,
     main_class,
     agent_options,
+    endpoint,
 );
 
 proptest! {
