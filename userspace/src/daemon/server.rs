@@ -8,8 +8,10 @@
 //! hyper serves it on a tokio runtime of one thread, beside the recording loop; each connection
 //! is a task of its own, so that no client delays another's scrape. What a client can make it
 //! hold is bounded: a request head of [`MAX_HEAD`] bytes (hyper answers 431 beyond it and closes),
-//! no request body ever read, [`HEAD_TIMEOUT`] to send a head (and a TLS handshake),
-//! [`IDLE_TIMEOUT`] without a byte either way on a connection, and [`MAX_CONNECTIONS`] open at
+//! no request body ever read, [`HEAD_TIMEOUT`] to send a head from the connection's start or the
+//! previous answer's end (so a kept-alive connection waits that long for its next request; a TLS
+//! handshake has as long), [`IDLE_TIMEOUT`] without a byte either way on a connection (a client
+//! that never reads its answers), and [`MAX_CONNECTIONS`] open at
 //! once: a new one beyond it closes the one that has been quiet the longest, so that a crowd of
 //! idle connections never keeps a scraper out. The encoding of the metrics is reused for
 //! [`ENCODING_REUSE`], so that a flood of scrapes neither holds the lock the cycles need nor
@@ -45,7 +47,8 @@ use super::basic_auth::BasicAuth;
 
 /// The largest request head read (request line and headers): hyper answers 431 beyond it.
 pub const MAX_HEAD: usize = 16 * 1024;
-/// How long a client has to send a whole request head, and to finish a TLS handshake.
+/// How long a client has to send a whole request head, from the connection's start or the end of
+/// the previous answer, and to finish a TLS handshake.
 pub const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a connection may stay without a byte read or written before it is closed.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
