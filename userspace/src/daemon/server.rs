@@ -54,6 +54,10 @@ pub const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// The most connections open at once (one file descriptor each).
 pub const MAX_CONNECTIONS: usize = 256;
+/// The connections the kernel queues before they are accepted (capped by
+/// `net.core.somaxconn`): beyond it a new connection's SYN is dropped and retried a second later,
+/// so it holds a burst of connections, such as a crowd of idle ones, without delaying a scrape.
+pub const BACKLOG: i32 = 1024;
 /// How long an encoding of the metrics is served again before the registry is encoded anew.
 pub const ENCODING_REUSE: Duration = Duration::from_secs(1);
 /// How long the listener waits after an accept failed for want of a resource.
@@ -83,10 +87,15 @@ pub enum ServerError {
     Thread(#[source] std::io::Error),
 }
 
-/// Listens on `address`.
+/// Listens on `address`, with a queue of [`BACKLOG`] connections not yet accepted.
 pub fn bind(address: SocketAddr) -> Result<std::net::TcpListener, ServerError> {
     let listener = std::net::TcpListener::bind(address)
-        .and_then(|listener| listener.set_nonblocking(true).map(|()| listener))
+        .and_then(|listener| {
+            // Linux takes a second listen() as a new length of the queue.
+            rustix::net::listen(&listener, BACKLOG)?;
+            listener.set_nonblocking(true)?;
+            Ok(listener)
+        })
         .map_err(|source| ServerError::Listen { address, source })?;
     Ok(listener)
 }
@@ -294,6 +303,9 @@ async fn accept(
         };
         let slot = Slot::take(&open);
         tokio::spawn(connection(stream, endpoint.clone(), tls.clone(), slot));
+        // Lets the connection closed for this one end before the next accept, so that the
+        // connections open never exceed the cap, however many wait in the queue.
+        tokio::task::yield_now().await;
     }
 }
 
