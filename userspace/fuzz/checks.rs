@@ -3,6 +3,8 @@
 //! with `cargo test`.
 
 use joularcode_bpf::attach::parse_reply;
+use joularcode_bpf::daemon::basic_auth::BasicAuth;
+use joularcode_bpf::daemon::server::{serve_connection, Endpoint};
 use joularcode_bpf::discovery::parse_stat;
 use joularcode_bpf::hotspot::libjvm::Libjvm;
 use joularcode_bpf::hotspot::maps::parse_maps;
@@ -18,6 +20,8 @@ use joularcode_core::names::{self, main_class as main_class_of, MAX_FRAME_NAME_B
 use jvm_symbolizer_agent::options::Options;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::registry::Registry;
 
 /// The agent's code map (docs/code-map.md), fed in two parts cut where the first byte says, as
 /// two refreshes would read it: every piece of code found is a non-empty range with names within
@@ -206,4 +210,61 @@ pub fn hotspot_open(bytes: &[u8]) {
     let _ = HotSpot::read(1, Box::new(image), &Libjvm::with_symbols(symbols));
     let read = read.load(Ordering::Relaxed);
     assert!(read <= MAX_OPEN_READ, "{read} bytes read");
+}
+
+/// The daemon's endpoint (`daemon::server`): any bytes as the input of one connection, the
+/// first byte choosing an endpoint open to all or one that asks for a password (user `fuzz`,
+/// password `fuzz`). The connection ends, nothing panics, and what it answers is HTTP/1.1
+/// responses only, none larger than the metrics.
+pub fn endpoint(bytes: &[u8]) {
+    use std::sync::{Arc, OnceLock};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    static ENDPOINTS: OnceLock<[Arc<Endpoint>; 2]> = OnceLock::new();
+    let endpoints = ENDPOINTS.get_or_init(|| {
+        let endpoint = |auth| {
+            let mut registry = Registry::default();
+            let counter: Counter = Counter::default();
+            counter.inc_by(42);
+            registry.register("joularcode_fuzz", "a counter", counter);
+            Arc::new(Endpoint::new(registry, auth))
+        };
+        let hash = bcrypt::hash("fuzz", 4).expect("a bcrypt hash");
+        [
+            endpoint(None),
+            endpoint(Some(BasicAuth::new(
+                [("fuzz".to_string(), hash)].into_iter().collect(),
+            ))),
+        ]
+    });
+    let Some((&choice, input)) = bytes.split_first() else {
+        return;
+    };
+    let endpoint = endpoints[usize::from(choice & 1)].clone();
+    // Paused time: the timeouts pass at once when nothing else is left to do.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .expect("a runtime");
+    let answer = runtime.block_on(async {
+        let (client, server) = tokio::io::duplex(64 * 1024);
+        let served = tokio::spawn(serve_connection(server, endpoint));
+        let (mut reader, mut writer) = tokio::io::split(client);
+        let write = async {
+            let _ = writer.write_all(input).await;
+            let _ = writer.shutdown().await;
+        };
+        let read = async {
+            let mut answer = Vec::new();
+            let _ = reader.read_to_end(&mut answer).await;
+            answer
+        };
+        let ((), answer) = tokio::join!(write, read);
+        served.await.expect("the connection's task");
+        answer
+    });
+    assert!(answer.is_empty() || answer.starts_with(b"HTTP/1.1 "));
+    // Each request's head has 16 bytes at least; each answer is a few hundred bytes.
+    assert!(answer.len() <= (input.len() / 16 + 1) * 1024);
 }

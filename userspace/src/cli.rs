@@ -99,6 +99,11 @@ pub struct DaemonArgs {
     /// network.
     #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:29100")]
     pub listen: SocketAddr,
+    /// TLS and basic authentication of the endpoint: a web configuration file as Prometheus
+    /// exporters read it (tls_server_config: cert_file, key_file; basic_auth_users: user: bcrypt
+    /// hash).
+    #[arg(long, value_name = "FILE")]
+    pub web_config_file: Option<PathBuf>,
     /// The properties file to read instead of ./joularcodejava.properties (it must exist).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,

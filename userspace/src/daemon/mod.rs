@@ -3,11 +3,13 @@
 //! serves (and to Joular's CSV files when `--results-path` is given), with each JVM's branches
 //! bounded ([`crate::session::BranchLimit`]) so that its memory stays bounded for weeks.
 
+pub mod basic_auth;
 pub mod container;
 pub mod metrics;
 pub mod ranked;
 pub mod selfstat;
 pub mod server;
+pub mod web_config;
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;

@@ -12,6 +12,7 @@
 //! Run by hand on a machine shared with other JVMs, their daemon attaches to those too.
 
 mod churn;
+mod endpoint;
 mod failures;
 mod names;
 mod namespaces;
@@ -87,6 +88,15 @@ impl Drop for TestCgroup {
     }
 }
 
+/// The profiler under test: `JOULARCODE_BPF_BIN`, else this build's (the endpoint's tests
+/// fail on a build from before its bounds).
+fn binary() -> std::path::PathBuf {
+    std::env::var_os("JOULARCODE_BPF_BIN").map_or_else(
+        || env!("CARGO_BIN_EXE_joularcode-bpf").into(),
+        std::path::PathBuf::from,
+    )
+}
+
 /// A free TCP port of 127.0.0.1.
 fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
@@ -130,7 +140,7 @@ impl Daemon {
         std::fs::write(dir.path().join("watts"), "100\n").expect("the watts file");
         let port = free_port();
         let stderr = std::fs::File::create(dir.path().join("stderr")).expect("the daemon's stderr");
-        let child = Command::new(env!("CARGO_BIN_EXE_joularcode-bpf"))
+        let child = Command::new(binary())
             .current_dir(dir.path())
             .arg("daemon")
             .args(["--power-source-type", "vm", "--vm-power-format", "watts"])
