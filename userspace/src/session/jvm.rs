@@ -35,8 +35,8 @@ const OPEN_GIVE_UP: Duration = Duration::from_secs(20);
 const MAX_PENDING: usize = 20_000;
 /// How long an agent's code map may stay unreadable (not written yet) before it is given up.
 const MAP_PATIENCE: Duration = Duration::from_secs(10);
-/// How long a code map that was read stays gone, in a JVM that runs, before the agent is
-/// attached again (a JVM that ended takes its map with it, and its process, within that time).
+/// How long a code map stays gone, in a JVM that runs, before the agent is attached again (a JVM
+/// that ended takes its map with it, and its process, within that time).
 const GONE_WAIT: Duration = Duration::from_secs(2);
 /// How often the agent is attached again at most.
 const REATTACH_EVERY: Duration = Duration::from_secs(10);
@@ -76,7 +76,7 @@ pub struct ProfiledJvm {
     attaching: Option<Attaching>,
     unresolved: u64,
     map_failing_since: Option<Instant>,
-    /// Since when the code map that was read is gone ([`ProfiledJvm::reattach`]).
+    /// Since when its code map is gone ([`ProfiledJvm::reattach`]).
     map_gone_since: Option<Instant>,
     /// When the agent was last attached again.
     reattached: Option<Instant>,
@@ -336,10 +336,10 @@ impl ProfiledJvm {
         }
     }
 
-    /// Attaches the agent again when the code map that was read has been gone for [`GONE_WAIT`]
-    /// while the JVM runs: its agent stopped (this profiler was held up for longer than the
-    /// map's lease, or the map reached its size bound), and it starts again, with a new map of
-    /// the live code, when it is attached. At most once per [`REATTACH_EVERY`].
+    /// Attaches the agent again when its code map has been gone for [`GONE_WAIT`] while the JVM
+    /// runs: its agent stopped (this profiler was held up for longer than the map's lease, even
+    /// before its first read, or the map reached its size bound), and it starts again, with a
+    /// new map of the live code, when it is attached. At most once per [`REATTACH_EVERY`].
     pub(super) fn reattach(&mut self, attacher: &mut Attacher<'_>) {
         let State::Ready(resolver) = &self.state else {
             return;

@@ -148,7 +148,7 @@ pub struct CodeMap {
     bad_lines: u64,
     /// When the lease was last renewed.
     renewed: Option<Instant>,
-    /// Whether the map opened is no longer at its path (the agent stopped, or the JVM ended).
+    /// Whether the last refresh found no map at its path ([`CodeMap::gone`]).
     gone: bool,
 }
 
@@ -186,7 +186,7 @@ impl CodeMap {
         &self.path
     }
 
-    /// Whether the map that was read is no longer at its path: its agent stopped writing it (no
+    /// Whether the last refresh found no map at its path: its agent stopped writing it (no
     /// reader renewed its lease in time, or it reached its size bound), or the JVM ended. An
     /// agent that stopped starts again, with a new map, when it is attached again.
     pub fn gone(&self) -> bool {
@@ -274,7 +274,10 @@ impl CodeMap {
             Err(e @ ForeignError::Io { .. }) if self.file.is_some() => {
                 self.gone = e.is_not_found();
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => {
+                self.gone = e.is_not_found();
+                return Err(e.into());
+            }
         }
         let Some(file) = self.file.as_mut() else {
             return Ok(0);
