@@ -10,6 +10,7 @@
 mod attach;
 mod code_maps;
 mod inputs;
+mod lease;
 mod signals_and_outputs;
 
 use std::io::Read;
