@@ -7,25 +7,166 @@
 //! the code map when the JVM ends. After an attach it replays the code compiled before
 //! (GenerateEvents). It keeps CompiledMethodLoad enabled, which makes HotSpot record debug
 //! information at every instruction (DebugNonSafepoints) for the methods compiled afterwards.
+//!
+//! It writes only while a profiler holds the map's lease ([`crate::lease`]): once none renewed it
+//! for 5 s (or the map reached its bound), the agent disables its code events, removes the map
+//! and writes nothing more; the next attach of the library (a profiler coming back) starts it
+//! again, with a new map and the replay of the live code.
 
 use std::ffi::{c_char, c_void, CStr};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::Instant;
 
 use joularcode_core::log::Level;
+use joularcode_core::power::clock::monotonic_ns;
 
 use crate::events::{self, REPLAYING};
 use crate::jvmti::{
     self, Capabilities, Env, JavaVm, Jint, JmethodId, Jobject, JvmtiEnv, JNI_ERR, JNI_OK,
     JVMTI_ERROR_NONE,
 };
+use crate::lease::{Verdict, CHECK_EVERY, LEASE, MAX_MAP};
 use crate::options::Options;
 use crate::output::{self, Sink};
-use crate::{guarded, say};
+use crate::{guarded, lock, say};
+
+/// The events that write the maps, disabled while the agent is stopped.
+const CODE_EVENTS: [Jint; 3] = [
+    jvmti::EVENT_COMPILED_METHOD_LOAD,
+    jvmti::EVENT_COMPILED_METHOD_UNLOAD,
+    jvmti::EVENT_DYNAMIC_CODE_GENERATED,
+];
+
+/// The process's JavaVM, which any thread may use.
+struct Vm(*mut JavaVm);
+// SAFETY: the JavaVM is valid for the whole process and may be used from any thread.
+unsafe impl Send for Vm {}
+// SAFETY: as above; it is only read.
+unsafe impl Sync for Vm {}
 
 /// The running agent: one per library instance.
 struct Agent {
     env: Env,
+    vm: Vm,
     sink: Sink,
+    /// Held while the agent stops or starts again, so that the two never interleave; it holds
+    /// whether the code events are enabled.
+    events_on: Mutex<bool>,
+    /// Set at VMDeath: the agent never starts again.
+    ended: AtomicBool,
+}
+
+impl Agent {
+    /// Enables or disables [`CODE_EVENTS`]; true when the JVM did all. JVMTI answers only the
+    /// JVM's threads: the agent's own thread is attached to the JVM for the call.
+    fn set_code_events(&self, enabled: bool) -> bool {
+        let set = || {
+            CODE_EVENTS
+                .iter()
+                .all(|&event| self.env.set_event(event, enabled) == JVMTI_ERROR_NONE)
+        };
+        // SAFETY: `vm` is the process's JavaVM.
+        if unsafe { jvmti::jni_env(self.vm.0) }.is_some() {
+            return set();
+        }
+        // SAFETY: as above; the thread attached here is detached before returning, holding no
+        // monitor.
+        unsafe {
+            if jvmti::attach_current_thread(self.vm.0, c"joularcode-code-map").is_none() {
+                return false;
+            }
+            let done = set();
+            ((**self.vm.0).detach_current_thread)(self.vm.0);
+            done
+        }
+    }
+
+    /// Looks at the map's lease (the writer thread, every second): once no profiler holds it,
+    /// the agent disables its events, removes its map and writes nothing more. Events that
+    /// could not be disabled (the JVM not started yet) are tried again at the next look.
+    fn check_lease(&self) {
+        let mut events_on = lock(&self.events_on);
+        let verdict = self.sink.check_lease(monotonic_ns());
+        let why = match verdict {
+            Some(Verdict::Held) => return,
+            None => None,
+            Some(Verdict::Expired) => Some(format!(
+                "no profiler read {} for {} s: the agent stops writing it and removes it, until a profiler attaches it again",
+                self.sink.map_path.display(),
+                LEASE.as_secs()
+            )),
+            Some(Verdict::Full) => Some(format!(
+                "{} reached {} MiB: the agent stops writing it and removes it, until a profiler attaches it again (with the live code only)",
+                self.sink.map_path.display(),
+                MAX_MAP >> 20
+            )),
+        };
+        if let Some(why) = why {
+            if let Some(error) = self.sink.stop() {
+                say(Level::Warning, &error.to_string());
+            }
+            say(Level::Info, &why);
+        }
+        if *events_on && self.set_code_events(false) {
+            *events_on = false;
+        }
+    }
+
+    /// Starts writing again after a stop, when a profiler attaches the library again: a new map,
+    /// the code events enabled, and the code that exists replayed.
+    fn restart(&self) -> Jint {
+        let mut events_on = lock(&self.events_on);
+        if self.ended.load(Ordering::Relaxed) {
+            return JNI_ERR;
+        }
+        if self.sink.running() {
+            say(
+                Level::Info,
+                &format!("already running, writing {}", self.sink.map_path.display()),
+            );
+            return JNI_OK;
+        }
+        match self.sink.start() {
+            Ok(true) => {}
+            Ok(false) => {
+                say(
+                    Level::Info,
+                    "another copy of the agent already writes this JVM's code map",
+                );
+                return JNI_OK;
+            }
+            Err(error) => {
+                say(Level::Severe, &error.to_string());
+                return JNI_ERR;
+            }
+        }
+        if !self.set_code_events(true) {
+            say(Level::Severe, "the JVM refuses to send code events");
+            self.sink.stop();
+            return JNI_ERR;
+        }
+        *events_on = true;
+        replay(self.env);
+        say(
+            Level::Info,
+            &format!(
+                "a profiler reads the code map again: writing {}",
+                self.sink.map_path.display()
+            ),
+        );
+        JNI_OK
+    }
+}
+
+/// Writes the code that exists already (GenerateEvents), as `R` and `S` records, and writes it
+/// out.
+fn replay(env: Env) {
+    REPLAYING.with(|replaying| replaying.set(true));
+    env.generate_events(jvmti::EVENT_COMPILED_METHOD_LOAD);
+    env.generate_events(jvmti::EVENT_DYNAMIC_CODE_GENERATED);
+    REPLAYING.with(|replaying| replaying.set(false));
+    flush();
 }
 
 static AGENT: OnceLock<Agent> = OnceLock::new();
@@ -45,8 +186,11 @@ extern "system" fn on_vm_init(_env: JvmtiEnv, _jni: *mut c_void, _thread: Jobjec
 extern "system" fn on_vm_death(_env: JvmtiEnv, _jni: *mut c_void) {
     guarded((), || {
         flush();
-        if let Some(error) = AGENT.get().and_then(|agent| agent.sink.remove()) {
-            say(Level::Warning, &error.to_string());
+        if let Some(agent) = AGENT.get() {
+            agent.ended.store(true, Ordering::Relaxed);
+            if let Some(error) = agent.sink.stop() {
+                say(Level::Warning, &error.to_string());
+            }
         }
     });
 }
@@ -116,11 +260,7 @@ pub fn flush() {
 /// `vm` and `options` are the arguments of Agent_OnLoad / Agent_OnAttach.
 pub unsafe fn start(vm: *mut JavaVm, options: *const c_char, attach: bool) -> Jint {
     if let Some(agent) = AGENT.get() {
-        say(
-            Level::Info,
-            &format!("already running, writing {}", agent.sink.map_path.display()),
-        );
-        return JNI_OK;
+        return agent.restart();
     }
     let text = if options.is_null() {
         String::new()
@@ -166,7 +306,14 @@ pub unsafe fn start(vm: *mut JavaVm, options: *const c_char, attach: bool) -> Ji
         );
         return JNI_ERR;
     }
-    if AGENT.set(Agent { env, sink }).is_err() {
+    let agent = Agent {
+        env,
+        vm: Vm(vm),
+        sink,
+        events_on: Mutex::new(true),
+        ended: AtomicBool::new(false),
+    };
+    if AGENT.set(agent).is_err() {
         return JNI_OK;
     }
     let handlers = [
@@ -191,9 +338,16 @@ pub unsafe fn start(vm: *mut JavaVm, options: *const c_char, attach: bool) -> Ji
     }
     let writer = std::thread::Builder::new()
         .name("joularcode-code-map".into())
-        .spawn(|| loop {
-            std::thread::sleep(output::FLUSH_EVERY);
-            guarded((), flush);
+        .spawn(|| {
+            let mut next_check = Instant::now() + CHECK_EVERY;
+            loop {
+                std::thread::sleep(output::FLUSH_EVERY);
+                guarded((), flush);
+                if Instant::now() >= next_check {
+                    next_check = Instant::now() + CHECK_EVERY;
+                    guarded((), || AGENT.get().map_or((), Agent::check_lease));
+                }
+            }
         });
     if let Err(e) = writer {
         say(
@@ -203,11 +357,7 @@ pub unsafe fn start(vm: *mut JavaVm, options: *const c_char, attach: bool) -> Ji
         return JNI_ERR;
     }
     if attach {
-        REPLAYING.with(|replaying| replaying.set(true));
-        env.generate_events(jvmti::EVENT_COMPILED_METHOD_LOAD);
-        env.generate_events(jvmti::EVENT_DYNAMIC_CODE_GENERATED);
-        REPLAYING.with(|replaying| replaying.set(false));
-        flush();
+        replay(env);
     }
     JNI_OK
 }

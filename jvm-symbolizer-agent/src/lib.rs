@@ -15,6 +15,8 @@ pub mod events;
 pub mod format;
 pub mod jvmti;
 #[cfg(target_os = "linux")]
+pub mod lease;
+#[cfg(target_os = "linux")]
 pub mod options;
 #[cfg(target_os = "linux")]
 pub mod output;

@@ -288,11 +288,12 @@ impl Env {
         (class, name)
     }
 
-    /// SetEventNotificationMode (2) for all threads.
-    pub fn enable_event(self, event: Jint) -> JvmtiError {
+    /// SetEventNotificationMode (2) for all threads: enables `event`, or disables it.
+    pub fn set_event(self, event: Jint, enabled: bool) -> JvmtiError {
         type F = unsafe extern "C" fn(JvmtiEnv, Jint, Jint, Jobject, ...) -> JvmtiError;
+        let mode = if enabled { JVMTI_ENABLE } else { JVMTI_DISABLE };
         // SAFETY: function 2 of a live environment, called with its documented arguments.
-        unsafe { jvmti_call!(self.0, 2, F, JVMTI_ENABLE, event, std::ptr::null_mut()) }
+        unsafe { jvmti_call!(self.0, 2, F, mode, event, std::ptr::null_mut()) }
     }
 
     /// Deallocate (47).
@@ -388,7 +389,7 @@ impl Env {
             && handlers
                 .iter()
                 .filter(|&&(event, _)| !(attach && event == EVENT_VM_INIT))
-                .all(|&(event, _)| self.enable_event(event) == JVMTI_ERROR_NONE)
+                .all(|&(event, _)| self.set_event(event, true) == JVMTI_ERROR_NONE)
     }
 
     /// GenerateEvents (123): replays the events of code that already exists.
@@ -427,6 +428,22 @@ pub unsafe fn jni_env(vm: *mut JavaVm) -> Option<Jni> {
     let mut env: *mut c_void = std::ptr::null_mut();
     let rc = ((**vm).get_env)(vm, &mut env, JNI_VERSION_1_6);
     (rc == JNI_OK && !env.is_null()).then_some(Jni(env as JniEnv))
+}
+
+/// Attaches the calling thread to the JVM as a daemon thread named `name`; `None` when the JVM
+/// refuses (it has not started yet, or is ending).
+///
+/// # Safety
+/// `vm` is the process's JavaVM.
+pub unsafe fn attach_current_thread(vm: *mut JavaVm, name: &std::ffi::CStr) -> Option<Jni> {
+    let mut args = JavaVmAttachArgs {
+        version: JNI_VERSION_1_6,
+        name: name.as_ptr(),
+        group: std::ptr::null_mut(),
+    };
+    let mut jni: *mut c_void = std::ptr::null_mut();
+    let rc = ((**vm).attach_current_thread_as_daemon)(vm, &mut jni, &mut args);
+    (rc == JNI_OK && !jni.is_null()).then_some(Jni(jni as JniEnv))
 }
 
 /// Why the JVM gave no JVMTI environment.

@@ -33,6 +33,8 @@ pub const JVMTI_VERSION_1_2: Jint = 0x3001_0200;
 pub const JVMTI_ERROR_NONE: JvmtiError = 0;
 /// `JVMTI_ENABLE`.
 pub const JVMTI_ENABLE: Jint = 1;
+/// `JVMTI_DISABLE`.
+pub const JVMTI_DISABLE: Jint = 0;
 /// `JVMTI_THREAD_STATE_ALIVE`.
 pub const THREAD_STATE_ALIVE: Jint = 0x0001;
 /// `JVMTI_THREAD_STATE_RUNNABLE`.

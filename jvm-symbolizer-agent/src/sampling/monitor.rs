@@ -27,7 +27,7 @@ use joularcode_core::threads::{cycle_threads, ThreadCounts, ThreadCpu};
 use super::frames::Frames;
 use super::options::{OptionsError, SampleOptions, SamplerChoice};
 use super::{dumps, process, set_events, Sampler};
-use crate::jvmti::{Env, JavaVm, JavaVmAttachArgs, Jni, JniEnv, JNI_OK, JNI_VERSION_1_6};
+use crate::jvmti::{self, Env, JavaVm, Jni};
 use crate::lock;
 
 /// How long a profile's end waits for its last cycle to be written.
@@ -203,7 +203,7 @@ fn run(
 ) {
     super::mark_agent_thread();
     // SAFETY: the process's JavaVM; the thread is attached as a daemon until it ends.
-    let Some(jni) = (unsafe { attach(vm) }) else {
+    let Some(jni) = (unsafe { jvmti::attach_current_thread(vm, c"joularcode-sampler") }) else {
         let _ = ready.send(Err(ProfileError::Attach));
         return;
     };
@@ -219,22 +219,6 @@ fn run(
     set_events(None);
     // SAFETY: detaches the thread attached above, which holds no monitor.
     unsafe { ((**vm).detach_current_thread)(vm) };
-}
-
-/// Attaches the calling thread to the JVM as a daemon named [`THREAD_NAME`].
-///
-/// # Safety
-/// `vm` is the process's JavaVM.
-unsafe fn attach(vm: *mut JavaVm) -> Option<Jni> {
-    let name = c"joularcode-sampler";
-    let mut args = JavaVmAttachArgs {
-        version: JNI_VERSION_1_6,
-        name: name.as_ptr(),
-        group: std::ptr::null_mut(),
-    };
-    let mut jni: *mut std::ffi::c_void = std::ptr::null_mut();
-    let rc = ((**vm).attach_current_thread_as_daemon)(vm, &mut jni, &mut args);
-    (rc == JNI_OK && !jni.is_null()).then_some(Jni(jni as JniEnv))
 }
 
 /// The main class of this JVM, as `record` names it: the first word of `sun.java.command` (a

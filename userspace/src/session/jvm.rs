@@ -40,6 +40,11 @@ const OPEN_BUDGET: Duration = Duration::from_secs(5);
 const MAX_PENDING: usize = 20_000;
 /// How long an agent's code map may stay unreadable (not written yet) before it is given up.
 const MAP_PATIENCE: Duration = Duration::from_secs(10);
+/// How long a code map stays gone, in a JVM that runs, before the agent is attached again (a JVM
+/// that ended takes its map with it, and its process, within that time).
+const GONE_WAIT: Duration = Duration::from_secs(2);
+/// How often the agent is attached again at most.
+const REATTACH_EVERY: Duration = Duration::from_secs(10);
 
 /// How far a JVM is from being resolvable.
 enum State {
@@ -80,6 +85,10 @@ pub struct ProfiledJvm {
     attaching: Option<Attaching>,
     unresolved: u64,
     map_failing_since: Option<Instant>,
+    /// Since when its code map is gone ([`ProfiledJvm::reattach`]).
+    map_gone_since: Option<Instant>,
+    /// When the agent was last attached again.
+    reattached: Option<Instant>,
     walked: Option<WalkedJvm>,
 }
 
@@ -166,6 +175,8 @@ impl ProfiledJvm {
             attaching: None,
             unresolved: 0,
             map_failing_since: None,
+            map_gone_since: None,
+            reattached: None,
             walked: None,
         }
     }
@@ -357,6 +368,9 @@ impl ProfiledJvm {
         let Some((jit, message)) = self.attaching.take().and_then(Attaching::join) else {
             return;
         };
+        if self.reattached.is_some() && (self.ended || !discovery::alive(self.pid)) {
+            return;
+        }
         if let Some(message) = message {
             log.log(Level::Warning, &message);
         }
@@ -410,6 +424,33 @@ impl ProfiledJvm {
                 }
             }
         }
+    }
+
+    /// Attaches the agent again when its code map has been gone for [`GONE_WAIT`] while the JVM
+    /// runs: its agent stopped (this profiler was held up for longer than the map's lease, even
+    /// before its first read, or the map reached its size bound), and it starts again, with a
+    /// new map of the live code, when it is attached. At most once per [`REATTACH_EVERY`].
+    pub(super) fn reattach(&mut self, attacher: &mut Attacher<'_>) {
+        let State::Ready(resolver) = &self.state else {
+            return;
+        };
+        let gone = matches!(resolver.jit(), JitNames::Agent(map) if map.gone());
+        if !gone || self.ended {
+            self.map_gone_since = None;
+            return;
+        }
+        let since = *self.map_gone_since.get_or_insert_with(Instant::now);
+        if since.elapsed() < GONE_WAIT
+            || self.attaching.is_some()
+            || self
+                .reattached
+                .is_some_and(|at| at.elapsed() < REATTACH_EVERY)
+            || !discovery::alive(self.pid)
+        {
+            return;
+        }
+        self.reattached = Some(Instant::now());
+        self.attaching = attacher.start(self.pid, &self.main_class);
     }
 
     /// Takes out the samples counted that were taken at or before `until_ns`, by thread, with the

@@ -257,8 +257,14 @@ impl Session {
         for jvm in self.jvms.values_mut() {
             jvm.finish_attach(&*self.options.log);
         }
+        let mut attacher = Attacher {
+            options: &self.options,
+            agent: &self.agent,
+            said_no_agent: &mut self.said_no_agent,
+        };
         for jvm in self.jvms.values_mut() {
             jvm.refresh_code_map(&*self.options.log, self.sampled_until);
+            jvm.reattach(&mut attacher);
             jvm.resolve_waiting(self.options.native_frames);
         }
         for sample in samples {

@@ -11,6 +11,7 @@ mod attach;
 mod code_maps;
 mod inputs;
 mod jvms;
+mod lease;
 mod names;
 mod signals_and_outputs;
 

@@ -13,11 +13,15 @@
 //! pieces of code, method numbers and names are held, so that a map of garbage, or of millions
 //! of live records, costs bounded time and memory. A malformed line is skipped and counted, never
 //! fatal.
+//!
+//! Each refresh renews the map's lease, at most once a [`RENEW_EVERY`]: it sets the access time of
+//! the file it reads (`futimens` on its own descriptor), which the agent watches; the agent stops
+//! writing, and removes its map, once no reader did so for 5 s (docs/code-map.md, "The lease").
 
-use std::fs::File;
+use std::fs::{File, FileTimes};
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use joularcode_core::code_map::{self as format, VERSION};
 use joularcode_core::mutf8;
@@ -48,6 +52,9 @@ const MAX_FILE: u64 = 1 << 30;
 /// bytes of memory each): a JVM has some hundred thousand methods and pieces of code alive; past
 /// it, the rest of the map is not read.
 pub const MAX_KEPT: usize = 1 << 20;
+/// How often a refresh renews the agent's lease on its map: the agent looks every second, and
+/// stops after 5 s without a renewal.
+const RENEW_EVERY: Duration = Duration::from_secs(1);
 /// How long code stays known after it was unloaded, counted back from the oldest sample that may
 /// still be looked up ([`CodeMap::refresh`]): a margin for the samples still on their way (the
 /// sampler delivers them in about the order they were taken).
@@ -140,6 +147,10 @@ pub struct CodeMap {
     /// Code unloaded before this time may be dropped (see [`KEEP_UNLOADED`]).
     horizon_ns: u64,
     bad_lines: u64,
+    /// When the lease was last renewed.
+    renewed: Option<Instant>,
+    /// Whether the last refresh found no map at its path ([`CodeMap::gone`]).
+    gone: bool,
 }
 
 impl CodeMap {
@@ -160,6 +171,8 @@ impl CodeMap {
             full: false,
             horizon_ns: 0,
             bad_lines: 0,
+            renewed: None,
+            gone: false,
         }
     }
 
@@ -172,6 +185,13 @@ impl CodeMap {
     /// The file read.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Whether the last refresh found no map at its path: its agent stopped writing it (no
+    /// reader renewed its lease in time, or it reached its size bound), or the JVM ended. An
+    /// agent that stopped starts again, with a new map, when it is attached again.
+    pub fn gone(&self) -> bool {
+        self.gone
     }
 
     /// Malformed lines skipped so far.
@@ -249,9 +269,16 @@ impl CodeMap {
                     self.file = Some(opened.file);
                 }
                 self.dir = Some(dir);
+                self.gone = false;
+                self.renew();
             }
-            Err(ForeignError::Io { .. }) if self.file.is_some() => {}
-            Err(e) => return Err(e.into()),
+            Err(e @ ForeignError::Io { .. }) if self.file.is_some() => {
+                self.gone = e.is_not_found();
+            }
+            Err(e) => {
+                self.gone = e.is_not_found();
+                return Err(e.into());
+            }
         }
         let Some(file) = self.file.as_mut() else {
             return Ok(0);
@@ -286,6 +313,21 @@ impl CodeMap {
             return Err(CodeMapError::Full { path });
         }
         Ok(read)
+    }
+
+    /// Renews the agent's lease on the map opened, if [`RENEW_EVERY`] has passed: sets its access
+    /// time (any new value renews it; the agent counts on its own clock). A failure is no error:
+    /// the agent then stops, and the map is noticed [`CodeMap::gone`].
+    fn renew(&mut self) {
+        if self.renewed.is_some_and(|at| at.elapsed() < RENEW_EVERY) {
+            return;
+        }
+        if let Some(file) = &self.file {
+            let now = FileTimes::new().set_accessed(SystemTime::now());
+            if file.set_times(now).is_ok() {
+                self.renewed = Some(Instant::now());
+            }
+        }
     }
 
     /// Parses `bytes` that follow what was fed before (a refresh feeds the file's new bytes).
@@ -546,5 +588,42 @@ mod tests {
         assert_eq!(names(&map, 0x3000, 5), Some(vec!["b.B.m"]));
         let mut never_opened = CodeMap::new(&path);
         assert!(never_opened.refresh(u64::MAX).is_err());
+    }
+
+    #[test]
+    fn refresh_renews_the_lease_once_a_second_and_notices_a_map_gone() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("joularcode-42.map");
+        std::fs::write(&path, HEADER).unwrap();
+        // A time after the file's last change, which reads do not update (relatime): only a
+        // renewal changes it.
+        let mark = SystemTime::now() + Duration::from_secs(100_000);
+        let mark_secs = mark
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        let set_atime = |time| {
+            let file = File::open(&path).unwrap();
+            file.set_times(FileTimes::new().set_accessed(time)).unwrap();
+        };
+        let atime = || std::fs::metadata(&path).unwrap().atime();
+        set_atime(mark);
+        let mut map = CodeMap::new(&path);
+        map.refresh(u64::MAX).unwrap();
+        assert!(atime() < mark_secs, "the first refresh renews the lease");
+        set_atime(mark);
+        map.refresh(u64::MAX).unwrap();
+        assert_eq!(atime(), mark_secs, "not renewed twice within a second");
+        std::thread::sleep(RENEW_EVERY);
+        map.refresh(u64::MAX).unwrap();
+        assert!(atime() < mark_secs, "renewed again a second later");
+        assert!(!map.gone());
+        std::fs::remove_file(&path).unwrap();
+        map.refresh(u64::MAX).unwrap();
+        assert!(map.gone(), "the agent stopped and removed its map");
+        std::fs::write(&path, HEADER).unwrap();
+        map.refresh(u64::MAX).unwrap();
+        assert!(!map.gone(), "a new map is read again");
     }
 }
