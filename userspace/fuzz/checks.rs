@@ -18,10 +18,10 @@ use joularcode_core::log::quote;
 use joularcode_core::mutf8;
 use joularcode_core::names::{self, main_class as main_class_of, MAX_FRAME_NAME_BYTES};
 use jvm_symbolizer_agent::options::Options;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::registry::Registry;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// The agent's code map (docs/code-map.md), fed in two parts cut where the first byte says, as
 /// two refreshes would read it: every piece of code found is a non-empty range with names within
