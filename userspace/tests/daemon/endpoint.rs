@@ -371,12 +371,7 @@ fn get_tls(port: u16, cert: &rcgen::Certificate, path: &str, headers: &str) -> (
     let mut response = Vec::new();
     let _ = stream.read_to_end(&mut response);
     let response = String::from_utf8_lossy(&response).to_string();
-    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
+    let (status, head, body) = parse_response(&response);
     let head = head.to_ascii_lowercase();
     let body = if head.contains("www-authenticate: basic") {
         format!("[asks for a password] {body}")

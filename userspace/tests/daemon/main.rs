@@ -118,13 +118,19 @@ fn get(port: u16, path: &str, headers: &str) -> (u16, String) {
     stream
         .read_to_string(&mut response)
         .expect("read the answer");
-    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let (status, _, body) = parse_response(&response);
+    (status, body.to_string())
+}
+
+/// An HTTP response's status (0 if it has none), head and body.
+fn parse_response(response: &str) -> (u16, &str, &str) {
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((response, ""));
     let status = head
         .split_whitespace()
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
-    (status, body.to_string())
+    (status, head, body)
 }
 
 /// The daemon, stopped with SIGTERM when dropped; what it said is printed if the test fails.

@@ -57,16 +57,21 @@ fn size(path: &Path) -> Option<u64> {
     std::fs::symlink_metadata(path).ok().map(|meta| meta.len())
 }
 
+/// `AgentLease` run by `user` on JDK 17, its standard error (where the agent speaks) in `stderr`.
+fn lease_jvm(user: &User, stderr: &Path) -> Jvm {
+    let mut command = Jvm::command(&jdk(17), &[], "AgentLease", &[]);
+    user.run_as(&mut command);
+    command.stderr(File::create(stderr).expect("the JVM's stderr"));
+    Jvm::spawn(command)
+}
+
 #[test]
 fn the_agent_stops_when_its_profiler_is_killed_and_starts_again_with_the_next() {
     let _serial = serial();
     let user = User::create("lease");
     let logs = tempfile::tempdir().expect("a folder");
     let jvm_stderr = logs.path().join("jvm.stderr");
-    let mut command = Jvm::command(&jdk(17), &[], "AgentLease", &[]);
-    user.run_as(&mut command);
-    command.stderr(File::create(&jvm_stderr).expect("the JVM's stderr"));
-    let jvm = Jvm::spawn(command);
+    let jvm = lease_jvm(&user, &jvm_stderr);
     let pid = jvm.pid();
     let map = code_map(pid);
     let agent_said = || std::fs::read_to_string(&jvm_stderr).unwrap_or_default();
@@ -208,10 +213,7 @@ fn a_profiler_held_up_beyond_the_lease_gets_the_agent_back() {
     let user = User::create("leasestop");
     let logs = tempfile::tempdir().expect("a folder");
     let jvm_stderr = logs.path().join("jvm.stderr");
-    let mut command = Jvm::command(&jdk(17), &[], "AgentLease", &[]);
-    user.run_as(&mut command);
-    command.stderr(File::create(&jvm_stderr).expect("the JVM's stderr"));
-    let jvm = Jvm::spawn(command);
+    let jvm = lease_jvm(&user, &jvm_stderr);
     let pid = jvm.pid();
     let map = code_map(pid);
     let agent_said = || std::fs::read_to_string(&jvm_stderr).unwrap_or_default();
