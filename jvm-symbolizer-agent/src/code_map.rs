@@ -129,17 +129,8 @@ impl Agent {
         }
         match self.sink.start() {
             Ok(true) => {}
-            Ok(false) => {
-                say(
-                    Level::Info,
-                    "another copy of the agent already writes this JVM's code map",
-                );
-                return JNI_OK;
-            }
-            Err(error) => {
-                say(Level::Severe, &error.to_string());
-                return JNI_ERR;
-            }
+            Ok(false) => return not_started(None),
+            Err(error) => return not_started(Some(&error)),
         }
         if !self.set_code_events(true) {
             say(Level::Severe, "the JVM refuses to send code events");
@@ -254,6 +245,24 @@ pub fn flush() {
     }
 }
 
+/// What the agent answers the JVM when it cannot start its map: success when another copy of the
+/// agent already writes it (`error` is `None`, said as information), else an error, said SEVERE.
+fn not_started(error: Option<&dyn std::fmt::Display>) -> Jint {
+    match error {
+        None => {
+            say(
+                Level::Info,
+                "another copy of the agent already writes this JVM's code map",
+            );
+            JNI_OK
+        }
+        Some(error) => {
+            say(Level::Severe, &error.to_string());
+            JNI_ERR
+        }
+    }
+}
+
 /// Starts the agent in this JVM; `attach` when loaded into a running JVM.
 ///
 /// # Safety
@@ -285,17 +294,8 @@ pub unsafe fn start(vm: *mut JavaVm, options: *const c_char, attach: bool) -> Ji
     };
     let sink = match Sink::open(&options, std::process::id()) {
         Ok(Some(sink)) => sink,
-        Ok(None) => {
-            say(
-                Level::Info,
-                "another copy of the agent already writes this JVM's code map",
-            );
-            return JNI_OK;
-        }
-        Err(error) => {
-            say(Level::Severe, &error.to_string());
-            return JNI_ERR;
-        }
+        Ok(None) => return not_started(None),
+        Err(error) => return not_started(Some(&error)),
     };
     let mut capabilities = Capabilities::default();
     capabilities.words[0] = Capabilities::COMPILED_METHOD_LOAD_EVENTS;
