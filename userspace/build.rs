@@ -1,7 +1,16 @@
-//! Compiles the eBPF programs of `bpf/` with clang and generates their Rust skeletons.
+//! Builds what the binary carries inside it:
+//!
+//! - the eBPF programs of `bpf/`, compiled with clang, and their Rust skeletons (which embed the
+//!   BPF objects);
+//! - the symbolizer agent (`jvm-symbolizer-agent`, a cdylib), built by a Cargo of its own into
+//!   `OUT_DIR` and embedded by `agent_library` (`include_bytes!`): a build script cannot depend
+//!   on another crate's cdylib on stable Cargo, so it runs `cargo build` for it, with the same
+//!   compiler, profile, target, flags and jobserver, in a target folder of its own (the outer
+//!   build holds the lock of the workspace's), without its debug information.
 
 use std::env;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use libbpf_cargo::SkeletonBuilder;
 
@@ -10,6 +19,9 @@ const OBJECTS: [(&str, &str); 2] = [
     ("../bpf/sampler.bpf.c", "sampler.skel.rs"),
     ("../bpf/processes.bpf.c", "processes.skel.rs"),
 ];
+
+/// The agent's file name, as Cargo builds it and as `agent_library` includes it from `OUT_DIR`.
+const AGENT: &str = "libjvm_symbolizer_agent.so";
 
 fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
@@ -23,4 +35,49 @@ fn main() {
             });
     }
     println!("cargo:rerun-if-changed=../bpf");
+    build_agent(&out);
+}
+
+/// Builds the agent with the Cargo that runs this script, and copies it to `out`.
+fn build_agent(out: &Path) {
+    let manifest = Path::new("../jvm-symbolizer-agent/Cargo.toml");
+    let target = env::var("TARGET").expect("cargo sets TARGET");
+    let profile = env::var("PROFILE").expect("cargo sets PROFILE");
+    let target_dir = out.join("agent");
+    let mut cargo = Command::new(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cargo
+        .args(["build", "--quiet", "--lib", "--manifest-path"])
+        .arg(manifest)
+        .args(["--target", &target, "--target-dir"])
+        .arg(&target_dir)
+        // clippy's driver lints the workspace's own build, not this one
+        .env_remove("RUSTC_WORKSPACE_WRAPPER")
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("CARGO_BUILD_TARGET")
+        // Its symbols are kept, its debug information (most of its size) left out
+        .env("CARGO_PROFILE_RELEASE_STRIP", "debuginfo")
+        .env("CARGO_PROFILE_DEV_STRIP", "debuginfo");
+    if profile == "release" {
+        cargo.arg("--release");
+    }
+    let status = cargo
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run cargo to build the symbolizer agent: {e}"));
+    assert!(
+        status.success(),
+        "cargo build --manifest-path {} failed: the binary embeds the agent, which must build",
+        manifest.display()
+    );
+    let built = target_dir.join(&target).join(&profile).join(AGENT);
+    std::fs::copy(&built, out.join(AGENT))
+        .unwrap_or_else(|e| panic!("cannot copy the agent {}: {e}", built.display()));
+    for path in [
+        "../jvm-symbolizer-agent/src",
+        "../jvm-symbolizer-agent/Cargo.toml",
+        "../core/src",
+        "../core/Cargo.toml",
+        "../Cargo.lock",
+    ] {
+        println!("cargo:rerun-if-changed={path}");
+    }
 }
