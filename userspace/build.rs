@@ -6,7 +6,9 @@
 //!   `OUT_DIR` and embedded by `agent_library` (`include_bytes!`): a build script cannot depend
 //!   on another crate's cdylib on stable Cargo, so it runs `cargo build` for it, with the same
 //!   compiler, profile, target, flags and jobserver, in a target folder of its own (the outer
-//!   build holds the lock of the workspace's), without its debug information.
+//!   build holds the lock of the workspace's), without its debug information;
+//! - the git commit of the source, for `--version` (`unknown` outside a git checkout of this
+//!   workspace, such as an unpacked source package).
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -36,6 +38,7 @@ fn main() {
     }
     println!("cargo:rerun-if-changed=../bpf");
     build_agent(&out);
+    println!("cargo:rustc-env=JOULARCODE_BPF_COMMIT={}", commit());
 }
 
 /// Builds the agent with the Cargo that runs this script, and copies it to `out`.
@@ -80,4 +83,42 @@ fn build_agent(out: &Path) {
     ] {
         println!("cargo:rerun-if-changed={path}");
     }
+}
+
+/// The commit of the source (12 hex digits), or `unknown` when the source is not a git checkout
+/// of this workspace (a folder of another repository's checkout, or no git at all).
+fn commit() -> String {
+    let workspace = Path::new("..").canonicalize().ok();
+    let git = |args: &[&str]| -> Option<String> {
+        let output = Command::new("git")
+            .arg("-C")
+            .arg("..")
+            .args(args)
+            .output()
+            .ok()?;
+        let text = String::from_utf8(output.stdout).ok()?;
+        output.status.success().then(|| text.trim().to_string())
+    };
+    let ours = git(&["rev-parse", "--show-toplevel"])
+        .and_then(|top| Path::new(&top).canonicalize().ok())
+        .is_some_and(|top| Some(top) == workspace);
+    let commit = ours
+        .then(|| git(&["rev-parse", "--short=12", "HEAD"]))
+        .flatten()
+        .filter(|hash| hash.len() == 12 && hash.bytes().all(|b| b.is_ascii_hexdigit()));
+    // A new commit moves HEAD, or the branch HEAD names (a loose or a packed ref)
+    let branch = ours
+        .then(|| git(&["rev-parse", "--symbolic-full-name", "HEAD"]))
+        .flatten();
+    for file in ["HEAD", "packed-refs"].into_iter().chain(branch.as_deref()) {
+        let path = ours
+            .then(|| git(&["rev-parse", "--git-path", file]))
+            .flatten();
+        if let Some(path) = path.map(|path| Path::new("..").join(path)) {
+            if path.exists() {
+                println!("cargo:rerun-if-changed={}", path.display());
+            }
+        }
+    }
+    commit.unwrap_or_else(|| "unknown".into())
 }

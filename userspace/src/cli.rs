@@ -12,10 +12,19 @@ use crate::record::options::ConfigOptions;
 use crate::record::{Mode, Recording};
 use crate::session::{AgentArgs, BranchLimit, Targets};
 
+/// What `--version` says after the name: the version of Cargo.toml and the git commit built
+/// (`unknown` when built outside a git checkout, from a source package), set by build.rs.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("JOULARCODE_BPF_COMMIT"),
+    ")"
+);
+
 /// Energy per Java execution branch, for one JVM or every JVM of this host, sampled from
 /// outside the JVM with eBPF. Needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE).
 #[derive(Debug, Parser)]
-#[command(name = "joularcode-bpf", version)]
+#[command(name = "joularcode-bpf", version = VERSION)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -420,6 +429,20 @@ mod tests {
     #[test]
     fn the_cli_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn the_version_names_the_commit_or_says_it_is_unknown() {
+        let rest = VERSION
+            .strip_prefix(concat!(env!("CARGO_PKG_VERSION"), " (commit "))
+            .and_then(|rest| rest.strip_suffix(')'))
+            .expect("the version, then the commit");
+        assert!(
+            rest == "unknown" || (rest.len() == 12 && rest.bytes().all(|b| b.is_ascii_hexdigit())),
+            "{VERSION}"
+        );
+        let err = Cli::try_parse_from(["joularcode-bpf", "--version"]).unwrap_err();
+        assert_eq!(err.to_string(), format!("joularcode-bpf {VERSION}\n"));
     }
 
     #[test]

@@ -1,17 +1,43 @@
 //! The binary is all a user needs (docs/security.md, rule 17): copied alone into an empty folder,
 //! it attaches the symbolizer agent it carries to a running JVM, which then has its inlined
 //! frames named; the JVM loads that agent from /run/joularcode-bpf, a folder and a file of root
-//! that nobody else can write, named by the agent's hash.
+//! that nobody else can write, named by the agent's hash. And `--version` says the version and
+//! the commit.
 //!
 //! The attach loads the BPF sampler (root).
 
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use joularcode_testkit::procfs::{busiest_thread_seconds, cpu_ticks};
 use joularcode_testkit::profiler::{run_stacks_until, End};
 use joularcode_testkit::{jdk, one_at_a_time, Jvm, STACKS_CHAIN};
+
+#[test]
+fn version_says_the_version_and_the_commit() {
+    let manifest = env!("CARGO_MANIFEST_DIR");
+    let commit = Command::new("git")
+        .args(["-C", manifest, "rev-parse", "--short=12", "HEAD"])
+        .output()
+        .expect("run git");
+    assert!(commit.status.success(), "the tests run in a git checkout");
+    let commit = String::from_utf8(commit.stdout).expect("a hash");
+    let version = Command::new(env!("CARGO_BIN_EXE_joularcode-bpf"))
+        .arg("--version")
+        .output()
+        .expect("run joularcode-bpf --version");
+    assert!(version.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&version.stdout),
+        format!(
+            "joularcode-bpf {} (commit {})\n",
+            env!("CARGO_PKG_VERSION"),
+            commit.trim()
+        )
+    );
+}
 
 #[test]
 fn the_binary_alone_attaches_the_agent_it_carries() {
