@@ -15,7 +15,7 @@
 # the daemon ended, a scrape failed or took over 1 s, RSS reached MemoryMax, or a cycle was
 # missed (fewer cycles exported than seconds, give or take 2, or a late cycle counted).
 set -euo pipefail
-. "$(dirname "${BASH_SOURCE[0]}")/../scripts/setup.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../scripts/test-setup.sh"
 cd "$JOULAR_ROOT"
 minutes=${1:-10}
 bin=${JOULAR_BENCH_BIN:-target/release/joularcode-bpf}
