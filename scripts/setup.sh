@@ -43,6 +43,11 @@ command -v cargo >/dev/null 2>&1 || [ -x "$HOME/.cargo/bin/cargo" ] \
     || setup_fail "cargo is missing: install Rust (https://rustup.rs), then run this again"
 export PATH="$HOME/.cargo/bin:$PATH"
 
+# The version of Cargo.toml, which the binary, the package and the image carry
+JOULAR_VERSION=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$JOULAR_ROOT/Cargo.toml" | head -n 1)
+[ -n "$JOULAR_VERSION" ] || setup_fail "no version in $JOULAR_ROOT/Cargo.toml"
+export JOULAR_VERSION
+
 # Builds target/release/joularcode-bpf, one file that carries the agent and the BPF programs
 build_profiler() {
     (cd "$JOULAR_ROOT" && cargo build --release --quiet -p joularcode-bpf) \

@@ -56,6 +56,17 @@ pub enum Command {
     /// export their energy per JVM, method and branch on a Prometheus endpoint
     /// (http://127.0.0.1:29100/metrics by default). Runs until SIGTERM or Ctrl-C.
     Daemon(DaemonArgs),
+    /// Write the manual pages and shell completions into DIR (for the packages).
+    #[command(hide = true)]
+    Generate(GenerateArgs),
+}
+
+/// Where `generate` writes the manual pages (`DIR/man`) and completions (`DIR/completions`).
+#[derive(Debug, Clone, Args)]
+pub struct GenerateArgs {
+    /// The folder, made if missing.
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
 }
 
 /// Which running JVMs to profile: `--pid PID` (repeated for several) or `--all`, shared by the
