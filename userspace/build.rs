@@ -5,8 +5,8 @@
 //! - the symbolizer agent (`jvm-symbolizer-agent`, a cdylib), built by a Cargo of its own into
 //!   `OUT_DIR` and embedded by `agent_library` (`include_bytes!`): a build script cannot depend
 //!   on another crate's cdylib on stable Cargo, so it runs `cargo build` for it, with the same
-//!   compiler, profile, target, flags and jobserver, in a target folder of its own (the outer
-//!   build holds the lock of the workspace's), without its debug information;
+//!   compiler, profile, target and jobserver (not the same RUSTFLAGS), in a target folder of its
+//!   own (the outer build holds the lock of the workspace's), without its debug information;
 //! - the git commit of the source, for `--version` (`unknown` outside a git checkout of this
 //!   workspace, such as an unpacked source package).
 
@@ -53,8 +53,11 @@ fn build_agent(out: &Path) {
         .arg(manifest)
         .args(["--target", &target, "--target-dir"])
         .arg(&target_dir)
-        // clippy's driver lints the workspace's own build, not this one
+        // clippy's driver lints the workspace's own build, not this one; the flags given to the
+        // build that embeds it (a fuzzer's sanitizers) are not for a library loaded into JVMs
         .env_remove("RUSTC_WORKSPACE_WRAPPER")
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
         .env_remove("CARGO_TARGET_DIR")
         .env_remove("CARGO_BUILD_TARGET")
         // Its symbols are kept, its debug information (most of its size) left out
