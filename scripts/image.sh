@@ -26,6 +26,8 @@ for library in $libraries; do
 done
 cp deploy/Containerfile "$context/"
 image="localhost/joularcode-bpf:$JOULAR_VERSION"
+# The image of an earlier build of this version, which the new one would leave without a name
+buildah rmi "$image" >/dev/null 2>&1 || true
 buildah bud --quiet --build-arg "VERSION=$JOULAR_VERSION" -t "$image" "$context" >&2 \
     || setup_fail "buildah bud $context failed"
 echo "$image"
