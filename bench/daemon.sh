@@ -11,7 +11,7 @@
 # busy threads each), then the daemon (vm power source, 100 W), lets it settle for 10 s, and
 # reads its CPU time (/proc/PID/stat, utime + stime) over the next SECONDS and its RSS at the end.
 set -euo pipefail
-. "$(dirname "${BASH_SOURCE[0]}")/../scripts/setup.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../scripts/test-setup.sh"
 cd "$JOULAR_ROOT"
 seconds=${1:-60}
 read -r -a bins <<< "${JOULAR_BENCH_BIN:-target/release/joularcode-bpf}"

@@ -18,7 +18,7 @@
 # first look after its second has passed, so cycles last 1.0 to 1.1 s and number a few percent
 # fewer than the seconds.
 set -euo pipefail
-. "$(dirname "${BASH_SOURCE[0]}")/../scripts/setup.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../scripts/test-setup.sh"
 cd "$JOULAR_ROOT"
 minutes=${1:-10}
 bin=${JOULAR_BENCH_BIN:-target/release/joularcode-bpf}

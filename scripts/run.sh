@@ -8,7 +8,7 @@
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 cd "$JOULAR_ROOT"
-cargo build --release --quiet -p joularcode-bpf -p jvm-symbolizer-agent
+build_profiler
 profiler="$JOULAR_ROOT/target/release/joularcode-bpf"
 if [ $# -gt 0 ]; then
     exec "$profiler" "$@"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every test of joularcode-bpf, after installing what they need (scripts/setup.sh and
+# Runs every test of joularcode-bpf, after installing what they need (scripts/test-setup.sh and
 # cargo-nextest), in two tiers with cargo-nextest (settings in .config/nextest.toml):
 #
 #   the unit tier      what `cargo test` runs without root: fakes, memory images, files;
@@ -9,7 +9,7 @@
 # Each tier's JUnit report is under target/nextest/<profile>/junit.xml; the ten slowest tests are
 # printed at the end.
 set -euo pipefail
-. "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/test-setup.sh"
 cd "$JOULAR_ROOT"
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -2,10 +2,10 @@
 //! `testkit/java/StacksDeep.java` with the symbolizer agent, a stack of 22 Java frames where
 //! interpreted and compiled (C1/C2, nothing inlined) methods alternate; samples of it are
 //! recorded with the BPF sampler, then resolved again and again against the live JVM (Method*
-//! reads from its memory, code map lookups). Needs root and the JDKs of scripts/setup.sh:
+//! reads from its memory, code map lookups). Needs root and the JDKs of scripts/test-setup.sh:
 //!
 //! ```sh
-//! sudo -E bash -c '. scripts/setup.sh && cargo bench -p joularcode-bench --bench resolve_sample'
+//! sudo -E bash -c '. scripts/test-setup.sh && cargo bench -p joularcode-bench --bench resolve_sample'
 //! ```
 
 use std::hint::black_box;

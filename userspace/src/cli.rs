@@ -12,10 +12,19 @@ use crate::record::options::ConfigOptions;
 use crate::record::{Mode, Recording};
 use crate::session::{AgentArgs, BranchLimit, Targets};
 
+/// What `--version` says after the name: the version of Cargo.toml and the git commit built
+/// (`unknown` when built outside a git checkout, from a source package), set by build.rs.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("JOULARCODE_BPF_COMMIT"),
+    ")"
+);
+
 /// Energy per Java execution branch, for one JVM or every JVM of this host, sampled from
 /// outside the JVM with eBPF. Needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE).
 #[derive(Debug, Parser)]
-#[command(name = "joularcode-bpf", version)]
+#[command(name = "joularcode-bpf", version = VERSION)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -47,6 +56,17 @@ pub enum Command {
     /// export their energy per JVM, method and branch on a Prometheus endpoint
     /// (http://127.0.0.1:29100/metrics by default). Runs until SIGTERM or Ctrl-C.
     Daemon(DaemonArgs),
+    /// Write the manual pages and shell completions into DIR (for the packages).
+    #[command(hide = true)]
+    Generate(GenerateArgs),
+}
+
+/// Where `generate` writes the manual pages (`DIR/man`) and completions (`DIR/completions`).
+#[derive(Debug, Clone, Args)]
+pub struct GenerateArgs {
+    /// The folder, made if missing.
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
 }
 
 /// Which running JVMs to profile: `--pid PID` (repeated for several) or `--all`, shared by the
@@ -420,6 +440,20 @@ mod tests {
     #[test]
     fn the_cli_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn the_version_names_the_commit_or_says_it_is_unknown() {
+        let rest = VERSION
+            .strip_prefix(concat!(env!("CARGO_PKG_VERSION"), " (commit "))
+            .and_then(|rest| rest.strip_suffix(')'))
+            .expect("the version, then the commit");
+        assert!(
+            rest == "unknown" || (rest.len() == 12 && rest.bytes().all(|b| b.is_ascii_hexdigit())),
+            "{VERSION}"
+        );
+        let err = Cli::try_parse_from(["joularcode-bpf", "--version"]).unwrap_err();
+        assert_eq!(err.to_string(), format!("joularcode-bpf {VERSION}\n"));
     }
 
     #[test]

@@ -16,6 +16,7 @@ use joularcode_core::log::{Level, Log};
 use nix::sys::signal::{self, Signal};
 use nix::unistd::Pid;
 
+use crate::agent_library::{self, AgentLibraryError};
 use crate::sampler::{Sampler, SamplerError};
 use crate::signals::{self, SignalError};
 
@@ -33,16 +34,9 @@ pub enum LaunchError {
     /// `--agent-path` names no file.
     #[error("--agent-path {}: no such file (give the path of {AGENT_LIBRARY})", .0.display())]
     NoAgentFile(PathBuf),
-    /// The running executable, beside which the agent is looked for, cannot be found.
-    #[error("cannot find the running executable to look for {AGENT_LIBRARY}: {0}")]
-    NoExecutable(std::io::Error),
-    /// No agent beside the running executable.
-    #[error(
-        "no {AGENT_LIBRARY} beside {} (build it with `cargo build -p jvm-symbolizer-agent`): \
-         give its path with --agent-path FILE",
-        .0.display()
-    )]
-    NoAgentBeside(PathBuf),
+    /// The embedded agent cannot be written where the JVMs load it.
+    #[error("{0}")]
+    Embedded(#[from] AgentLibraryError),
     /// The agent's path cannot be carried by `JAVA_TOOL_OPTIONS`.
     #[error(
         "the agent path {} holds a space or is not UTF-8, which JAVA_TOOL_OPTIONS cannot carry: \
@@ -72,8 +66,8 @@ pub enum LaunchError {
     Signals(#[from] SignalError),
 }
 
-/// The agent library: `explicit` (from `--agent-path`) if given, else `libjvm_symbolizer_agent.so`
-/// beside the running executable (or one folder up, for Cargo's test executables in `deps/`).
+/// The agent library: `explicit` (from `--agent-path`) if given, else the agent embedded in the
+/// binary, written where the JVMs load it ([`agent_library::write_embedded`]).
 pub fn find_agent(explicit: Option<&Path>) -> Result<PathBuf, LaunchError> {
     if let Some(path) = explicit {
         return if path.is_file() {
@@ -82,13 +76,7 @@ pub fn find_agent(explicit: Option<&Path>) -> Result<PathBuf, LaunchError> {
             Err(LaunchError::NoAgentFile(path.to_path_buf()))
         };
     }
-    let exe = std::env::current_exe().map_err(LaunchError::NoExecutable)?;
-    let dir = exe.parent().unwrap_or(Path::new("/"));
-    [dir.join(AGENT_LIBRARY), dir.join("..").join(AGENT_LIBRARY)]
-        .into_iter()
-        .find(|path| path.is_file())
-        .map(|path| path.canonicalize().unwrap_or(path))
-        .ok_or(LaunchError::NoAgentBeside(exe))
+    Ok(agent_library::write_embedded()?)
 }
 
 /// The value of `JAVA_TOOL_OPTIONS` for a launched command: the user's `existing` value, then

@@ -1,6 +1,7 @@
 //! joularcode-bpf: the Linux profiler. It samples JVM threads with eBPF, names their frames and
 //! shares out the CPU power among Java branches with joularcode-core.
 
+pub mod agent_library;
 pub mod attach;
 pub mod cli;
 pub mod commands;

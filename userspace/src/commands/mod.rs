@@ -4,6 +4,7 @@
 //! that says what failed and how to fix it; a command turns one into its line with `to_string`.
 
 pub mod daemon;
+pub mod generate;
 pub mod raw;
 pub mod record;
 pub mod report;
@@ -21,5 +22,6 @@ pub fn run(command: &Command) -> Result<i32, String> {
         Command::Report(args) => report::run(args),
         Command::Top(args) => top::run(args),
         Command::Daemon(args) => daemon::run(args),
+        Command::Generate(args) => generate::run(args),
     }
 }

@@ -21,7 +21,8 @@ use crate::resolve::JitNames;
 /// (`stacks`, `record`, `top`, `daemon`), flattened into each by [`crate::cli`].
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct AgentArgs {
-    /// The symbolizer agent library (default: libjvm_symbolizer_agent.so beside this program).
+    /// The symbolizer agent library (default: the one this program carries, written to
+    /// /run/joularcode-bpf).
     #[arg(long, value_name = "FILE")]
     pub agent_path: Option<PathBuf>,
     /// Do not load the symbolizer agent into the JVMs: their compiled frames are then named from
