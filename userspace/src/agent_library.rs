@@ -21,6 +21,7 @@
 //! A JVM in another mount namespace (a container) cannot open that path: it gets a copy in its
 //! own /tmp, under the same [`file_name`] (`crate::attach`).
 
+use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Read, Seek, Write};
 use std::os::fd::OwnedFd;
@@ -83,10 +84,35 @@ pub fn file_name(bytes: &[u8]) -> String {
     format!("libjvm_symbolizer_agent-{hex}.so")
 }
 
-/// Writes the [`EMBEDDED`] agent into [`RUNTIME_DIR`] (or finds it there, written by an earlier
-/// run); returns its path.
+/// Writes the [`EMBEDDED`] agent into its folder ([`folder_for`]), or finds it there, written by
+/// an earlier run; returns its path.
 pub fn write_embedded() -> Result<PathBuf, AgentLibraryError> {
-    write(Path::new(RUNTIME_DIR), EMBEDDED)
+    // SAFETY: geteuid only reads this process's user id.
+    let me = unsafe { libc::geteuid() };
+    let folder = folder_for(
+        me,
+        std::env::var_os("XDG_RUNTIME_DIR"),
+        std::env::var_os("HOME"),
+    );
+    write(&folder, EMBEDDED)
+}
+
+/// The folder of the embedded agent for the user `euid`: [`RUNTIME_DIR`] for root, whose JVMs
+/// may be anyone's. Another user profiles only their own JVMs (`record --mode agent`, where the
+/// BPF sampler cannot load), which load it from a folder of theirs: `joularcode-bpf` in their
+/// runtime folder (`XDG_RUNTIME_DIR`, an absolute path), else in `~/.cache`. Either is checked as
+/// [`RUNTIME_DIR`] is: a path that another user could change is refused.
+pub fn folder_for(euid: u32, runtime: Option<OsString>, home: Option<OsString>) -> PathBuf {
+    let absolute = |dir: Option<OsString>| dir.map(PathBuf::from).filter(|dir| dir.is_absolute());
+    if euid == 0 {
+        return PathBuf::from(RUNTIME_DIR);
+    }
+    absolute(runtime)
+        .or_else(|| absolute(home).map(|home| home.join(".cache")))
+        .map_or_else(
+            || PathBuf::from(RUNTIME_DIR),
+            |dir| dir.join("joularcode-bpf"),
+        )
 }
 
 /// Writes the library `bytes` into `dir`, an absolute path, made if missing, that only root (or
@@ -238,6 +264,27 @@ mod tests {
     fn me() -> u32 {
         // SAFETY: geteuid only reads this process's user id.
         unsafe { libc::geteuid() }
+    }
+
+    #[test]
+    fn root_writes_to_run_and_another_user_to_a_folder_of_their_own() {
+        let some = |path: &str| Some(OsString::from(path));
+        assert_eq!(
+            folder_for(0, some("/run/user/0"), some("/root")),
+            Path::new(RUNTIME_DIR)
+        );
+        assert_eq!(
+            folder_for(1000, some("/run/user/1000"), some("/home/ada")),
+            Path::new("/run/user/1000/joularcode-bpf")
+        );
+        assert_eq!(
+            folder_for(1000, None, some("/home/ada")),
+            Path::new("/home/ada/.cache/joularcode-bpf")
+        );
+        assert_eq!(
+            folder_for(1000, some("relative"), some("also/relative")),
+            Path::new(RUNTIME_DIR)
+        );
     }
 
     #[test]
