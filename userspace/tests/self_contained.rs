@@ -1,19 +1,22 @@
 //! The binary is all a user needs (docs/security.md, rule 17): copied alone into an empty folder,
 //! it attaches the symbolizer agent it carries to a running JVM, which then has its inlined
 //! frames named; the JVM loads that agent from /run/joularcode-bpf, a folder and a file of root
-//! that nobody else can write, named by the agent's hash. And `--version` says the version and
-//! the commit.
+//! that nobody else can write, named by the agent's hash. A user other than root records their
+//! own JVM with the agent's sampling mode from a folder of theirs. And `--version` says the
+//! version and the commit.
 //!
-//! The attach loads the BPF sampler (root).
+//! The attach loads the BPF sampler, and the other user is made for the test: as root.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use joularcode_testkit::host::User;
 use joularcode_testkit::procfs::{busiest_thread_seconds, cpu_ticks};
 use joularcode_testkit::profiler::{run_stacks_until, End};
-use joularcode_testkit::{jdk, one_at_a_time, Jvm, STACKS_CHAIN};
+use joularcode_testkit::results::rows;
+use joularcode_testkit::{jdk, one_at_a_time, workload_classes, Jvm, STACKS_CHAIN};
 
 #[test]
 fn version_says_the_version_and_the_commit() {
@@ -100,4 +103,68 @@ fn the_binary_alone_attaches_the_agent_it_carries() {
         assert_eq!((meta.uid(), meta.mode()), (0, mode), "{}", path.display());
     }
     drop(jvm);
+}
+
+#[test]
+fn a_user_other_than_root_records_with_the_agent_from_a_folder_of_their_own() {
+    let _serial = one_at_a_time("the test makes a user");
+    let user = User::create("alone");
+    // The runtime folder a login gives the user: /run/user/UID, theirs, 0700
+    let runtime = Path::new("/run/user").join(user.uid.to_string());
+    std::fs::create_dir_all(&runtime).expect("the user's runtime folder");
+    user.own(&runtime);
+    std::fs::set_permissions(
+        &runtime,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .expect("chmod 700");
+    std::fs::write(user.home().join("watts"), "100\n").expect("a watts file");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_joularcode-bpf"));
+    command
+        .args(["record", "--mode", "agent", "--power-source-type", "vm"])
+        .args(["--vm-power-format", "watts", "--vm-power-file", "watts"])
+        .args([
+            "--results-path",
+            "results",
+            "--",
+            &jdk(17).java().display().to_string(),
+        ])
+        .arg("-cp")
+        .arg(workload_classes())
+        .args(["RecordBusy", "1", "4"])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", user.home())
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .stdin(Stdio::null());
+    user.run_as(&mut command);
+    let output = command.output().expect("run joularcode-bpf");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let folder = runtime.join("joularcode-bpf");
+    // Each file written there, with its owner and mode
+    let written: Vec<_> = std::fs::read_dir(&folder)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter_map(|entry| {
+                    let meta = entry.metadata().ok()?;
+                    Some((entry.file_name(), meta.uid(), meta.mode()))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&runtime);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        matches!(written.as_slice(), [(name, uid, 0o100644)]
+            if *uid == user.uid && name.to_string_lossy().starts_with("libjvm_symbolizer_agent-")),
+        "one agent of the user's, 0644, in {}: {written:?}",
+        folder.display()
+    );
+    let busy = rows(&user.home().join("results/methods-power-all.csv"))
+        .into_iter()
+        .filter(|row| row.branch.contains("RecordBusy.burn"))
+        .map(|row| row.energy_j)
+        .sum::<f64>();
+    assert!(busy > 0.0, "no energy for RecordBusy.burn: {stderr}");
 }
