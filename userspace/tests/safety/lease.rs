@@ -57,24 +57,48 @@ fn size(path: &Path) -> Option<u64> {
     std::fs::symlink_metadata(path).ok().map(|meta| meta.len())
 }
 
-/// `AgentLease` run by `user` on JDK 17, its standard error (where the agent speaks) in `stderr`.
-fn lease_jvm(user: &User, stderr: &Path) -> Jvm {
-    let mut command = Jvm::command(&jdk(17), &[], "AgentLease", &[]);
-    user.run_as(&mut command);
-    command.stderr(File::create(stderr).expect("the JVM's stderr"));
-    Jvm::spawn(command)
+/// `AgentLease` on JDK 17, run by a user made for the test, its standard error (where the agent
+/// speaks) in a file of `logs`. Dropped, the JVM ends before the user is removed.
+struct LeaseJvm {
+    /// Ended when dropped.
+    _jvm: Jvm,
+    user: User,
+    logs: tempfile::TempDir,
+    pid: u32,
+    map: PathBuf,
+}
+
+impl LeaseJvm {
+    /// Starts it, run by the user `jcs<tag>...`.
+    fn start(tag: &str) -> LeaseJvm {
+        let user = User::create(tag);
+        let logs = tempfile::tempdir().expect("a folder");
+        let mut command = Jvm::command(&jdk(17), &[], "AgentLease", &[]);
+        user.run_as(&mut command);
+        command.stderr(File::create(logs.path().join("jvm.stderr")).expect("the JVM's stderr"));
+        let jvm = Jvm::spawn(command);
+        let pid = jvm.pid();
+        LeaseJvm {
+            _jvm: jvm,
+            user,
+            logs,
+            pid,
+            map: code_map(pid),
+        }
+    }
+
+    /// What the JVM (its agent) said on its standard error so far.
+    fn agent_said(&self) -> String {
+        std::fs::read_to_string(self.logs.path().join("jvm.stderr")).unwrap_or_default()
+    }
 }
 
 #[test]
 fn the_agent_stops_when_its_profiler_is_killed_and_starts_again_with_the_next() {
     let _serial = serial();
-    let user = User::create("lease");
-    let logs = tempfile::tempdir().expect("a folder");
-    let jvm_stderr = logs.path().join("jvm.stderr");
-    let jvm = lease_jvm(&user, &jvm_stderr);
-    let pid = jvm.pid();
-    let map = code_map(pid);
-    let agent_said = || std::fs::read_to_string(&jvm_stderr).unwrap_or_default();
+    let lease = LeaseJvm::start("lease");
+    let (pid, map) = (lease.pid, lease.map.clone());
+    let agent_said = || lease.agent_said();
 
     // A record that reads the map for three leases keeps the agent writing all along.
     let run = new_run();
@@ -82,7 +106,7 @@ fn the_agent_stops_when_its_profiler_is_killed_and_starts_again_with_the_next() 
         .command(&["--pid", &pid.to_string(), "--duration", "600"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(File::create(logs.path().join("record.stderr")).expect("record's stderr"))
+        .stderr(File::create(lease.logs.path().join("record.stderr")).expect("record's stderr"))
         .spawn()
         .expect("start joularcode-bpf");
     let start = Instant::now();
@@ -90,7 +114,7 @@ fn the_agent_stops_when_its_profiler_is_killed_and_starts_again_with_the_next() 
         assert!(
             start.elapsed() < Duration::from_secs(60),
             "the agent wrote no code map in a minute: {}",
-            std::fs::read_to_string(logs.path().join("record.stderr")).unwrap_or_default()
+            std::fs::read_to_string(lease.logs.path().join("record.stderr")).unwrap_or_default()
         );
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -142,14 +166,14 @@ fn the_agent_stops_when_its_profiler_is_killed_and_starts_again_with_the_next() 
     // it, and the look is taken again once it has gone.
     let mut quiet = None;
     for _ in 0..10 {
-        let before = files_of(Path::new("/tmp"), user.uid);
+        let before = files_of(Path::new("/tmp"), lease.user.uid);
         let start = Instant::now();
         let mut read = false;
         while start.elapsed() < Duration::from_secs(5) {
             read |= !readers(&map, pid).is_empty();
             std::thread::sleep(Duration::from_millis(100));
         }
-        let after = files_of(Path::new("/tmp"), user.uid);
+        let after = files_of(Path::new("/tmp"), lease.user.uid);
         if !read && size(&map).is_none() {
             quiet = Some((before, after));
             break;
@@ -203,20 +227,16 @@ fn the_agent_stops_when_its_profiler_is_killed_and_starts_again_with_the_next() 
         "no whole branch with the inlined chain of AgentHot.work: {:?}",
         all.iter().map(|row| &row.branch).collect::<Vec<_>>()
     );
-    drop(jvm);
+    drop(lease);
     clear(&map);
 }
 
 #[test]
 fn a_profiler_held_up_beyond_the_lease_gets_the_agent_back() {
     let _serial = serial();
-    let user = User::create("leasestop");
-    let logs = tempfile::tempdir().expect("a folder");
-    let jvm_stderr = logs.path().join("jvm.stderr");
-    let jvm = lease_jvm(&user, &jvm_stderr);
-    let pid = jvm.pid();
-    let map = code_map(pid);
-    let agent_said = || std::fs::read_to_string(&jvm_stderr).unwrap_or_default();
+    let lease = LeaseJvm::start("leasestop");
+    let (pid, map) = (lease.pid, lease.map.clone());
+    let agent_said = || lease.agent_said();
     let mut stopped: Option<Instant> = None;
     let mut resumed: Option<Instant> = None;
     let mut back_after = None;
@@ -262,6 +282,6 @@ fn a_profiler_held_up_beyond_the_lease_gets_the_agent_back() {
         finished.stderr
     );
     eprintln!("the map came back {back_after:?} after record went on");
-    drop(jvm);
+    drop(lease);
     clear(&map);
 }
