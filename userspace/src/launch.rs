@@ -239,9 +239,11 @@ mod tests {
         assert_eq!(log.messages().len(), 1, "{:?}", log.messages());
 
         let deaf = "trap '' TERM; echo ready; while :; do sleep 1; done";
+        // Its `sleep` outlives it by up to a second: it gets no stderr of the test's to hold
         let mut stubborn = Command::new("sh")
             .args(["-c", deaf])
             .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
             .spawn()
             .expect("sh runs");
         let mut ready = String::new();
