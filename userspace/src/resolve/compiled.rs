@@ -15,7 +15,7 @@ use crate::sampler::monotonic_ns;
 impl Resolver {
     /// A frame in compiled code (or a stub), at the sample's time.
     pub(super) fn compiled(&mut self, pc: Pc, time_ns: u64, branches: &mut Branches) -> Named {
-        let at = pc.instruction();
+        let at = pc.debug_info_address();
         if let JitNames::Agent(map) = &self.jit {
             let code = map.lookup(at, time_ns);
             if pc.caller

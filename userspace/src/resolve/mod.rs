@@ -159,6 +159,23 @@ impl Pc {
             self.pc
         }
     }
+
+    /// The address at which compiled code's debug information (the code map's inline ranges)
+    /// describes this frame, by HotSpot's rules (`nmethod.cpp`, `pc_desc_near`). A descriptor at
+    /// offset P closes the instruction that ends at P, so its range is `[previous P + 1, P + 1)`
+    /// (docs/code-map.md). A caller's pc is a return address, the end of its call instruction:
+    /// `pc - 1` is in the call's range. The newest frame's pc is the start of the next
+    /// instruction to run, which is the end of the one before: HotSpot's samplers (JFR,
+    /// AsyncGetCallTrace) look it up as `pc + 1`, in the range of the instruction at `pc`; at
+    /// `pc` itself, with a descriptor at nearly every instruction (the agent's
+    /// `DebugNonSafepoints`), it would get the inlined methods of the instruction before.
+    fn debug_info_address(self) -> u64 {
+        if self.caller {
+            self.pc.saturating_sub(1)
+        } else {
+            self.pc.saturating_add(1)
+        }
+    }
 }
 
 /// The pcs of a sample's frames, newest first, with the Method* of the interpreted ones.

@@ -182,6 +182,30 @@ fn the_agents_code_map_names_the_inlined_methods() {
 }
 
 #[test]
+fn the_newest_frame_is_looked_up_as_hotspot_does_and_a_caller_at_its_call() {
+    // Descriptors at every instruction, as with the agent: the inline range [0x40, 0x80) is
+    // square's instructions from the one ending at 0x40 to the one ending at 0x7f.
+    let mut image = Image::new(true);
+    let code = image.compute.0;
+    let resolve = |image: &mut Image, pc: u64, caller: bool| {
+        let frames = if caller {
+            vec![native(0x1000, false), compiled(code + pc, true)]
+        } else {
+            vec![compiled(code + pc, false)]
+        };
+        image.resolve(frames).0
+    };
+    let (square, compute) = ("demo.Hot.compute;demo.Hot.square", "demo.Hot.compute");
+    // The newest frame is about to run the instruction at its pc: 0x3f starts square's first
+    // instruction, 0x7f starts the first one after square.
+    assert_eq!(resolve(&mut image, 0x3f, false), square);
+    assert_eq!(resolve(&mut image, 0x7f, false), compute);
+    // A caller's pc is the end of its call: at 0x40 the call was compute's, at 0x80 square's.
+    assert_eq!(resolve(&mut image, 0x40, true), compute);
+    assert_eq!(resolve(&mut image, 0x80, true), square);
+}
+
+#[test]
 fn compiled_code_the_agent_has_not_reported_yet_waits() {
     let mut image = Image::new(true);
     // A sample before the code map's load line: the agent had not reported the code yet.
