@@ -12,7 +12,7 @@ use bytemuck::Zeroable;
 use super::wire::{CodeHeapRecord, FieldRecord, JavaThreadRecord, JvmRecord};
 use super::{Sample, Sampler, SamplerError};
 use crate::hotspot::unwind::{FieldLayout, UnwindInfo, MAX_HEAPS};
-use crate::hotspot::HotSpot;
+use crate::hotspot::{HotSpot, HotSpotError};
 
 /// The Java threads are listed again at most this often when samples show new ones...
 const REFRESH_SOON: Duration = Duration::from_millis(200);
@@ -106,12 +106,21 @@ pub struct WalkedJvm {
 impl WalkedJvm {
     /// Tells the walker how to unwind the JVM that `hotspot` reads, and of its Java threads.
     pub fn register(sampler: &Sampler, hotspot: &HotSpot) -> Result<WalkedJvm, SamplerError> {
+        WalkedJvm::register_with(sampler, hotspot, hotspot.unwind_info())
+    }
+
+    /// [`WalkedJvm::register`] with the walker's information (`info`) read before, with the
+    /// JVM: a JVM that ends meanwhile, whose memory can no longer be read, is registered all the
+    /// same.
+    pub fn register_with(
+        sampler: &Sampler,
+        hotspot: &HotSpot,
+        info: Result<UnwindInfo, HotSpotError>,
+    ) -> Result<WalkedJvm, SamplerError> {
         let pid = hotspot.pid();
         let unsupported =
             |e: String| SamplerError::Process(format!("cannot walk the stacks of JVM {pid}: {e}"));
-        let info = hotspot
-            .unwind_info()
-            .map_err(|e| unsupported(e.to_string()))?;
+        let info = info.map_err(|e| unsupported(e.to_string()))?;
         let record = jvm_record(&info).map_err(|e| unsupported(e.to_string()))?;
         sampler
             .skel

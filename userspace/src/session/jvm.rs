@@ -17,7 +17,7 @@ use super::agent::{self, Attacher, Attaching};
 use super::counts::{BranchLimit, Counts, NativeStack};
 use super::SessionOptions;
 use crate::discovery;
-use crate::hotspot::{HotSpot, HotSpotError};
+use crate::hotspot::{HotSpot, HotSpotError, UnwindInfo};
 use crate::jit::codemap::CodeMapError;
 use crate::jit::stale;
 use crate::resolve::{JitNames, ResolveStats, Resolver};
@@ -54,7 +54,7 @@ enum State {
         next_try: Instant,
         pending: Vec<Sample>,
         /// The try in progress, on its own thread, and when it started.
-        reading: Option<(JoinHandle<Result<HotSpot, HotSpotError>>, Instant)>,
+        reading: Option<(JoinHandle<Result<Opened, HotSpotError>>, Instant)>,
         /// Why the last try failed.
         last_error: Option<String>,
     },
@@ -242,7 +242,7 @@ impl ProfiledJvm {
                 let pid = self.pid;
                 let worker = std::thread::Builder::new()
                     .name(format!("read-jvm-{pid}"))
-                    .spawn(move || HotSpot::open(pid));
+                    .spawn(move || HotSpot::open(pid).and_then(ready_to_walk));
                 match worker {
                     Ok(worker) => {
                         *reading = Some((worker, now));
@@ -256,10 +256,10 @@ impl ProfiledJvm {
             }
         };
         match result {
-            Ok(hotspot) => {
+            Ok((hotspot, unwind)) => {
                 stale::sweep_own_tmp(self.pid);
                 let pending = std::mem::take(pending);
-                match WalkedJvm::register(sampler, &hotspot) {
+                match WalkedJvm::register_with(sampler, &hotspot, unwind) {
                     Ok(walked) => self.walked = Some(walked),
                     Err(e) => {
                         let message = format!(
@@ -571,6 +571,21 @@ pub fn main_class_of(pid: u32) -> String {
         .map(|arg| String::from_utf8_lossy(arg).into_owned())
         .collect();
     names::main_class(&args)
+}
+
+/// A JVM read, with what the stack walker needs of it (or why that could not be read).
+type Opened = (HotSpot, Result<UnwindInfo, HotSpotError>);
+
+/// `hotspot` with the walker's information, read on the reading thread with the rest, so that a
+/// JVM that ends before it is registered is registered all the same (its memory gone, nothing
+/// could be read then). While its code heaps are still being set up ([`HotSpotError::NotReady`])
+/// it is read again at the next try rather than walked by frame pointers alone; other errors are
+/// said when it is registered.
+fn ready_to_walk(hotspot: HotSpot) -> Result<Opened, HotSpotError> {
+    match hotspot.unwind_info() {
+        Err(e @ HotSpotError::NotReady(_)) => Err(e),
+        unwind => Ok((hotspot, unwind)),
+    }
 }
 
 #[cfg(test)]
