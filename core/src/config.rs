@@ -5,22 +5,20 @@
 //! line can offer each key as a `--long-option` of the same name that overrides the file.
 
 mod properties;
+mod values;
 
 use std::path::{Path, PathBuf};
 
 use crate::log::{Level, Log, Recorded};
 
 pub use properties::{parse as parse_properties, MalformedEscape};
+use values::{jvm_threads, sample_rate, watts_per_cpu};
 
 /// The file name Joular Code for Java looks for in the working folder.
 pub const FILE_NAME: &str = "joularcodejava.properties";
 
 /// The sample rate used when none, or an invalid one, is given, in milliseconds.
 pub const DEFAULT_SAMPLE_RATE_MS: u64 = 10;
-/// Below this rate, sampling can slow the application down: said, and kept.
-const LOW_SAMPLE_RATE_MS: u64 = 5;
-/// A sample past a window's length would stretch the window.
-const MAX_SAMPLE_RATE_MS: u64 = 1000;
 
 /// Idle watts per CPU of the estimate: Cloud Carbon Footprint's AWS average minimum at 0 % CPU.
 pub const DEFAULT_IDLE_WATTS_PER_CPU: f64 = 0.74;
@@ -520,68 +518,6 @@ impl Config {
         self.source_kind()?;
         self.vm_format()?;
         Ok(())
-    }
-}
-
-/// `stack-monitoring-sample-rate`: a whole number of milliseconds from 1 to 1000.
-fn sample_rate(value: &str, log: &dyn Log) -> u64 {
-    if value.is_empty() {
-        return DEFAULT_SAMPLE_RATE_MS;
-    }
-    match value.parse::<i64>() {
-        Ok(rate @ 1..=1000) => {
-            let rate = rate.unsigned_abs();
-            if rate < LOW_SAMPLE_RATE_MS {
-                log.log(
-                    Level::Warning,
-                    &format!(
-                        "stack-monitoring-sample-rate is {rate} ms. Below {LOW_SAMPLE_RATE_MS} ms, sampling can noticeably slow the application down."
-                    ),
-                );
-            }
-            rate
-        }
-        _ => {
-            log.log(
-                Level::Warning,
-                &format!(
-                    "stack-monitoring-sample-rate must be a number of milliseconds from 1 to {MAX_SAMPLE_RATE_MS}, not '{value}'. Using {DEFAULT_SAMPLE_RATE_MS} ms."
-                ),
-            );
-            DEFAULT_SAMPLE_RATE_MS
-        }
-    }
-}
-
-/// `jvm-threads`: `own` or `spread`, case-insensitive.
-fn jvm_threads(value: &str, log: &dyn Log) -> JvmThreads {
-    match value.to_lowercase().as_str() {
-        "" | "own" => JvmThreads::Own,
-        "spread" => JvmThreads::Spread,
-        _ => {
-            log.log(
-                Level::Warning,
-                &format!("jvm-threads must be own or spread, not '{value}'. Using own."),
-            );
-            JvmThreads::Own
-        }
-    }
-}
-
-/// `estimate-idle-watts-per-cpu` and `estimate-max-watts-per-cpu`: a finite number of watts >= 0.
-fn watts_per_cpu(key: &str, value: &str, default: f64, log: &dyn Log) -> f64 {
-    if value.is_empty() {
-        return default;
-    }
-    match value.parse::<f64>() {
-        Ok(watts) if watts.is_finite() && watts >= 0.0 => watts,
-        _ => {
-            log.log(
-                Level::Warning,
-                &format!("{key} must be a number of watts of 0 or more, not '{value}'. Using {default} W."),
-            );
-            default
-        }
     }
 }
 
