@@ -279,7 +279,7 @@ fn summary(stacks: &[(String, u64)]) -> Summary {
     }
 }
 
-/// Checks javac's stacks on every JDK with `jvm_flags` against JFR's: our mean depth within 5% of
+/// Checks javac's stacks on every JDK with `jvm_flags` against JFR's: our mean depth within 8% of
 /// JFR's, and the inclusive shares of JFR's [`TOP`] methods within 0.04 of ours on average.
 ///
 /// The depths are compared over the same mix of javac's phases. JFR's execution sampler takes,
@@ -294,6 +294,16 @@ fn summary(stacks: &[(String, u64)]) -> Summary {
 /// within 0.7% so weighed. The methods' inclusive shares are compared the same way, ours weighed
 /// by JFR's phase mix: as sampled, the phase mix alone moved `JavaCompiler.attribute`'s share
 /// (and every method under it) by up to 7 points, which no stack walk decides.
+///
+/// Even weighed so, two samplers of one run sample it at different moments (ours every 2 ms of
+/// javac's CPU time, JFR's every millisecond it is in Java, running or waiting for a CPU), and
+/// javac's depth swings by tens of frames from one moment to the next. On Java 21 with the
+/// flag, in 11 runs here (5 with 250 sources), ours was 0.0 to 5.4% deeper than JFR's, 2.4%
+/// on average, while the depth's quantiles (10th to 99th percentile) agreed within 3 frames and
+/// no pair of adjacent methods differed in frequency by more than 0.1 per sample: no frame is
+/// added or lost, the runs' moments differ. The bound, 8%, keeps a margin of 2.6 points over
+/// the most seen. A walk cut short loses tens of frames in the samples it cuts, and a frame kind
+/// named wrongly or twice moves the pairs of adjacent methods and the inclusive shares below.
 fn assert_javac_agrees_with_jfr(jvm_flags: &[&str]) {
     for jdk in all_jdks() {
         let what = format!("Java {} {jvm_flags:?}", jdk.major);
@@ -360,7 +370,7 @@ fn assert_javac_agrees_with_jfr(jvm_flags: &[&str]) {
             "{what}: too few samples of javac in three runs: JFR's sampler was starved of CPU"
         );
         assert!(
-            (depth - jfr.depth).abs() <= 0.05 * jfr.depth,
+            (depth - jfr.depth).abs() <= 0.08 * jfr.depth,
             "{what}: mean depth {depth:.1} in JFR's phase mix, JFR's {:.1}",
             jfr.depth
         );
