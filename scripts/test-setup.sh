@@ -15,6 +15,7 @@
 #        Windows wheel (win_amd64) under .jdks/win21
 #   npm: playwright-core (drives chromium) and speedscope (reads the pprof files), into
 #        testkit/browser/node_modules
+#   crates.io: cargo-nextest (the runner of scripts/test.sh and bench/churn.sh)
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 
@@ -69,6 +70,10 @@ if [ ! -f "$JOULAR_ROOT/testkit/browser/node_modules/playwright-core/package.jso
     echo "setup: installing playwright-core and speedscope into testkit/browser/node_modules" >&2
     npm ci --prefix "$JOULAR_ROOT/testkit/browser" --no-audit --no-fund --loglevel=error >&2 \
         || setup_fail "npm ci in testkit/browser failed"
+fi
+if ! command -v cargo-nextest >/dev/null 2>&1; then
+    echo "setup: installing cargo-nextest from crates.io" >&2
+    cargo install --locked --quiet cargo-nextest || setup_fail "cargo install cargo-nextest failed"
 fi
 for tool in /usr/bin/chromium tmux aha protoc node prometheus promtool unshare x86_64-w64-mingw32-gcc \
     /usr/lib/wine/wine64; do

@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# Runs every test of joularcode-bpf, after installing what they need (scripts/test-setup.sh and
-# cargo-nextest), in two tiers with cargo-nextest (settings in .config/nextest.toml):
+# Runs every test of joularcode-bpf, after installing what they need (scripts/test-setup.sh), in two tiers with cargo-nextest (settings in .config/nextest.toml):
 #
 #   the unit tier      what `cargo test` runs without root: fakes, memory images, files;
 #   the end-to-end tier the test programs that need the `e2e` feature (userspace/Cargo.toml): the
@@ -15,10 +14,6 @@ cd "$JOULAR_ROOT"
 if [ "$(id -u)" -ne 0 ]; then
     echo "test: the end-to-end tests load BPF programs and need root: sudo $0 (cargo test runs the unit tier without root)" >&2
     exit 1
-fi
-if ! command -v cargo-nextest >/dev/null 2>&1; then
-    echo "setup: installing cargo-nextest from crates.io" >&2
-    cargo install --locked --quiet cargo-nextest || setup_fail "cargo install cargo-nextest failed"
 fi
 
 # Both tiers are built once, with the end-to-end feature, and told apart by a filter of the test
@@ -35,17 +30,6 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== building every test"
 cargo nextest run "${features[@]}" --no-run --cargo-quiet
-# The daemon's ten-minute churn test runs beside the rest of the suite. Its daemon watches only the
-# cgroup its JVMs are started in (--cgroup), so it reaches no other test's JVM. Its JVMs are not
-# hidden from the others: the tests that profile every JVM of the host (record/stacks/raw --all,
-# top without --pid, the daemon's tests without --cgroup) see them too, and judge only their own
-# JVMs; and they load the CPUs that the rest of the suite runs on
-churn_log="$(mktemp)"
-churn_filter="binary_id(joularcode-bpf::daemon) & test(churn)"
-echo "== the daemon's churn test, in the background (its output comes at the end)"
-cargo nextest run "${features[@]}" --cargo-quiet --profile churn -E "$churn_filter" --no-capture \
-    >"$churn_log" 2>&1 &
-churn=$!
 status=0
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --all-features --quiet -- -D warnings || status=1
@@ -58,18 +42,8 @@ cargo clippy "${targets[@]/#/--target=}" -p jvm-symbolizer-agent -p joularcode-c
     || status=1
 echo "== the unit tier"
 cargo nextest run "${features[@]}" --cargo-quiet -E "not ($e2e)" || status=1
-echo "== the end-to-end tier (all but the churn test)"
-cargo nextest run "${features[@]}" --cargo-quiet --profile e2e -E "($e2e) & not ($churn_filter)" \
-    || status=1
-echo "== the daemon's churn test"
-churn_status=0
-wait "$churn" || churn_status=$?
-cat "$churn_log"
-rm -f "$churn_log"
-if [ "$churn_status" -ne 0 ]; then
-    echo "test: the daemon's churn test failed (exit $churn_status)" >&2
-    status=1
-fi
+echo "== the end-to-end tier"
+cargo nextest run "${features[@]}" --cargo-quiet --profile e2e -E "$e2e" || status=1
 echo "== the ten slowest tests"
 python3 scripts/slowest.py 10 target/nextest/*/junit.xml
 exit "$status"

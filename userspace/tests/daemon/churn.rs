@@ -7,14 +7,10 @@ use super::*;
 /// and stacks (100 classes a second, a steady rate): the daemon's memory after the first minute
 /// stays within 10%, and every short JVM is seen.
 ///
-/// The JVMs run in a cgroup of their own, and the daemon watches only that one (`--cgroup`): it
-/// neither profiles nor gives its agent to the JVMs of the tests that run beside this one
-/// (scripts/test.sh). The reverse does not hold: these JVMs are JVMs of the host, which the tests
-/// that profile every JVM (`record`, `stacks` and `raw` with `--all`, `top` without `--pid`, the
-/// daemon's tests without `--cgroup`) see too, and those daemons attach their agent to them (the
-/// agent already running says so and goes on); each of those tests judges only its own JVMs.
-/// Nor are the CPUs isolated: the long JVM runs half of its time, and each short JVM spends 30%
-/// of its 2 s on CPU, besides its start: it is sampled, and leaves most of the CPUs to those tests.
+/// A soak, not a test of the suite: built with the `soak` feature and run by bench/churn.sh. The
+/// JVMs run in a cgroup of their own, and the daemon watches only that one (`--cgroup`): it
+/// neither profiles nor gives its agent to the other JVMs of the host. The long JVM runs half of
+/// its time, and each short JVM spends 30% of its 2 s on CPU, besides its start.
 ///
 /// The first minute is the warm-up: it holds the idle time of branches (30 s, dropped within
 /// 37.5 s), of the ended JVMs (30 s) and of unloaded code (5 s), so what the daemon holds after

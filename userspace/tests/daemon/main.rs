@@ -4,13 +4,12 @@
 //!
 //! The daemon profiles every JVM of the host, and attaches its agent to each: that is what is
 //! tested, so it is not narrowed for the tests but in those of `--cgroup`. The tests run one at a
-//! time (`SERIAL`), but scripts/test.sh runs the ten-minute churn test in a process of its own
-//! beside the rest of the suite, these tests included. Its daemon watches only the cgroup its
-//! JVMs are started in (`--cgroup`), so it reaches no other test's JVM; its JVMs, though, are
-//! JVMs of the host: a daemon started here without `--cgroup` profiles them and gives them its
-//! agent too, and each test judges only its own JVMs (by pid, or by main class and container id).
-//! Run by hand on a machine shared with other JVMs, their daemon attaches to those too.
+//! time (`SERIAL`). Each judges only its own JVMs (by pid, or by main class and container id):
+//! run on a machine shared with other JVMs, a daemon without `--cgroup` profiles and attaches to
+//! those too. The ten-minute churn soak (`churn.rs`) is built only with the `soak` feature and
+//! run by bench/churn.sh.
 
+#[cfg(feature = "soak")]
 mod churn;
 mod endpoint;
 mod failures;
