@@ -30,12 +30,25 @@ fn serial() -> MutexGuard<'static, ()> {
     one_at_a_time("the views tests load the BPF sampler")
 }
 
-/// The folder of this file's test outputs, emptied once per test process and kept afterwards.
+/// The folder of this test process's outputs, `target/views-tests/<pid>`, kept after it ends:
+/// cargo-nextest runs each test in a process of its own, two at a time, so each has its own, and
+/// the folders of the processes that have ended are removed as the next one starts.
 fn work_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let dir = target_dir().join("views-tests");
-        let _ = std::fs::remove_dir_all(&dir);
+        let parent = target_dir().join("views-tests");
+        for entry in std::fs::read_dir(&parent).into_iter().flatten().flatten() {
+            let running = entry
+                .file_name()
+                .to_str()
+                .and_then(|name| name.parse::<u32>().ok())
+                .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
+            if !running {
+                let path = entry.path();
+                let _ = std::fs::remove_dir_all(&path).or_else(|_| std::fs::remove_file(&path));
+            }
+        }
+        let dir = parent.join(std::process::id().to_string());
         std::fs::create_dir_all(&dir).expect("the tests' folder");
         std::fs::write(dir.join("watts"), "100\n").expect("the watts file");
         dir
