@@ -9,7 +9,7 @@ pub mod config;
 pub mod cpu_list;
 pub mod cycle;
 pub mod energy;
-mod input;
+pub mod input;
 pub mod log;
 pub mod machine;
 pub mod mutf8;
