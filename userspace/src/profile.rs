@@ -126,15 +126,6 @@ impl EnergyProfile {
         self.jvms.iter().fold(0.0, |sum, jvm| sum + jvm.joules())
     }
 
-    /// Energy per second of the recording, in joules per second (watts); 0 for an empty one.
-    pub fn joules_per_second(&self) -> f64 {
-        if self.seconds > 0.0 {
-            self.joules() / self.seconds
-        } else {
-            0.0
-        }
-    }
-
     /// What the profile is about: the JVM's name, or how many JVMs.
     pub fn subject(&self) -> String {
         match &self.jvms[..] {
@@ -206,6 +197,61 @@ impl EnergyProfile {
     }
 }
 
+/// What a comparison of two recordings divides each one's energy by, so that they compare
+/// (`report --baseline`, docs/views.md).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Per {
+    /// A second of the run: for runs of different lengths that work at the same pace.
+    Second,
+    /// The whole run: for benchmarks that do the same fixed amount of work in each run.
+    Run,
+    /// A unit of work, each run having done this many.
+    Unit {
+        /// The units of work of the run before.
+        before: f64,
+        /// The units of work of the run after.
+        after: f64,
+    },
+}
+
+impl Per {
+    /// What the energy of `before` and of `after` are divided by.
+    pub fn divisors(self, before: &EnergyProfile, after: &EnergyProfile) -> (f64, f64) {
+        match self {
+            Per::Second => (before.seconds, after.seconds),
+            Per::Run => (1.0, 1.0),
+            Per::Unit { before, after } => (before, after),
+        }
+    }
+
+    /// The unit of energy divided so: `J/s`, `J/run`, `J/unit`.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Per::Second => "J/s",
+            Per::Run => "J/run",
+            Per::Unit { .. } => "J/unit",
+        }
+    }
+
+    /// How titles and messages say it: `per second`, `per run`, `per unit of work`.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Per::Second => "per second",
+            Per::Run => "per run",
+            Per::Unit { .. } => "per unit of work",
+        }
+    }
+}
+
+/// `joules` divided by `divisor`, 0 when the divisor is not above 0 (a run of no length).
+pub fn divided(joules: f64, divisor: f64) -> f64 {
+    if divisor > 0.0 {
+        joules / divisor
+    } else {
+        0.0
+    }
+}
+
 /// `frame` without what makes a hidden class's name differ from run to run, so that two
 /// recordings compare: the address of a hidden class (`X$$Lambda/0x0000000800c5a08.run` and
 /// `java.lang.invoke.LambdaForm$MH/0x00007f01.invoke` lose `/0x...`), and the sequence number and
@@ -251,6 +297,28 @@ pub fn mask_hidden(frame: &str) -> Cow<'_, str> {
         rest = chars.as_str();
     }
     Cow::Owned(out)
+}
+
+/// `value` with `decimals` decimals, or more so that it keeps three significant digits (energy
+/// per unit of work is often a small fraction of a joule).
+pub fn figure(value: f64, decimals: usize) -> String {
+    let magnitude = if value != 0.0 && value.is_finite() {
+        -value.abs().log10().floor()
+    } else {
+        0.0
+    };
+    let significant = (magnitude + 2.0).clamp(0.0, 15.0) as usize;
+    format!("{value:.0$}", decimals.max(significant))
+}
+
+/// [`figure`] with its sign.
+pub fn signed(value: f64, decimals: usize) -> String {
+    let text = figure(value, decimals);
+    if text.starts_with('-') {
+        text
+    } else {
+        format!("+{text}")
+    }
 }
 
 /// Joules as people read them: three decimals, six below 0.1 J.
@@ -300,7 +368,6 @@ mod tests {
             one.subtitle(),
             "power source not recorded in the CSV files; all branches"
         );
-        assert_eq!(one.joules_per_second(), 1.0);
         let mut two = profile(vec![jvm("a", &[]), jvm("b", &[("x", 0.01)])]);
         two.power_source = Some("vm (file /w)".into());
         assert_eq!(two.title(), "Energy of 2 JVMs: 0.010000 J in 4.0 s");
@@ -359,5 +426,11 @@ mod tests {
         assert_eq!(format_joules(0.0), "0.000 J");
         assert_eq!(format_joules(12.3456), "12.346 J");
         assert_eq!(format_joules(0.0123456), "0.012346 J");
+        assert_eq!(figure(2.8714, 3), "2.871");
+        assert_eq!(figure(0.0258, 4), "0.0258");
+        assert_eq!(figure(0.003, 3), "0.00300");
+        assert_eq!(figure(0.0, 4), "0.0000");
+        assert_eq!(signed(-0.5, 3), "-0.500");
+        assert_eq!(signed(0.0, 3), "+0.000");
     }
 }

@@ -4,8 +4,8 @@
 //!
 //! inferno counts whole numbers, so energy is handed over in microjoules and the tooltips are
 //! rewritten in joules afterwards. A differential flame graph ([`write_diff`]) compares two
-//! recordings per second of run (J/s, so runs of different length compare): widths are the
-//! second recording's, red frames grew and blue ones shrank.
+//! recordings per second of run (J/s, so runs of different length compare), per run or per unit
+//! of work ([`Per`]): widths are the second recording's, red frames grew and blue ones shrank.
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -15,7 +15,7 @@ use inferno::flamegraph::{self, color::MultiPalette, Options, Palette};
 use joularcode_core::log::printable;
 
 use crate::output::folded::stack_line;
-use crate::profile::{format_joules, EnergyProfile};
+use crate::profile::{divided, figure, format_joules, signed, EnergyProfile, Per};
 
 /// The unit inferno is given and writes in the tooltips, rewritten afterwards.
 const COUNT_NAME: &str = "uJ";
@@ -39,24 +39,33 @@ pub fn write(profile: &EnergyProfile, out: &mut dyn Write) -> io::Result<()> {
     out.write_all(rewrite_titles(&svg, &joules).as_bytes())
 }
 
-/// Writes the differential flame graph of `before` and `after`, per second of each run. Frames
-/// match by name: give profiles whose hidden-class names are masked
-/// ([`EnergyProfile::masked`]) so that lambdas match across runs.
+/// Writes the differential flame graph of `before` and `after`, their energy divided as `per`
+/// says (per second of each run, per run, per unit of work). Frames match by name: give
+/// profiles whose hidden-class names are masked ([`EnergyProfile::masked`]) so that lambdas
+/// match across runs.
 pub fn write_diff(
     before: &EnergyProfile,
     after: &EnergyProfile,
+    per: Per,
     out: &mut dyn Write,
 ) -> io::Result<()> {
+    let divisors = per.divisors(before, after);
+    let was = divided(before.joules(), divisors.0);
+    let now = divided(after.joules(), divisors.1);
+    // inferno counts whole numbers: at least a million for the larger run, however small its
+    // energy per unit of work.
+    let largest = was.max(now);
+    let digits = if largest > 0.0 {
+        (6.0 - largest.log10().floor()).clamp(6.0, 15.0)
+    } else {
+        6.0
+    };
+    let scale = 10f64.powf(digits);
     let mut folded: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    for (profile, after_side) in [(before, false), (after, true)] {
-        let seconds = if profile.seconds > 0.0 {
-            profile.seconds
-        } else {
-            1.0
-        };
+    for (profile, divisor, after_side) in [(before, divisors.0, false), (after, divisors.1, true)] {
         for (frames, weight) in profile.stacks() {
             let entry = folded.entry(stack_line(frames)).or_default();
-            let rate = micro(weight.joules / seconds);
+            let rate = counted(divided(weight.joules, divisor) * scale);
             if after_side {
                 entry.1 += rate;
             } else {
@@ -69,17 +78,21 @@ pub fn write_diff(
         .filter(|&(_, (b, a))| b > 0 || a > 0)
         .map(|(stack, (b, a))| format!("{stack} {b} {a}"))
         .collect();
-    let (was, now) = (before.joules_per_second(), after.joules_per_second());
     let change = if was > 0.0 {
         format!(" ({:+.1}%)", 100.0 * (now - was) / was)
     } else {
         String::new()
     };
-    let title = format!("Energy per second: {was:.3} J/s before, {now:.3} J/s after{change}");
+    let (unit, what) = (per.unit(), per.describe());
+    let title = format!(
+        "Energy {what}: {} {unit} before, {} {unit} after{change}",
+        figure(was, 3),
+        figure(now, 3)
+    );
     // One line of 1200 pixels holds about 160 characters: the runs' names (results paths,
     // often) are cut to fit.
     let subtitle = format!(
-        "{} ({:.1} s) against {} ({:.1} s); widths: J/s after, colors: own J/s, red grew, \
+        "{} ({:.1} s) against {} ({:.1} s); widths: {unit} after, colors: own {unit}, red grew, \
          blue shrank; {}",
         shortened(&after.subject(), NAME_CHARS),
         after.seconds,
@@ -89,13 +102,13 @@ pub fn write_diff(
     );
     let mut options = options(title, subtitle);
     let svg = render(&mut options, &lines)?;
-    let per_second = |count: f64, delta: Option<f64>| {
+    let divided = |count: f64, delta: Option<f64>| {
         let change = delta.map_or(String::new(), |delta| {
-            format!("; own change {:+.3} J/s", delta / MICRO)
+            format!("; own change {} {unit}", signed(delta / scale, 3))
         });
-        (format!("{:.3} J/s", count / MICRO), change)
+        (format!("{} {unit}", figure(count / scale, 3)), change)
     };
-    out.write_all(rewrite_titles(&svg, &per_second).as_bytes())
+    out.write_all(rewrite_titles(&svg, &divided).as_bytes())
 }
 
 /// How many characters of a run's name the subtitle of a differential graph shows.
@@ -115,9 +128,14 @@ fn shortened(name: &str, max: usize) -> String {
 
 /// Joules as whole microjoules, inferno's counts.
 fn micro(joules: f64) -> u64 {
-    let micro = (joules * MICRO).round();
-    if micro.is_finite() && micro > 0.0 {
-        micro as u64
+    counted(joules * MICRO)
+}
+
+/// `value` rounded to a whole count (0 for what is not a positive number).
+fn counted(value: f64) -> u64 {
+    let count = value.round();
+    if count.is_finite() && count > 0.0 {
+        count as u64
     } else {
         0
     }
@@ -266,7 +284,7 @@ mod tests {
         let before = profile(&[("a.A.hot", 4.0), ("a.A.cold", 2.0)], 2.0);
         let after = profile(&[("a.A.hot", 0.5), ("a.A.cold", 1.0)], 1.0);
         let mut out = Vec::new();
-        write_diff(&before, &after, &mut out).unwrap();
+        write_diff(&before, &after, Per::Second, &mut out).unwrap();
         let svg = String::from_utf8(out).unwrap();
         assert!(
             svg.contains("3.000 J/s before, 1.500 J/s after (-50.0%)"),
@@ -281,6 +299,33 @@ mod tests {
             svg.contains(">JVM 7 (a.Main) (1.0 s) against JVM 7 (a.Main) (2.0 s); widths: J/s"),
             "{svg}"
         );
+    }
+
+    #[test]
+    fn the_differential_graph_per_unit_of_work_keeps_small_figures() {
+        // 1000 units before, 2000 after: 3 mJ and 1.5 mJ per unit.
+        let before = profile(&[("a.A.hot", 2.0), ("a.A.cold", 1.0)], 2.0);
+        let after = profile(&[("a.A.hot", 2.0), ("a.A.cold", 1.0)], 1.0);
+        let per = Per::Unit {
+            before: 1000.0,
+            after: 2000.0,
+        };
+        let mut out = Vec::new();
+        write_diff(&before, &after, per, &mut out).unwrap();
+        let svg = String::from_utf8(out).unwrap();
+        assert!(
+            svg.contains(
+                "Energy per unit of work: 0.00300 J/unit before, 0.00150 J/unit after (-50.0%)"
+            ),
+            "{svg}"
+        );
+        assert!(
+            svg.contains(
+                "<title>a.A.hot (0.00100 J/unit, 66.67%; own change -0.00100 J/unit)</title>"
+            ),
+            "{svg}"
+        );
+        assert!(svg.contains("widths: J/unit after, colors: own J/unit"));
     }
 
     /// Names no Java source holds but a class file or a results file may: each one would make
@@ -325,7 +370,7 @@ mod tests {
             );
         }
         let mut out = Vec::new();
-        write_diff(&hostile, &hostile, &mut out).unwrap();
+        write_diff(&hostile, &hostile, Per::Second, &mut out).unwrap();
         let titles = parsed_titles(&String::from_utf8(out).unwrap());
         assert!(
             titles

@@ -145,6 +145,95 @@ pub fn folder_name(pid: u32, main_class: &str) -> String {
     format!("{pid}-{cut}")
 }
 
+/// Results folders written as `record` writes them, for the tests of what reads them.
+#[cfg(test)]
+pub(crate) mod written {
+    use super::*;
+    use joularcode_core::attribution::{CycleThreads, MachineLoad};
+    use joularcode_core::config::Config;
+    use joularcode_core::cycle::{Engine, JvmInput, Measures};
+    use joularcode_core::energy::{Interval, Power};
+    use joularcode_core::log::Recorded;
+    use joularcode_core::machine::MachineMeter;
+    use joularcode_core::power::{PowerError, PowerSource};
+
+    /// The engine's power source and machine meter, never asked: each cycle's measures are
+    /// given.
+    struct Given;
+
+    impl PowerSource for Given {
+        fn watts(&mut self) -> Result<f64, PowerError> {
+            Err(PowerError::new("given by the test"))
+        }
+
+        fn describe(&self) -> String {
+            "given".into()
+        }
+    }
+
+    impl MachineMeter for Given {
+        fn since_last(&mut self) -> MachineLoad {
+            MachineLoad::BusyCpuNs(None)
+        }
+    }
+
+    /// One cycle of a run: it ends at `end_ms` (Unix ms), lasts `seconds`, the CPU draws
+    /// `watts`, and the JVM's one thread, busy the whole cycle and the machine's only load, is
+    /// sampled in each branch (frames joined by `;`) as often as given.
+    pub(crate) struct RunCycle<'a> {
+        pub end_ms: i64,
+        pub seconds: f64,
+        pub watts: f64,
+        pub samples: &'a [(&'a str, u64)],
+    }
+
+    /// Writes the results of one JVM (pid 1) into `dir` through core's cycle engine and the CSV
+    /// writer, as `record` does.
+    pub(crate) fn write_run(dir: &Path, cycles: &[RunCycle]) {
+        let config = Config {
+            methods_filtering_prefix: vec!["work.".into()],
+            ..Config::default()
+        };
+        let mut engine = Engine::start(Box::new(Given), &config, Box::new(Given), 1, 0);
+        let mut branches = Branches::new(&config.methods_filtering_prefix);
+        let mut results = Results::new(dir, false).unwrap();
+        results.open(1, "work.Bench").unwrap();
+        let log = Recorded::default();
+        for cycle in cycles {
+            let interval = Interval::from_ns((cycle.seconds * 1e9).round() as u64);
+            let mut threads = CycleThreads::default();
+            threads.add_cpu(7, interval.ns());
+            for &(branch, n) in cycle.samples {
+                let frames: Vec<_> = branch
+                    .split(';')
+                    .map(|frame| {
+                        let (class, method) = frame.rsplit_once('.').unwrap();
+                        branches.frame(class, method)
+                    })
+                    .collect();
+                let id = branches.branch(&frames);
+                threads.count(7, id, n);
+            }
+            let measures = Measures {
+                timestamp_ms: cycle.end_ms,
+                interval,
+                power: Power::from_watts(cycle.watts),
+                machine: MachineLoad::BusyCpuNs(Some(interval.ns())),
+            };
+            let input = [JvmInput {
+                pid: 1,
+                branches: &branches,
+                cpu_ns: interval.ns(),
+                threads,
+            }];
+            let result = engine.share(&measures, 0, &input, &log);
+            results.write(1, cycle.end_ms, &result.jvms[0].result, &branches, &log);
+        }
+        results.close(1);
+        assert!(log.messages().is_empty(), "{:?}", log.messages());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

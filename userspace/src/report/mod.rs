@@ -6,9 +6,11 @@
 //! the most, with their share of the total. The files are Joular Code for Java's, so it reads
 //! that agent's results too. It also draws the recording's energy flame graph
 //! (`--flamegraph`), writes it as a pprof profile (`--pprof`), and compares it with a baseline
-//! recording (`--baseline`, [`compare`]).
+//! recording (`--baseline`, [`compare`]) per second of run, per run or per unit of work
+//! ([`per`]).
 
 pub mod compare;
+pub mod per;
 pub mod read;
 
 use std::fmt::Write as _;
