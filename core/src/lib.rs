@@ -4,6 +4,7 @@
 
 pub mod attribution;
 pub mod branch;
+pub mod carbon;
 pub mod code_map;
 pub mod config;
 pub mod cpu_list;

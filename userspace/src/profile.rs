@@ -2,9 +2,10 @@
 //! files, comparisons). `report` builds it from Joular CSV files, `record` from its cycles.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
 
+use joularcode_core::carbon::IntensitySource;
 use joularcode_core::output::csv::{ALL_FILE, APP_FILE};
 
 /// Which branches a view shows.
@@ -59,6 +60,8 @@ pub struct Weight {
     pub joules: f64,
     /// Stack samples (0 when the profile does not count them, see [`EnergyProfile::sampled`]).
     pub samples: u64,
+    /// Grams of CO2e (0 when the profile counts none, see [`EnergyProfile::carbon`]).
+    pub grams: f64,
 }
 
 impl Weight {
@@ -66,6 +69,7 @@ impl Weight {
     pub fn add(&mut self, other: Weight) {
         self.joules += other.joules;
         self.samples = self.samples.saturating_add(other.samples);
+        self.grams += other.grams;
     }
 }
 
@@ -118,6 +122,9 @@ pub struct EnergyProfile {
     pub power_source: Option<String>,
     /// Whether [`Weight::samples`] are counted (by `record`; the CSV files hold none).
     pub sampled: bool,
+    /// Where the carbon intensity of [`Weight::grams`] came from (`constant`, `file`), when
+    /// grams of CO2e are counted (`carbon-intensity` was set).
+    pub carbon: Option<String>,
 }
 
 impl EnergyProfile {
@@ -150,7 +157,13 @@ impl EnergyProfile {
             Some(source) => format!("power from {source}"),
             None => "power source not recorded in the CSV files".to_string(),
         };
-        format!("{source}; {}", self.set.describe())
+        match &self.carbon {
+            Some(carbon) => format!(
+                "{source}; CO2e at the carbon intensity of the {carbon}; {}",
+                self.set.describe()
+            ),
+            None => format!("{source}; {}", self.set.describe()),
+        }
     }
 
     /// The same profile with the hidden classes' addresses masked in every frame
@@ -174,6 +187,7 @@ impl EnergyProfile {
         EnergyProfile {
             jvms,
             power_source: self.power_source.clone(),
+            carbon: self.carbon.clone(),
             ..*self
         }
     }
@@ -195,6 +209,13 @@ impl EnergyProfile {
         }
         stacks
     }
+}
+
+/// [`EnergyProfile::carbon`] of a recording whose cycles had intensities from `sources`: their
+/// labels (`constant`, `file`, `constant and file`), `None` when there were none.
+pub fn carbon_sources(sources: &BTreeSet<IntensitySource>) -> Option<String> {
+    let labels: Vec<&str> = sources.iter().map(|source| source.label()).collect();
+    (!labels.is_empty()).then(|| labels.join(" and "))
 }
 
 /// What a comparison of two recordings divides each one's energy by, so that they compare
@@ -321,6 +342,18 @@ pub fn signed(value: f64, decimals: usize) -> String {
     }
 }
 
+/// Grams (of CO2e) as people read them: three decimals in the unit that fits (`1.234 kg`,
+/// `12.345 g`, `4.860 mg`, `3.210 µg`).
+pub fn format_grams(grams: f64) -> String {
+    let (value, unit) = match grams.abs() {
+        g if g >= 1000.0 => (grams / 1000.0, "kg"),
+        g if g >= 1.0 || g == 0.0 => (grams, "g"),
+        g if g >= 1e-3 => (grams * 1e3, "mg"),
+        _ => (grams * 1e6, "µg"),
+    };
+    format!("{value:.3} {unit}")
+}
+
 /// Joules as people read them: three decimals, six below 0.1 J.
 pub fn format_joules(joules: f64) -> String {
     let mut text = String::new();
@@ -341,7 +374,15 @@ mod tests {
             name: name.into(),
             branches: branches
                 .iter()
-                .map(|&(branch, joules)| (branch.to_string(), Weight { joules, samples: 0 }))
+                .map(|&(branch, joules)| {
+                    (
+                        branch.to_string(),
+                        Weight {
+                            joules,
+                            ..Weight::default()
+                        },
+                    )
+                })
                 .collect(),
         }
     }
@@ -354,6 +395,7 @@ mod tests {
             start_ms: None,
             power_source: None,
             sampled: false,
+            carbon: None,
         }
     }
 
@@ -427,6 +469,11 @@ mod tests {
         assert_eq!(format_joules(12.3456), "12.346 J");
         assert_eq!(format_joules(0.0123456), "0.012346 J");
         assert_eq!(figure(2.8714, 3), "2.871");
+        assert_eq!(format_grams(1234.5), "1.234 kg");
+        assert_eq!(format_grams(12.3456), "12.346 g");
+        assert_eq!(format_grams(0.0), "0.000 g");
+        assert_eq!(format_grams(0.00486), "4.860 mg");
+        assert_eq!(format_grams(0.00000321), "3.210 µg");
         assert_eq!(figure(0.0258, 4), "0.0258");
         assert_eq!(figure(0.003, 3), "0.00300");
         assert_eq!(figure(0.0, 4), "0.0000");

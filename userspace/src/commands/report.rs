@@ -163,7 +163,7 @@ mod tests {
 
     #[test]
     fn the_table_ranks_the_branches_of_each_file() {
-        let file = read::file_energy(FILE).unwrap();
+        let file = read::file_energy(FILE, None).unwrap();
         let text = render(Path::new("r.csv"), &file, 1);
         assert!(text.starts_with("r.csv: 5.000 J in 3 rows (1 unreadable rows left out)\n"));
         assert!(text.contains("4.000   80.0%  a.A.run;a.A.x\n"), "{text}");
@@ -308,6 +308,7 @@ mod tests {
                 seconds: 1.0,
                 watts,
                 samples: &samples,
+                carbon: None,
             })
             .collect();
         write_run(dir, &cycles);
@@ -407,6 +408,74 @@ mod tests {
             "{error}"
         );
         assert!(!error.contains('\n'));
+    }
+
+    #[test]
+    fn grams_are_the_kilowatt_hours_of_each_cycle_times_its_intensity() {
+        use crate::record::results::written::{write_run, RunCycle};
+        use joularcode_core::carbon::{Intensity, IntensitySource};
+        let dir = tempfile::tempdir().unwrap();
+        let samples = [
+            ("work.Bench.run;work.Bench.hot", 90),
+            ("work.Bench.run;work.Bench.cold", 10),
+        ];
+        // 36 J a cycle (36 W, the JVM the only load); the file said 100, 100 and 400 g/kWh,
+        // then could not be read.
+        let intensities = [
+            Some((100.0, IntensitySource::Constant)),
+            Some((100.0, IntensitySource::File)),
+            Some((400.0, IntensitySource::File)),
+            None,
+        ];
+        let cycles: Vec<RunCycle> = intensities
+            .iter()
+            .zip(1..)
+            .map(|(carbon, second)| RunCycle {
+                end_ms: 1_700_000_000_000 + 1000 * second,
+                seconds: 1.0,
+                watts: 36.0,
+                samples: &samples,
+                carbon: carbon.map(|(grams_per_kwh, source)| Intensity {
+                    grams_per_kwh,
+                    source,
+                }),
+            })
+            .collect();
+        write_run(dir.path(), &cycles);
+        let mut args = args(dir.path());
+        args.flamegraph = Some(dir.path().join("fg.svg"));
+        args.app = true;
+        let (text, _) = report(&args).unwrap();
+        // hot: 32.4 J a cycle, 97.2 J at 600 g/kWh-cycles: 32.4 × 600 / 3.6e6 g.
+        assert!(
+            text.contains(
+                "methods-power-app.csv: 144.000 J, 6.000 mg CO2e (carbon intensity: constant \
+                 and file) (2 rows without a carbon intensity have no grams) in 8 rows\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("    energy (J)   share          CO2e  branch\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("       129.600   90.0%      5.400 mg  work.Bench.run;work.Bench.hot\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("    600.000 µg  work.Bench.run;work.Bench.cold\n"),
+            "{text}"
+        );
+        let svg = std::fs::read_to_string(dir.path().join("fg.svg")).unwrap();
+        assert!(
+            svg.contains("<title>work.Bench.hot (129.600 J, 5.400 mg CO2e, 90.00%)</title>"),
+            "{svg}"
+        );
+        assert!(svg.contains("CO2e at the carbon intensity of the constant and file"));
+        // Without an intensity file, no grams.
+        std::fs::remove_file(dir.path().join("carbon-intensity.csv")).unwrap();
+        let (text, _) = report(&args).unwrap();
+        assert!(!text.contains("CO2e"), "{text}");
     }
 
     #[test]

@@ -267,7 +267,15 @@ mod tests {
                 name: "a".into(),
                 branches: branches
                     .iter()
-                    .map(|&(b, joules)| (b.to_string(), Weight { joules, samples: 0 }))
+                    .map(|&(b, joules)| {
+                        (
+                            b.to_string(),
+                            Weight {
+                                joules,
+                                ..Weight::default()
+                            },
+                        )
+                    })
                     .collect(),
             }],
             set: BranchSet::App,
@@ -275,6 +283,7 @@ mod tests {
             start_ms: None,
             power_source: None,
             sampled: false,
+            carbon: None,
         }
     }
 
