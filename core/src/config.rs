@@ -9,10 +9,11 @@ mod values;
 
 use std::path::{Path, PathBuf};
 
+use crate::carbon::IntensitySetting;
 use crate::log::{Level, Log, Recorded};
 
 pub use properties::{parse as parse_properties, MalformedEscape};
-use values::{jvm_threads, sample_rate, watts_per_cpu};
+use values::{carbon_intensity, jvm_threads, sample_rate, watts_per_cpu};
 
 /// The file name Joular Code for Java looks for in the working folder.
 pub const FILE_NAME: &str = "joularcodejava.properties";
@@ -66,6 +67,10 @@ pub const KEYS: &[(&str, &str)] = &[
     (
         "estimate-max-watts-per-cpu",
         "watts per CPU at 100 % utilisation, for power-source-type=estimate (default 3.5)",
+    ),
+    (
+        "carbon-intensity",
+        "grams of CO2e per kWh, or a file whose first line holds them, to give grams of CO2e besides joules (default none: not counted)",
     ),
 ];
 
@@ -182,6 +187,8 @@ pub struct Config {
     pub estimate_idle_watts_per_cpu: f64,
     /// `estimate-max-watts-per-cpu`.
     pub estimate_max_watts_per_cpu: f64,
+    /// `carbon-intensity`; `None`, the default, counts no grams of CO2e.
+    pub carbon_intensity: Option<IntensitySetting>,
 }
 
 impl Default for Config {
@@ -197,6 +204,7 @@ impl Default for Config {
             jvm_threads: JvmThreads::Own,
             estimate_idle_watts_per_cpu: DEFAULT_IDLE_WATTS_PER_CPU,
             estimate_max_watts_per_cpu: DEFAULT_MAX_WATTS_PER_CPU,
+            carbon_intensity: None,
         }
     }
 }
@@ -381,6 +389,11 @@ impl Config {
                     },
                     "estimate-idle-watts-per-cpu" => self.estimate_idle_watts_per_cpu.to_string(),
                     "estimate-max-watts-per-cpu" => self.estimate_max_watts_per_cpu.to_string(),
+                    "carbon-intensity" => self
+                        .carbon_intensity
+                        .as_ref()
+                        .map(IntensitySetting::value)
+                        .unwrap_or_default(),
                     _ => String::new(),
                 };
                 (key, value)
@@ -484,6 +497,7 @@ impl Config {
                 self.estimate_max_watts_per_cpu =
                     watts_per_cpu(key, value, DEFAULT_MAX_WATTS_PER_CPU, log)
             }
+            "carbon-intensity" => self.carbon_intensity = carbon_intensity(value, log),
             _ => {}
         }
     }

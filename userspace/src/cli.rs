@@ -10,6 +10,7 @@ use clap::{ArgGroup, Args, Parser, Subcommand};
 use crate::discovery::{CgroupPath, Cgroups};
 use crate::record::options::ConfigOptions;
 use crate::record::{Mode, Recording};
+use crate::report::per::{self, WorkUnits};
 use crate::session::{AgentArgs, BranchLimit, Targets};
 
 /// What `--version` says after the name: the version of Cargo.toml and the git commit built
@@ -266,6 +267,15 @@ pub struct ReportArgs {
         allow_negative_numbers = true
     )]
     pub fail_above: Option<f64>,
+    /// With --baseline: compare the whole energy of each run rather than its energy per second
+    /// (and gate on it), for benchmarks that do the same fixed amount of work in each run.
+    #[arg(long, requires = "baseline", conflicts_with = "per")]
+    pub per_run: bool,
+    /// With --baseline: compare the energy per unit of work (and gate on it). UNITS is N for
+    /// both runs, BEFORE,AFTER, or @FILE: a file in each run's results-path (or @B,@A: one each)
+    /// whose first line is the number the benchmark did, such as @units.txt.
+    #[arg(long, value_name = "UNITS", requires = "baseline", value_parser = per::parse)]
+    pub per: Option<WorkUnits>,
 }
 
 /// `joularcode-bpf raw`.
@@ -537,9 +547,23 @@ mod tests {
             &["r", "--fail-above", "5"][..],
             &["r", "--baseline", "b", "--fail-above", "-1"],
             &["r", "--baseline", "b", "--pprof", "p.pb.gz"],
+            &["r", "--per-run"],
+            &["r", "--per", "5"],
+            &["r", "--baseline", "b", "--per-run", "--per", "5"],
+            &["r", "--baseline", "b", "--per", "0"],
         ] {
             assert!(report(bad).is_err(), "{bad:?}");
         }
+        let args = report(&["b", "--baseline", "a", "--per", "10,@u"]).expect("valid");
+        assert_eq!(
+            args.per.map(|units| units.after),
+            Some(per::Units::File(PathBuf::from("u")))
+        );
+        assert!(
+            report(&["b", "--baseline", "a", "--per-run"])
+                .unwrap()
+                .per_run
+        );
     }
 
     #[test]

@@ -9,9 +9,9 @@ use joularcode_core::log::printable;
 
 use crate::cli::ReportArgs;
 use crate::output::{flamegraph, pprof, stdout, OutputFile};
-use crate::profile::{BranchSet, EnergyProfile};
+use crate::profile::{BranchSet, EnergyProfile, Per};
 use crate::report::compare::Comparison;
-use crate::report::{read, table, REGRESSION_EXIT};
+use crate::report::{per, read, table, REGRESSION_EXIT};
 
 /// Runs `report`: prints the table (and says where the files asked for went); returns the exit
 /// status (0, or [`REGRESSION_EXIT`]), or the error to print.
@@ -87,13 +87,22 @@ fn compare_runs(
         let read = |path| read::profile(path, set).map_err(|e| e.to_string());
         Ok((read(&args.results)?.masked(), read(after_path)?.masked()))
     };
+    let per = match &args.per {
+        Some(units) => per::per_unit(units, &args.results, after_path)?,
+        None if args.per_run => Per::Run,
+        None => Per::Second,
+    };
     let (before, after) = read(table_set)?;
-    let comparison = Comparison::new(&before, &after);
+    let comparison = Comparison::new(&before, &after, per);
     let mut out = format!(
-        "== {}: {} (after) compared with {} (before), per second of run\n",
+        "== {}: {} (after) compared with {} (before), {}\n",
         table_set.describe(),
         printable(&after_path.display().to_string()),
-        printable(&args.results.display().to_string())
+        printable(&args.results.display().to_string()),
+        match per {
+            Per::Second => "per second of run",
+            Per::Run | Per::Unit { .. } => per.describe(),
+        }
     );
     out.push_str(&comparison.render(args.top));
     if let Some(path) = &args.flamegraph {
@@ -103,7 +112,7 @@ fn compare_runs(
             read(set)?
         };
         write(path, "--flamegraph", |out| {
-            flamegraph::write_diff(&before, &after, out)
+            flamegraph::write_diff(&before, &after, per, out)
         })?;
         let _ = writeln!(
             out,
@@ -147,12 +156,14 @@ mod tests {
             app: false,
             baseline: None,
             fail_above: None,
+            per_run: false,
+            per: None,
         }
     }
 
     #[test]
     fn the_table_ranks_the_branches_of_each_file() {
-        let file = read::file_energy(FILE).unwrap();
+        let file = read::file_energy(FILE, None).unwrap();
         let text = render(Path::new("r.csv"), &file, 1);
         assert!(text.starts_with("r.csv: 5.000 J in 3 rows (1 unreadable rows left out)\n"));
         assert!(text.contains("4.000   80.0%  a.A.run;a.A.x\n"), "{text}");
@@ -280,6 +291,191 @@ mod tests {
         let svg = std::fs::read_to_string(dir.path().join("fg.svg")).unwrap();
         assert!(svg.contains("a.A.x (4.000 J, 80.00%)"), "--app");
         assert!(std::fs::metadata(dir.path().join("p.pb.gz")).unwrap().len() > 0);
+    }
+
+    /// A benchmark of a fixed amount of work (1000 units: a hot and a cold method, 9 to 1),
+    /// recorded as `record` writes it: `seconds` cycles of 1 s at `watts`, the JVM the
+    /// machine's only load.
+    fn benchmark(dir: &Path, seconds: i64, watts: f64) -> PathBuf {
+        use crate::record::results::written::{write_run, RunCycle};
+        let samples = [
+            ("work.Bench.run;work.Bench.hot", 90),
+            ("work.Bench.run;work.Bench.cold", 10),
+        ];
+        let cycles: Vec<RunCycle> = (1..=seconds)
+            .map(|second| RunCycle {
+                end_ms: 1_700_000_000_000 + 1000 * second,
+                seconds: 1.0,
+                watts,
+                samples: &samples,
+                carbon: None,
+            })
+            .collect();
+        write_run(dir, &cycles);
+        std::fs::write(dir.join("units.txt"), "1000\n").unwrap();
+        dir.to_path_buf()
+    }
+
+    #[test]
+    fn a_fixed_work_run_twice_as_fast_at_the_same_power_halves_the_energy_per_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let slow = benchmark(&dir.path().join("slow"), 10, 20.0);
+        let fast = benchmark(&dir.path().join("fast"), 5, 20.0);
+        let mut args = args(&slow);
+        args.baseline = Some(fast.clone());
+        args.fail_above = Some(5.0);
+        // Per second, the same power is the same energy: no saving shown, the gate passes.
+        let (text, code) = report(&args).unwrap();
+        assert!(
+            text.contains("before:   200.000 J in 10.0 s = 20.000 J/s"),
+            "{text}"
+        );
+        assert!(
+            text.contains("after:    100.000 J in 5.0 s = 20.000 J/s"),
+            "{text}"
+        );
+        assert!(text.contains("change:   +0.000 J/s (+0.0%)"), "{text}");
+        assert_eq!(code, 0);
+        // Per run, and per unit of work (1000 units each), half the energy.
+        args.per_run = true;
+        let (text, code) = report(&args).unwrap();
+        assert!(text.contains("), per run\n"), "{text}");
+        assert!(text.contains("change:   -100.000 J/run (-50.0%)"), "{text}");
+        assert!(text.contains("-50.0%  work.Bench.hot"), "{text}");
+        assert_eq!(code, 0);
+        args.per_run = false;
+        for units in ["1000", "1000,1000", "@units.txt", "@units.txt,1000"] {
+            args.per = Some(per::parse(units).unwrap());
+            let (text, code) = report(&args).unwrap();
+            assert!(
+                text.contains("after:    100.000 J in 5.0 s, 1000 units = 0.100 J/unit"),
+                "{units}: {text}"
+            );
+            assert!(text.contains("(-50.0%)"), "{units}: {text}");
+            assert_eq!(code, 0);
+        }
+        // The other way round, the slow run costs twice as much: the gate fails per run and per
+        // unit, not per second.
+        args.results = fast.clone();
+        args.baseline = Some(slow.clone());
+        args.per = None;
+        assert_eq!(report(&args).unwrap().1, 0, "per second");
+        args.per_run = true;
+        let (text, code) = report(&args).unwrap();
+        assert_eq!(code, REGRESSION_EXIT, "{text}");
+        assert!(text.contains("energy regression: the total energy per run grew from 100.0000 to 200.0000 J/run (+100.0%), more than --fail-above 5%"), "{text}");
+        args.per_run = false;
+        args.per = Some(per::parse("@units.txt").unwrap());
+        let (text, code) = report(&args).unwrap();
+        assert_eq!(code, REGRESSION_EXIT, "{text}");
+        assert!(text.contains("energy regression: method work.Bench.hot grew from 0.0900 to 0.1800 J/unit (+100.0%)"), "{text}");
+        // The slow run did twice the work: the same energy per unit, the gate passes.
+        args.per = Some(per::parse("1000,2000").unwrap());
+        assert_eq!(report(&args).unwrap().1, 0);
+    }
+
+    #[test]
+    fn a_faster_run_at_a_higher_power_is_worse_per_second_and_better_per_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let slow = benchmark(&dir.path().join("slow"), 10, 20.0);
+        let fast = benchmark(&dir.path().join("fast"), 5, 22.0);
+        let mut args = args(&slow);
+        args.baseline = Some(fast);
+        args.fail_above = Some(5.0);
+        let (text, code) = report(&args).unwrap();
+        assert_eq!(code, REGRESSION_EXIT, "{text}");
+        assert!(
+            text.contains("the total energy per second grew from 20.0000 to 22.0000 J/s (+10.0%)"),
+            "{text}"
+        );
+        args.per_run = true;
+        let (text, code) = report(&args).unwrap();
+        assert_eq!(code, 0, "{text}");
+        assert!(text.contains("change:   -90.000 J/run (-45.0%)"), "{text}");
+    }
+
+    #[test]
+    fn units_that_cannot_be_read_are_one_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let slow = benchmark(&dir.path().join("slow"), 2, 20.0);
+        let mut args = args(&slow);
+        args.baseline = Some(dir.path().join("slow"));
+        args.per = Some(per::parse("@missing.txt").unwrap());
+        let error = report(&args).unwrap_err();
+        assert!(error.starts_with("--per: cannot read "), "{error}");
+        assert!(
+            error.contains("missing.txt: there is no such file"),
+            "{error}"
+        );
+        assert!(!error.contains('\n'));
+    }
+
+    #[test]
+    fn grams_are_the_kilowatt_hours_of_each_cycle_times_its_intensity() {
+        use crate::record::results::written::{write_run, RunCycle};
+        use joularcode_core::carbon::{Intensity, IntensitySource};
+        let dir = tempfile::tempdir().unwrap();
+        let samples = [
+            ("work.Bench.run;work.Bench.hot", 90),
+            ("work.Bench.run;work.Bench.cold", 10),
+        ];
+        // 36 J a cycle (36 W, the JVM the only load); the file said 100, 100 and 400 g/kWh,
+        // then could not be read.
+        let intensities = [
+            Some((100.0, IntensitySource::Constant)),
+            Some((100.0, IntensitySource::File)),
+            Some((400.0, IntensitySource::File)),
+            None,
+        ];
+        let cycles: Vec<RunCycle> = intensities
+            .iter()
+            .zip(1..)
+            .map(|(carbon, second)| RunCycle {
+                end_ms: 1_700_000_000_000 + 1000 * second,
+                seconds: 1.0,
+                watts: 36.0,
+                samples: &samples,
+                carbon: carbon.map(|(grams_per_kwh, source)| Intensity {
+                    grams_per_kwh,
+                    source,
+                }),
+            })
+            .collect();
+        write_run(dir.path(), &cycles);
+        let mut args = args(dir.path());
+        args.flamegraph = Some(dir.path().join("fg.svg"));
+        args.app = true;
+        let (text, _) = report(&args).unwrap();
+        // hot: 32.4 J a cycle, 97.2 J at 600 g/kWh-cycles: 32.4 × 600 / 3.6e6 g.
+        assert!(
+            text.contains(
+                "methods-power-app.csv: 144.000 J, 6.000 mg CO2e (carbon intensity: constant \
+                 and file) (2 rows without a carbon intensity have no grams) in 8 rows\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("    energy (J)   share          CO2e  branch\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("       129.600   90.0%      5.400 mg  work.Bench.run;work.Bench.hot\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("    600.000 µg  work.Bench.run;work.Bench.cold\n"),
+            "{text}"
+        );
+        let svg = std::fs::read_to_string(dir.path().join("fg.svg")).unwrap();
+        assert!(
+            svg.contains("<title>work.Bench.hot (129.600 J, 5.400 mg CO2e, 90.00%)</title>"),
+            "{svg}"
+        );
+        assert!(svg.contains("CO2e at the carbon intensity of the constant and file"));
+        // Without an intensity file, no grams.
+        std::fs::remove_file(dir.path().join("carbon-intensity.csv")).unwrap();
+        let (text, _) = report(&args).unwrap();
+        assert!(!text.contains("CO2e"), "{text}");
     }
 
     #[test]

@@ -1,13 +1,14 @@
 //! `record --flamegraph FILE` and `record --pprof FILE`: the recording's energy per branch,
 //! gathered cycle by cycle, drawn and written when the recording ends.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
+use joularcode_core::carbon::IntensitySource;
 use joularcode_core::log::{Level, Log};
 
 use super::sink::{CycleView, Sink};
 use crate::output::{flamegraph, pprof, OutputError, OutputFile};
-use crate::profile::{format_joules, BranchSet, EnergyProfile, JvmEnergy, Weight};
+use crate::profile::{carbon_sources, format_joules, BranchSet, EnergyProfile, JvmEnergy, Weight};
 
 /// The flame graph and the pprof profile of a recording.
 #[derive(Debug)]
@@ -20,6 +21,8 @@ pub struct ViewFiles {
     seconds: f64,
     start_ms: Option<i64>,
     source: String,
+    /// The sources of the carbon intensities of the cycles, when grams are counted.
+    carbon: BTreeSet<IntensitySource>,
 }
 
 impl ViewFiles {
@@ -45,6 +48,7 @@ impl ViewFiles {
             seconds: 0.0,
             start_ms: None,
             source: String::new(),
+            carbon: BTreeSet::new(),
         }))
     }
 
@@ -57,6 +61,7 @@ impl ViewFiles {
             start_ms: self.start_ms,
             power_source: Some(self.source.clone()),
             sampled: true,
+            carbon: carbon_sources(&self.carbon),
         }
     }
 }
@@ -71,6 +76,7 @@ impl Sink for ViewFiles {
         if self.source.is_empty() {
             self.source = view.source.to_string();
         }
+        self.carbon.extend(cycle.carbon.map(|carbon| carbon.source));
         for jvm in &view.jvms {
             let energy = self
                 .jvms
@@ -87,6 +93,9 @@ impl Sink for ViewFiles {
                     .add(Weight {
                         joules: power.energy.joules(),
                         samples: power.samples,
+                        grams: cycle
+                            .carbon
+                            .map_or(0.0, |carbon| carbon.grams(power.energy)),
                     });
             }
         }
@@ -127,6 +136,7 @@ mod tests {
     use joularcode_core::attribution::MachineLoad;
     use joularcode_core::attribution::{CycleResult, CycleThreads};
     use joularcode_core::branch::Branches;
+    use joularcode_core::carbon::Intensity;
     use joularcode_core::cycle::{Cycle, JvmCycle};
     use joularcode_core::energy::{Interval, Power};
     use joularcode_core::log::Recorded;
@@ -153,8 +163,13 @@ mod tests {
                 ..CycleResult::default()
             },
         };
-        for timestamp_ms in [10_500, 11_000] {
+        // The second cycle's energy (2 J) at 360 g/kWh is 0.2 mg of CO2e.
+        for (timestamp_ms, grams_per_kwh) in [(10_500, None), (11_000, Some(360.0))] {
             let cycle = Cycle {
+                carbon: grams_per_kwh.map(|grams_per_kwh| Intensity {
+                    grams_per_kwh,
+                    source: IntensitySource::Constant,
+                }),
                 timestamp_ms,
                 interval: Interval::from_ns(500_000_000),
                 power: Power::from_watts(10.0),
@@ -176,13 +191,10 @@ mod tests {
         }
         let profile = files.profile();
         assert_eq!((profile.seconds, profile.start_ms), (1.0, Some(10_000)));
-        assert_eq!(
-            profile.jvms[0].branches["a.A.run"],
-            Weight {
-                joules: 4.0,
-                samples: 4
-            }
-        );
+        let weight = profile.jvms[0].branches["a.A.run"];
+        assert_eq!((weight.joules, weight.samples), (4.0, 4));
+        assert!((weight.grams - 0.0002).abs() < 1e-15, "{weight:?}");
+        assert_eq!(profile.carbon.as_deref(), Some("constant"));
         let log = Recorded::default();
         files.finish(&log).unwrap();
         let text = std::fs::read_to_string(&svg).unwrap();

@@ -45,6 +45,7 @@ fn snapshot(view: &CycleView<'_>) -> Snapshot {
         source: printable(view.source).into_owned(),
         power_w: view.cycle.power.watts(),
         interval: view.cycle.interval,
+        carbon: view.cycle.carbon,
         jvms: view
             .jvms
             .iter()

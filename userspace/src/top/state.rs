@@ -5,9 +5,10 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
+use joularcode_core::carbon::Intensity;
 use joularcode_core::energy::{Interval, Power};
 
-use crate::profile::BranchSet;
+use crate::profile::{format_grams, BranchSet};
 
 /// One cycle's results, owned, as the view takes them.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -18,6 +19,9 @@ pub struct Snapshot {
     pub power_w: f64,
     /// The cycle's length.
     pub interval: Interval,
+    /// The carbon intensity in force for the cycle, when `carbon-intensity` is set and could be
+    /// read.
+    pub carbon: Option<Intensity>,
     /// The JVMs of the cycle.
     pub jvms: Vec<JvmSnapshot>,
 }
@@ -104,12 +108,16 @@ pub struct Usage {
     pub watts: f64,
     /// Since `top` started, in J.
     pub joules: f64,
+    /// Since `top` started, in grams of CO2e (of the cycles with a carbon intensity).
+    pub grams: f64,
 }
 
 impl Usage {
-    fn add(&mut self, watts: f64, interval: Interval) {
+    fn add(&mut self, watts: f64, interval: Interval, carbon: Option<Intensity>) {
+        let energy = Power::from_watts(watts) * interval;
         self.watts += watts;
-        self.joules += (Power::from_watts(watts) * interval).joules();
+        self.joules += energy.joules();
+        self.grams += carbon.map_or(0.0, |carbon| carbon.grams(energy));
     }
 }
 
@@ -150,6 +158,10 @@ pub struct Top {
     pub source: String,
     /// The CPU power in the last cycle, in W.
     pub power_w: f64,
+    /// The carbon intensity of the last cycle.
+    pub carbon_now: Option<Intensity>,
+    /// Whether a cycle had a carbon intensity: grams of CO2e are shown.
+    pub carbon: bool,
     /// The JVMs, most power first.
     pub jvms: Vec<JvmRow>,
     /// The selected JVM's pid.
@@ -168,6 +180,8 @@ impl Default for Top {
             cycles: 0,
             source: String::new(),
             power_w: 0.0,
+            carbon_now: None,
+            carbon: false,
             jvms: Vec::new(),
             selected: None,
             list: List::Methods,
@@ -183,7 +197,9 @@ impl Top {
         self.cycles += 1;
         self.source.clone_from(&snapshot.source);
         self.power_w = snapshot.power_w;
-        let interval = snapshot.interval;
+        self.carbon_now = snapshot.carbon;
+        self.carbon |= snapshot.carbon.is_some();
+        let (interval, carbon) = (snapshot.interval, snapshot.carbon);
         for row in &mut self.jvms {
             row.usage.watts = 0.0;
             row.share = 0.0;
@@ -204,7 +220,7 @@ impl Top {
                 }
             };
             let row = &mut self.jvms[index];
-            row.usage.add(jvm.watts, interval);
+            row.usage.add(jvm.watts, interval, carbon);
             row.share = jvm.share;
             row.ended = jvm.ended;
             for (branches, powers) in [(&mut row.all, &jvm.all), (&mut row.app, &jvm.app)] {
@@ -212,7 +228,7 @@ impl Top {
                     branches
                         .entry(name.clone())
                         .or_default()
-                        .add(*watts, interval);
+                        .add(*watts, interval, carbon);
                 }
             }
         }
@@ -278,6 +294,7 @@ impl Top {
             let total = by_name.entry(name).or_default();
             total.watts += usage.watts;
             total.joules += usage.joules;
+            total.grams += usage.grams;
         }
         let mut lines: Vec<Line> = by_name
             .into_iter()
@@ -304,13 +321,27 @@ impl Top {
 
     /// The line that says where the numbers come from.
     pub fn header(&self) -> String {
+        let carbon = match (self.carbon_now, self.carbon) {
+            (Some(now), _) => format!(
+                ", {} g CO2e/kWh ({})",
+                now.grams_per_kwh,
+                now.source.label()
+            ),
+            (None, true) => ", carbon intensity unknown".to_string(),
+            (None, false) => String::new(),
+        };
         format!(
-            "cycle {}: CPU power {:.2} W from {}, {} JVM(s)",
+            "cycle {}: CPU power {:.2} W from {}{carbon}, {} JVM(s)",
             self.cycles,
             self.power_w,
             self.source,
             self.jvms.iter().filter(|row| !row.ended).count()
         )
+    }
+
+    /// The grams of CO2e of `usage`, for a column shown when grams are counted.
+    pub fn grams(&self, usage: &Usage) -> Option<String> {
+        self.carbon.then(|| format_grams(usage.grams))
     }
 
     /// What the list of the selected JVM is, for its title.
@@ -332,19 +363,25 @@ impl Top {
     /// the JVMs, and the first `top` lines of each JVM's list.
     pub fn plain(&self, top: usize) -> String {
         let mut out = format!("{}\n", self.header());
+        let column = |grams: Option<String>| grams.map_or(String::new(), |g| format!(" {g:>12}"));
         let _ = writeln!(
             out,
-            "{:>8} {:>9} {:>7} {:>11}  JVM",
-            "PID", "W", "share", "J"
+            "{:>8} {:>9} {:>7} {:>11}{}  JVM",
+            "PID",
+            "W",
+            "share",
+            "J",
+            column(self.carbon.then(|| "CO2e".to_string()))
         );
         for row in &self.jvms {
             let _ = writeln!(
                 out,
-                "{:>8} {:>9.3} {:>6.1}% {:>11.3}  {}{}",
+                "{:>8} {:>9.3} {:>6.1}% {:>11.3}{}  {}{}",
                 row.pid,
                 row.usage.watts,
                 100.0 * row.share,
                 row.usage.joules,
+                column(self.grams(&row.usage)),
                 row.main_class,
                 if row.ended { " (ended)" } else { "" }
             );
@@ -354,10 +391,11 @@ impl Top {
             for line in self.lines(row).into_iter().take(top) {
                 let _ = writeln!(
                     out,
-                    "  {:>9.3} {:>6.1}% {:>11.3}  {}",
+                    "  {:>9.3} {:>6.1}% {:>11.3}{}  {}",
                     line.usage.watts,
                     100.0 * line.share,
                     line.usage.joules,
+                    column(self.grams(&line.usage)),
                     line.name
                 );
             }
@@ -391,6 +429,7 @@ mod tests {
             source: "vm (watts file /w)".into(),
             power_w: 100.0,
             interval: Interval::from_ns(2_000_000_000),
+            carbon: None,
             jvms,
         }
     }
@@ -409,7 +448,8 @@ mod tests {
             top.jvms[0].usage,
             Usage {
                 watts: 50.0,
-                joules: 100.0
+                joules: 100.0,
+                grams: 0.0
             }
         );
         top.key(Key::Down);
@@ -430,7 +470,8 @@ mod tests {
             twenty.usage,
             Usage {
                 watts: 10.0,
-                joules: 120.0
+                joules: 120.0,
+                grams: 0.0
             }
         );
         assert_eq!(top.cycles, 2);
@@ -523,5 +564,50 @@ mod tests {
         );
         assert!(!text.contains("app.A.cold"), "top 1: {text}");
         assert!(text.contains("1 JVM(s)"));
+        assert!(!text.contains("CO2e"), "no grams unless counted: {text}");
+    }
+
+    #[test]
+    fn grams_follow_the_intensity_of_each_cycle() {
+        use joularcode_core::carbon::IntensitySource;
+        let mut top = Top::default();
+        // 2 s cycles: hot 20 W is 40 J a cycle, at 360 then 90 g/kWh (4 mg, then 1 mg), then
+        // with no intensity (the file could not be read).
+        for grams_per_kwh in [Some(360.0), Some(90.0), None] {
+            let mut cycle = snapshot(vec![jvm(
+                1,
+                25.0,
+                &[("t.run;app.A.hot", 20.0), ("t.run;app.A.cold", 5.0)],
+            )]);
+            cycle.carbon = grams_per_kwh.map(|grams_per_kwh| Intensity {
+                grams_per_kwh,
+                source: IntensitySource::File,
+            });
+            top.apply(&cycle);
+            if grams_per_kwh == Some(90.0) {
+                assert!(
+                    top.header()
+                        .contains("W from vm (watts file /w), 90 g CO2e/kWh (file), 1 JVM"),
+                    "{}",
+                    top.header()
+                );
+            }
+        }
+        let row = top.selected().unwrap().clone();
+        assert!((row.usage.grams - 0.00625).abs() < 1e-12, "{:?}", row.usage);
+        let text = top.plain(1);
+        assert!(
+            text.contains("     PID         W   share           J         CO2e  JVM\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("       1    25.000   25.0%     150.000     6.250 mg  m1.Main\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("     20.000   80.0%     120.000     5.000 mg  app.A.hot\n"),
+            "{text}"
+        );
+        assert!(top.header().contains(", carbon intensity unknown, "));
     }
 }
