@@ -9,6 +9,7 @@ pub mod config;
 pub mod cpu_list;
 pub mod cycle;
 pub mod energy;
+pub mod entry;
 mod input;
 pub mod log;
 pub mod machine;

@@ -346,7 +346,7 @@ fn config_our_keys_validate_like_the_sample_rate() {
 
 #[test]
 fn config_every_key_has_a_help_line() {
-    assert_eq!(KEYS.len(), 10);
+    assert_eq!(KEYS.len(), 11);
     let log = Recorded::default();
     for (key, help) in KEYS {
         assert!(!help.is_empty() && !help.contains('\n'), "{key}");
