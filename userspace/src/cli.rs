@@ -10,6 +10,7 @@ use clap::{ArgGroup, Args, Parser, Subcommand};
 use crate::discovery::{CgroupPath, Cgroups};
 use crate::record::options::ConfigOptions;
 use crate::record::{Mode, Recording};
+use crate::report::{By, Root};
 use crate::session::{AgentArgs, BranchLimit, Targets};
 
 /// What `--version` says after the name: the version of Cargo.toml and the git commit built
@@ -266,6 +267,28 @@ pub struct ReportArgs {
         allow_negative_numbers = true
     )]
     pub fail_above: Option<f64>,
+    /// What the table adds the energy up by: each branch, or each entry point (the method that
+    /// started the branch's unit of work: the handler a framework dispatched to, else the
+    /// thread's first application method), read from methods-power-all.csv.
+    #[arg(long, value_enum, default_value_t = By::Branch, conflicts_with = "baseline")]
+    pub by: By,
+    /// Where the stacks of the flame graph and the pprof profile start: at the thread's start,
+    /// or at the branch's entry point (of methods-power-all.csv; branches without one under
+    /// "[no entry]").
+    #[arg(long, value_enum, default_value_t = Root::Thread, conflicts_with_all = ["baseline", "app"])]
+    pub root: Root,
+    /// The properties file whose methods-filtering-prefix and entry-points find the entry points
+    /// (default: ./joularcodejava.properties, if there is one).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The application's frames, for the entry points: comma-separated prefixes (overrides the
+    /// file).
+    #[arg(long, value_name = "PREFIXES")]
+    pub methods_filtering_prefix: Option<String>,
+    /// Methods (package.Class.method, comma-separated) that are entry points whenever they are
+    /// on the stack, the oldest winning (overrides the file).
+    #[arg(long, value_name = "METHODS")]
+    pub entry_points: Option<String>,
 }
 
 /// `joularcode-bpf raw`.

@@ -233,6 +233,7 @@ mod tests {
             start_ms: None,
             power_source: Some("vm (file /w)".into()),
             sampled: false,
+            from_entries: false,
         }
     }
 

@@ -250,6 +250,7 @@ mod tests {
             start_ms: Some(1_700_000_000_000),
             power_source: None,
             sampled,
+            from_entries: false,
         }
     }
 

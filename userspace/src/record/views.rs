@@ -57,6 +57,7 @@ impl ViewFiles {
             start_ms: self.start_ms,
             power_source: Some(self.source.clone()),
             sampled: true,
+            from_entries: false,
         }
     }
 }

@@ -259,6 +259,7 @@ mod tests {
             start_ms: None,
             power_source: None,
             sampled: false,
+            from_entries: false,
         }
     }
 

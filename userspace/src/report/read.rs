@@ -5,10 +5,11 @@ use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use joularcode_core::entry::EntryRule;
 use joularcode_core::output::csv::HEADER;
 use thiserror::Error;
 
-use crate::profile::{BranchSet, EnergyProfile, JvmEnergy, Weight};
+use crate::profile::{BranchSet, EnergyProfile, JvmEnergy, Weight, NO_ENTRY};
 
 /// What one results file holds.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -39,6 +40,22 @@ impl FileEnergy {
             .collect();
         ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
         ranked
+    }
+
+    /// The same file's energy per entry point that `rule` finds in each branch (under
+    /// [`NO_ENTRY`] for a branch without one).
+    pub fn by_entry(&self, rule: &EntryRule) -> FileEnergy {
+        let mut energy: HashMap<String, f64> = HashMap::new();
+        for (branch, joules) in &self.energy {
+            let entry = rule.find(branch).map_or(NO_ENTRY, |entry| entry.method);
+            *energy.entry(entry.to_owned()).or_default() += joules;
+        }
+        FileEnergy {
+            energy,
+            rows: self.rows,
+            bad_rows: self.bad_rows,
+            span_ms: self.span_ms,
+        }
     }
 
     /// Widens the span to the cycle that ended at `end_ms` and lasted `interval_s`.
@@ -233,6 +250,7 @@ pub fn profile(path: &Path, set: BranchSet) -> Result<EnergyProfile, ReadError> 
         start_ms: span.map(|(start, _)| start),
         power_source: None,
         sampled: false,
+        from_entries: false,
     })
 }
 
