@@ -12,6 +12,7 @@ use crate::record::options::ConfigOptions;
 use crate::record::{Mode, Recording};
 use crate::report::{By, Root};
 use crate::session::{AgentArgs, BranchLimit, Targets};
+use crate::top::state::List;
 
 /// What `--version` says after the name: the version of Cargo.toml and the git commit built
 /// (`unknown` when built outside a git checkout, from a source package), set by build.rs.
@@ -193,9 +194,13 @@ pub struct TopArgs {
     /// Stop after this many seconds (else at q, Ctrl-C, SIGTERM, or when the JVMs given end).
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds, allow_negative_numbers = true)]
     pub duration: Option<f64>,
-    /// In plain text (not on a terminal), how many methods of each JVM to print.
+    /// In plain text (not on a terminal), how many lines of each JVM's list to print.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub top: usize,
+    /// The list shown for a JVM at first: its methods, its branches, or its entry points (the
+    /// methods that started each branch's unit of work; keys m, b and e change it).
+    #[arg(long, value_enum, default_value_t = List::Methods)]
+    pub list: List,
     /// The properties file to read instead of ./joularcodejava.properties (it must exist).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
