@@ -129,8 +129,8 @@ pub struct DaemonArgs {
     /// The properties file to read instead of ./joularcodejava.properties (it must exist).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// How many methods and how many branches of each JVM are exported, each; the energy of the
-    /// others goes to method="other" and branch="other".
+    /// How many methods, branches and entry points of each JVM are exported, each; the energy of
+    /// the others goes to method="other", branch="other" and entry="other".
     #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u16).range(1..=1000))]
     pub top: u16,
     /// The most distinct branches kept per JVM; the stacks beyond are counted in one "[other]"

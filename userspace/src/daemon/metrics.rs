@@ -2,7 +2,8 @@
 //! scrapes read ([`Metrics::encode`]), in OpenMetrics text through the `prometheus-client` crate.
 //!
 //! Per JVM (labels `pid`, `main_class`, `container_id`, `pod_uid`): its energy and power, and the
-//! energy of its top methods and branches ([`Ranked`]). For the host: the power source's power
+//! energy of its top methods, branches and entry points ([`Ranked`]; the entry points found by
+//! [`EntryRule`] in all its branches). For the host: the power source's power
 //! and energy, and the profiler's own health. An ended JVM's series stay, frozen, for the time
 //! given, then go. Label values come from the JVMs: [`label`] bounds them.
 
@@ -18,9 +19,10 @@ use prometheus_client::registry::Unit;
 use super::container::Container;
 use super::ranked::Ranked;
 use super::selfstat::SelfStat;
-use crate::profile::BranchSet;
+use crate::profile::{BranchSet, NO_ENTRY};
 use crate::record::sink::CycleView;
 use joularcode_core::branch::{bounded_branch_name, MAX_BRANCH_FRAMES, UNKNOWN};
+use joularcode_core::entry::EntryRule;
 use joularcode_core::names;
 
 /// The longest label value, in bytes, the longest frame name: longer ones are cut as names are
@@ -28,14 +30,16 @@ use joularcode_core::names;
 pub const MAX_LABEL_BYTES: usize = names::MAX_FRAME_NAME_BYTES;
 
 /// How the daemon exports.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ExportOptions {
-    /// Methods and branches exported per JVM, the rest in "other".
+    /// Methods, branches and entry points exported per JVM, the rest in "other".
     pub top: usize,
     /// Methods and branches with no energy for this long are forgotten.
     pub idle: Duration,
     /// An ended JVM's series stay this long.
     pub keep_ended: Duration,
+    /// The rule that finds the entry points.
+    pub entries: EntryRule,
 }
 
 /// One JVM's counters.
@@ -47,6 +51,7 @@ struct Jvm {
     ended_at: Option<Instant>,
     methods: Ranked,
     branches: Ranked,
+    entries: Ranked,
 }
 
 /// Everything the endpoint exports.
@@ -121,6 +126,7 @@ impl Metrics {
                     ended_at: None,
                     methods: Ranked::default(),
                     branches: Ranked::default(),
+                    entries: Ranked::default(),
                 }
             });
             state.watts = jvm.result.result.jvm_power.watts();
@@ -130,17 +136,20 @@ impl Metrics {
                 let method = branch.name.rsplit(';').next().unwrap_or(branch.name);
                 state.methods.add(&label(method), joules, now);
                 state.branches.add(&branch_label(branch.name), joules, now);
+                let entry = self
+                    .options
+                    .entries
+                    .find(branch.name)
+                    .map_or(NO_ENTRY, |entry| entry.method);
+                state.entries.add(&label(entry), joules, now);
                 self.samples += branch.samples;
                 if branch.name.split(';').any(|frame| frame == UNKNOWN) {
                     self.samples_unknown += branch.samples;
                 }
             }
-            state
-                .methods
-                .review(self.options.top, self.options.idle, now);
-            state
-                .branches
-                .review(self.options.top, self.options.idle, now);
+            for ranked in [&mut state.methods, &mut state.branches, &mut state.entries] {
+                ranked.review(self.options.top, self.options.idle, now);
+            }
             if jvm.ended {
                 state.watts = 0.0;
                 state.ended_at.get_or_insert(now);
@@ -204,6 +213,12 @@ impl Metrics {
                 "Energy of each JVM's top branches (frames oldest first, joined by ;), the rest in branch=\"other\".",
                 "branch",
                 |jvm: &Jvm| &jvm.branches,
+            ),
+            (
+                "joularcode_entry_energy",
+                "Energy of each JVM's top entry points (the method that started each branch's unit of work), the rest in entry=\"other\".",
+                "entry",
+                |jvm: &Jvm| &jvm.entries,
             ),
         ] {
             let mut family = encoder.encode_descriptor(
@@ -336,5 +351,110 @@ mod tests {
         assert!(cut.starts_with(names::CUT_MARK) && cut.ends_with(";leaf.Method"));
         let other = format!("{};leaf.Method", "y".repeat(5000));
         assert_ne!(cut, branch_label(&other), "two long branches stay two");
+    }
+
+    #[test]
+    fn each_jvm_exports_its_top_entry_points_and_the_rest_as_other() {
+        use crate::daemon::Shared;
+        use crate::record::sink::JvmView;
+        use joularcode_core::attribution::{CycleResult, CycleThreads, MachineLoad};
+        use joularcode_core::branch::Branches;
+        use joularcode_core::cycle::{Cycle, JvmCycle};
+        use joularcode_core::energy::{Interval, Power};
+        use prometheus_client::registry::Registry;
+        use std::sync::{Arc, Mutex};
+
+        let mut branches = Branches::new(&["a."]);
+        let mut branch = |frames: &[(&str, &str)]| {
+            let frames: Vec<_> = frames
+                .iter()
+                .map(|(class, method)| branches.frame(class, method))
+                .collect();
+            branches.branch(&frames)
+        };
+        let router = [("java.lang.Thread", "run"), ("a.Router", "route")];
+        let orders = branch(&[
+            router[0],
+            router[1],
+            ("java.lang.reflect.Method", "invoke"),
+            ("a.Orders", "handle"),
+        ]);
+        let users = branch(&[
+            router[0],
+            router[1],
+            ("a.Main$$Lambda/0x0000000801001a00", "handle"),
+            ("a.Users", "handle"),
+        ]);
+        let other = branch(&[router[0], ("a.Users", "handle\n\"x")]);
+        let mut threads = CycleThreads::default();
+        for id in [orders, users, other] {
+            threads.count(1, id, 1);
+        }
+        let jvm = JvmCycle {
+            pid: 9,
+            cpu_ns: 0,
+            samples: 3,
+            result: CycleResult {
+                interval: Interval::from_ns(1_000_000_000),
+                all: vec![
+                    (orders, Power::from_watts(3.0)),
+                    (users, Power::from_watts(1.0)),
+                    (other, Power::from_watts(0.5)),
+                ],
+                ..CycleResult::default()
+            },
+        };
+        let cycle = Cycle {
+            timestamp_ms: 1000,
+            interval: Interval::from_ns(1_000_000_000),
+            power: Power::from_watts(10.0),
+            machine: MachineLoad::BusyCpuNs(Some(0)),
+            lost_samples: 0,
+            jvms: vec![jvm],
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let mut metrics = Metrics::new(
+            ExportOptions {
+                top: 1,
+                idle: Duration::from_secs(60),
+                keep_ended: Duration::from_secs(60),
+                entries: EntryRule::new(&["a."], &[]),
+            },
+            dir.path(),
+        );
+        let start = Instant::now();
+        for second in 0..2 {
+            metrics.cycle(
+                &CycleView {
+                    source: "vm (file /w)",
+                    cycle: &cycle,
+                    jvms: vec![JvmView {
+                        main_class: "a.Main",
+                        ended: false,
+                        branches: &branches,
+                        threads: &threads,
+                        result: &cycle.jvms[0],
+                    }],
+                },
+                start + Duration::from_secs(second),
+            );
+        }
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(Shared(Arc::new(Mutex::new(metrics)))));
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        let series: Vec<&str> = text
+            .lines()
+            .filter(|line| line.starts_with("joularcode_entry_energy_joules_total{"))
+            .collect();
+        // The first cycle's energy is in "other": a name starts at 0 when it joins the top.
+        assert_eq!(
+            series,
+            [
+                "joularcode_entry_energy_joules_total{pid=\"9\",main_class=\"a.Main\",container_id=\"\",pod_uid=\"\",entry=\"a.Orders.handle\"} 3.0",
+                "joularcode_entry_energy_joules_total{pid=\"9\",main_class=\"a.Main\",container_id=\"\",pod_uid=\"\",entry=\"other\"} 6.0",
+            ],
+            "{text}"
+        );
     }
 }
