@@ -1,0 +1,167 @@
+//! End-to-end tests of entry points on real JVMs (as root): `testkit/java/EntryRouter.java`, a
+//! router of the application that calls one handler by reflection and another through a method
+//! reference, the first doing three times the work of the second by construction. Recorded by
+//! `record`, the handlers, not the router, are the entries of `report --by entry`, with their
+//! 3:1 split, and of `top --list entries`.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use joularcode_testkit::record_run::{record_until, RecordRun};
+use joularcode_testkit::{agent_library, all_jdks, jdk, one_at_a_time, Jvm};
+
+/// The handlers' entry points.
+const ORDERS: &str = "EntryRouter$Orders.handle";
+const USERS: &str = "EntryRouter$Users.handle";
+/// The application's frames.
+const PREFIX: &str = "EntryRouter";
+/// The handlers are compiled apart from the router, as a real framework's are (its dispatch
+/// sees many handlers, each too large to inline): inlined into the router's loop, C2's debug
+/// information names many of their samples after the router or the reflection accessor, for
+/// HotSpot's own JFR as for us, and no rule could find them.
+const APART: &[&str] = &[
+    "-XX:CompileCommand=quiet",
+    "-XX:CompileCommand=dontinline,EntryRouter$*::handle",
+];
+/// Samples judged: about 4,000 at 500 Hz, two threads, for a sampling error of the 3:1 split
+/// below a point (its standard error is sqrt(0.75 × 0.25 / 4000) = 0.7%), within the 3 allowed.
+const SAMPLES: u64 = 4000;
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    one_at_a_time("the entry tests load the BPF sampler and measure CPU shares")
+}
+
+fn binary() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_joularcode-bpf"))
+}
+
+/// The lines `  <joules> <share>%  <name>` of a `report` table: name and joules.
+fn table_rows(text: &str) -> Vec<(String, f64)> {
+    text.lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let joules = fields.next()?.parse::<f64>().ok()?;
+            fields.next()?.strip_suffix('%')?;
+            Some((fields.collect::<Vec<_>>().join(" "), joules))
+        })
+        .collect()
+}
+
+fn stdout_of(output: &Output) -> String {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{:?}: {stderr}", output.status);
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn a_routers_handlers_are_the_entries_with_their_known_split() {
+    let _serial = serial();
+    for jdk in all_jdks() {
+        let jvm = Jvm::start(&jdk, APART, "EntryRouter", &[]);
+        let run = RecordRun::new(binary(), "100");
+        record_until(
+            run.command(&[
+                "--pid",
+                &jvm.pid().to_string(),
+                "--stack-monitoring-sample-rate",
+                "2",
+            ]),
+            &run.cycle_log(),
+            SAMPLES,
+            Duration::from_secs(60),
+        );
+        let flamegraph = run.dir.path().join("entries.svg");
+        let report = Command::new(binary())
+            .arg("report")
+            .arg(run.results())
+            .args(["--by", "entry", "--top", "20", "--root", "entry"])
+            .args(["--methods-filtering-prefix", PREFIX, "--flamegraph"])
+            .arg(&flamegraph)
+            .current_dir(run.dir.path())
+            .output()
+            .expect("run report");
+        let text = stdout_of(&report);
+        eprintln!("Java {}:\n{text}", jdk.major);
+        let rows = table_rows(&text);
+        let energy = |name: &str| {
+            rows.iter()
+                .filter(|(entry, _)| entry == name)
+                .map(|(_, joules)| joules)
+                .sum::<f64>()
+        };
+        let (orders, users) = (energy(ORDERS), energy(USERS));
+        let share = orders / (orders + users);
+        assert!(
+            (share - 0.75).abs() <= 0.03,
+            "Java {}: {ORDERS} has {share:.3} of the handlers' energy, not 0.75: {text}",
+            jdk.major
+        );
+        // The router's own work (a map lookup per request) is its thread's, under the thread's
+        // first application method: never an entry of its own.
+        let application: f64 = rows
+            .iter()
+            .filter(|(entry, _)| entry.starts_with(PREFIX))
+            .map(|(_, joules)| joules)
+            .sum();
+        assert!(
+            !rows.iter().any(|(entry, _)| entry.contains("$Router")),
+            "Java {}: the router is an entry: {text}",
+            jdk.major
+        );
+        assert!(
+            orders + users >= 0.95 * application,
+            "Java {}: the handlers have {:.3} J of the application's {application:.3} J: {text}",
+            jdk.major,
+            orders + users
+        );
+        // Rooted at the entries, each handler's widest frame is the root of its entry's stacks,
+        // as wide as its energy in the table.
+        let svg = std::fs::read_to_string(&flamegraph).expect("the flame graph");
+        for (handler, joules) in [(ORDERS, orders), (USERS, users)] {
+            let widest = svg
+                .split(&format!("<title>{handler} ("))
+                .skip(1)
+                .filter_map(|rest| rest.split_once(" J")?.0.parse::<f64>().ok())
+                .fold(0.0, f64::max);
+            assert!(
+                (widest - joules).abs() <= 0.002,
+                "{handler}: {widest} J drawn, {joules} J in the table"
+            );
+        }
+    }
+}
+
+#[test]
+fn top_lists_the_handlers_as_entries() {
+    let _serial = serial();
+    let jvm = Jvm::start(&jdk(21), APART, "EntryRouter", &[]);
+    let run = RecordRun::new(binary(), "100");
+    let output = Command::new(binary())
+        .arg("top")
+        .args(["--pid", &jvm.pid().to_string(), "--duration", "4"])
+        .args(["--list", "entries", "--top", "3"])
+        .args(["--power-source-type", "vm", "--vm-power-format", "watts"])
+        .arg("--vm-power-file")
+        .arg(run.watts())
+        .arg("--agent-path")
+        .arg(agent_library())
+        .args(["--methods-filtering-prefix", PREFIX])
+        .current_dir(run.dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run top");
+    let text = stdout_of(&output);
+    let last = text
+        .rsplit("Entry points of JVM")
+        .next()
+        .expect("a list of entry points");
+    eprintln!("{text}");
+    let names: Vec<&str> = last
+        .lines()
+        .skip(1)
+        .filter_map(|line| line.split_whitespace().nth(3))
+        .collect();
+    assert_eq!(names.first(), Some(&ORDERS), "{text}");
+    assert!(names.contains(&USERS), "{text}");
+}
