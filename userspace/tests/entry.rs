@@ -1,6 +1,7 @@
-//! End-to-end tests of entry points on real JVMs (as root): `testkit/java/EntryRouter.java`, a
-//! router of the application that calls one handler by reflection and another through a method
-//! reference, the first doing three times the work of the second by construction. Recorded by
+//! End-to-end tests of entry points on real JVMs (as root), on `testkit/java/EntryRouter.java`
+//! ([`joularcode_testkit::entry_router`]): a router of the application that calls one handler
+//! by reflection and another through a method reference, the first doing three times the work
+//! of the second by construction. Recorded by
 //! `record`, the handlers, not the router, are the entries of `report --by entry`, with their
 //! 3:1 split, and of `top --list entries`.
 
@@ -8,22 +9,10 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
+use joularcode_testkit::entry_router::{JVM_ARGS, MAIN, ORDERS, ORDERS_SHARE, PREFIX, USERS};
 use joularcode_testkit::record_run::{record_until, RecordRun};
 use joularcode_testkit::{agent_library, all_jdks, jdk, one_at_a_time, Jvm};
 
-/// The handlers' entry points.
-const ORDERS: &str = "EntryRouter$Orders.handle";
-const USERS: &str = "EntryRouter$Users.handle";
-/// The application's frames.
-const PREFIX: &str = "EntryRouter";
-/// The handlers are compiled apart from the router, as a real framework's are (its dispatch
-/// sees many handlers, each too large to inline): inlined into the router's loop, C2's debug
-/// information names many of their samples after the router or the reflection accessor, for
-/// HotSpot's own JFR as for us, and no rule could find them.
-const APART: &[&str] = &[
-    "-XX:CompileCommand=quiet",
-    "-XX:CompileCommand=dontinline,EntryRouter$*::handle",
-];
 /// Samples judged: about 4,000 at 500 Hz, two threads, for a sampling error of the 3:1 split
 /// below a point (its standard error is sqrt(0.75 × 0.25 / 4000) = 0.7%), within the 3 allowed.
 const SAMPLES: u64 = 4000;
@@ -58,7 +47,7 @@ fn stdout_of(output: &Output) -> String {
 fn a_routers_handlers_are_the_entries_with_their_known_split() {
     let _serial = serial();
     for jdk in all_jdks() {
-        let jvm = Jvm::start(&jdk, APART, "EntryRouter", &[]);
+        let jvm = Jvm::start(&jdk, JVM_ARGS, MAIN, &[]);
         let run = RecordRun::new(binary(), "100");
         record_until(
             run.command(&[
@@ -93,8 +82,8 @@ fn a_routers_handlers_are_the_entries_with_their_known_split() {
         let (orders, users) = (energy(ORDERS), energy(USERS));
         let share = orders / (orders + users);
         assert!(
-            (share - 0.75).abs() <= 0.03,
-            "Java {}: {ORDERS} has {share:.3} of the handlers' energy, not 0.75: {text}",
+            (share - ORDERS_SHARE).abs() <= 0.03,
+            "Java {}: {ORDERS} has {share:.3} of the handlers' energy, not {ORDERS_SHARE}: {text}",
             jdk.major
         );
         // The router's own work (a map lookup per request) is its thread's, under the thread's
@@ -135,7 +124,7 @@ fn a_routers_handlers_are_the_entries_with_their_known_split() {
 #[test]
 fn top_lists_the_handlers_as_entries() {
     let _serial = serial();
-    let jvm = Jvm::start(&jdk(21), APART, "EntryRouter", &[]);
+    let jvm = Jvm::start(&jdk(21), JVM_ARGS, MAIN, &[]);
     let run = RecordRun::new(binary(), "100");
     let output = Command::new(binary())
         .arg("top")

@@ -13,6 +13,7 @@
 
 mod churn;
 mod endpoint;
+mod entries;
 mod failures;
 mod names;
 mod namespaces;
