@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 pub mod host;
 pub mod record_run;
+pub mod tomcat;
 
 /// The root of the repository.
 pub fn repo_root() -> PathBuf {

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use joularcode_testkit::entry_router::{JVM_ARGS, MAIN, ORDERS, ORDERS_SHARE, PREFIX, USERS};
 use joularcode_testkit::record_run::{record_until, RecordRun};
+use joularcode_testkit::tomcat::{self, Tomcat, HEAVY, HEAVY_SHARE, LIGHT};
 use joularcode_testkit::{agent_library, all_jdks, jdk, one_at_a_time, Jvm};
 
 /// Samples judged: about 4,000 at 500 Hz, two threads, for a sampling error of the 3:1 split
@@ -43,43 +44,53 @@ fn stdout_of(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+/// Records the JVM `pid` until [`SAMPLES`] samples, then runs `report --by entry --root entry`
+/// with the application's `prefix` and a flame graph: the run (its folder), the report's text
+/// and its rows.
+fn entries(pid: u32, prefix: &str) -> (RecordRun, String, Vec<(String, f64)>) {
+    let run = RecordRun::new(binary(), "100");
+    record_until(
+        run.command(&[
+            "--pid",
+            &pid.to_string(),
+            "--stack-monitoring-sample-rate",
+            "2",
+        ]),
+        &run.cycle_log(),
+        SAMPLES,
+        Duration::from_secs(60),
+    );
+    let report = Command::new(binary())
+        .arg("report")
+        .arg(run.results())
+        .args(["--by", "entry", "--top", "20", "--root", "entry"])
+        .args(["--methods-filtering-prefix", prefix, "--flamegraph"])
+        .arg(run.dir.path().join("entries.svg"))
+        .current_dir(run.dir.path())
+        .output()
+        .expect("run report");
+    let text = stdout_of(&report);
+    let rows = table_rows(&text);
+    (run, text, rows)
+}
+
+/// The energy of the entry `name` in a report's `rows`.
+fn energy(rows: &[(String, f64)], name: &str) -> f64 {
+    rows.iter()
+        .filter(|(entry, _)| entry == name)
+        .map(|(_, joules)| joules)
+        .sum()
+}
+
 #[test]
 fn a_routers_handlers_are_the_entries_with_their_known_split() {
     let _serial = serial();
     for jdk in all_jdks() {
         let jvm = Jvm::start(&jdk, JVM_ARGS, MAIN, &[]);
-        let run = RecordRun::new(binary(), "100");
-        record_until(
-            run.command(&[
-                "--pid",
-                &jvm.pid().to_string(),
-                "--stack-monitoring-sample-rate",
-                "2",
-            ]),
-            &run.cycle_log(),
-            SAMPLES,
-            Duration::from_secs(60),
-        );
-        let flamegraph = run.dir.path().join("entries.svg");
-        let report = Command::new(binary())
-            .arg("report")
-            .arg(run.results())
-            .args(["--by", "entry", "--top", "20", "--root", "entry"])
-            .args(["--methods-filtering-prefix", PREFIX, "--flamegraph"])
-            .arg(&flamegraph)
-            .current_dir(run.dir.path())
-            .output()
-            .expect("run report");
-        let text = stdout_of(&report);
+        let (run, text, rows) = entries(jvm.pid(), PREFIX);
         eprintln!("Java {}:\n{text}", jdk.major);
-        let rows = table_rows(&text);
-        let energy = |name: &str| {
-            rows.iter()
-                .filter(|(entry, _)| entry == name)
-                .map(|(_, joules)| joules)
-                .sum::<f64>()
-        };
-        let (orders, users) = (energy(ORDERS), energy(USERS));
+        let flamegraph = run.dir.path().join("entries.svg");
+        let (orders, users) = (energy(&rows, ORDERS), energy(&rows, USERS));
         let share = orders / (orders + users);
         assert!(
             (share - ORDERS_SHARE).abs() <= 0.03,
@@ -119,6 +130,27 @@ fn a_routers_handlers_are_the_entries_with_their_known_split() {
             );
         }
     }
+}
+
+#[test]
+fn tomcats_servlets_are_the_entries_with_their_known_split() {
+    let _serial = serial();
+    let tomcat = Tomcat::start();
+    let _wrk = tomcat.load(2, 120);
+    let (_run, text, rows) = entries(tomcat.pid(), tomcat::PREFIX);
+    eprintln!("{text}");
+    let (heavy, light) = (energy(&rows, HEAVY), energy(&rows, LIGHT));
+    let share = heavy / (heavy + light);
+    assert!(
+        (share - HEAVY_SHARE).abs() <= 0.03,
+        "{HEAVY} has {share:.3} of the servlets' energy, not {HEAVY_SHARE}: {text}"
+    );
+    assert!(
+        !rows
+            .iter()
+            .any(|(entry, _)| entry.starts_with("org.apache.") || entry.starts_with("jakarta.")),
+        "Tomcat's own frames are no entries with a prefix: {text}"
+    );
 }
 
 #[test]
