@@ -42,6 +42,11 @@ pub struct Tomcat {
 impl Tomcat {
     /// Starts Tomcat with Java 17 and the webapp, and waits until both servlets answer.
     pub fn start() -> Tomcat {
+        Tomcat::start_with(|command| command)
+    }
+
+    /// [`Tomcat::start`] with the command `wrap` makes of Tomcat's (in a cgroup, say).
+    pub fn start_with(wrap: impl FnOnce(Command) -> Command) -> Tomcat {
         assert!(
             Path::new(HOME).join("bin/bootstrap.jar").is_file(),
             "no Tomcat at {HOME}: run scripts/test-setup.sh (apt-get install tomcat10)"
@@ -86,8 +91,8 @@ impl Tomcat {
         let webapp = base.path().join("webapps/energy/WEB-INF");
         std::fs::copy(sources().join("web.xml"), webapp.join("web.xml")).expect("web.xml");
         compile(&webapp.join("classes"));
-        let child = Command::new(jdk(17).java())
-            .args(JVM_ARGS)
+        let mut java = Command::new(jdk(17).java());
+        java.args(JVM_ARGS)
             .arg(format!("-Dcatalina.home={HOME}"))
             .arg(format!("-Dcatalina.base={}", base.path().display()))
             .arg(format!(
@@ -98,7 +103,8 @@ impl Tomcat {
             .arg(format!(
                 "{HOME}/bin/bootstrap.jar:{HOME}/bin/tomcat-juli.jar"
             ))
-            .args(["org.apache.catalina.startup.Bootstrap", "start"])
+            .args(["org.apache.catalina.startup.Bootstrap", "start"]);
+        let child = wrap(java)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(
