@@ -356,10 +356,9 @@ mod tests {
     #[test]
     fn each_jvm_exports_its_top_entry_points_and_the_rest_as_other() {
         use crate::daemon::Shared;
-        use crate::record::sink::JvmView;
-        use joularcode_core::attribution::{CycleResult, CycleThreads, MachineLoad};
+        use crate::record::sink::{one_jvm_cycle, one_jvm_view};
+        use joularcode_core::attribution::CycleThreads;
         use joularcode_core::branch::Branches;
-        use joularcode_core::cycle::{Cycle, JvmCycle};
         use joularcode_core::energy::{Interval, Power};
         use prometheus_client::registry::Registry;
         use std::sync::{Arc, Mutex};
@@ -390,28 +389,16 @@ mod tests {
         for id in [orders, users, other] {
             threads.count(1, id, 1);
         }
-        let jvm = JvmCycle {
-            pid: 9,
-            cpu_ns: 0,
-            samples: 3,
-            result: CycleResult {
-                interval: Interval::from_ns(1_000_000_000),
-                all: vec![
-                    (orders, Power::from_watts(3.0)),
-                    (users, Power::from_watts(1.0)),
-                    (other, Power::from_watts(0.5)),
-                ],
-                ..CycleResult::default()
-            },
-        };
-        let cycle = Cycle {
-            timestamp_ms: 1000,
-            interval: Interval::from_ns(1_000_000_000),
-            power: Power::from_watts(10.0),
-            machine: MachineLoad::BusyCpuNs(Some(0)),
-            lost_samples: 0,
-            jvms: vec![jvm],
-        };
+        let cycle = one_jvm_cycle(
+            9,
+            1000,
+            Interval::from_ns(1_000_000_000),
+            vec![
+                (orders, Power::from_watts(3.0)),
+                (users, Power::from_watts(1.0)),
+                (other, Power::from_watts(0.5)),
+            ],
+        );
         let dir = tempfile::tempdir().unwrap();
         let mut metrics = Metrics::new(
             ExportOptions {
@@ -425,17 +412,7 @@ mod tests {
         let start = Instant::now();
         for second in 0..2 {
             metrics.cycle(
-                &CycleView {
-                    source: "vm (file /w)",
-                    cycle: &cycle,
-                    jvms: vec![JvmView {
-                        main_class: "a.Main",
-                        ended: false,
-                        branches: &branches,
-                        threads: &threads,
-                        result: &cycle.jvms[0],
-                    }],
-                },
+                &one_jvm_view(&cycle, &branches, &threads),
                 start + Duration::from_secs(second),
             );
         }

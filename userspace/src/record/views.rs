@@ -124,11 +124,9 @@ impl Sink for ViewFiles {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::sink::JvmView;
-    use joularcode_core::attribution::MachineLoad;
-    use joularcode_core::attribution::{CycleResult, CycleThreads};
+    use crate::record::sink::{one_jvm_cycle, one_jvm_view};
+    use joularcode_core::attribution::CycleThreads;
     use joularcode_core::branch::Branches;
-    use joularcode_core::cycle::{Cycle, JvmCycle};
     use joularcode_core::energy::{Interval, Power};
     use joularcode_core::log::Recorded;
 
@@ -144,36 +142,14 @@ mod tests {
         let branch = branches.branch(&[frame]);
         let mut samples = CycleThreads::default();
         samples.count(1, branch, 2);
-        let jvm = JvmCycle {
-            pid: 9,
-            cpu_ns: 0,
-            samples: 2,
-            result: CycleResult {
-                interval: Interval::from_ns(500_000_000),
-                all: vec![(branch, Power::from_watts(4.0))],
-                ..CycleResult::default()
-            },
-        };
         for timestamp_ms in [10_500, 11_000] {
-            let cycle = Cycle {
+            let cycle = one_jvm_cycle(
+                9,
                 timestamp_ms,
-                interval: Interval::from_ns(500_000_000),
-                power: Power::from_watts(10.0),
-                machine: MachineLoad::BusyCpuNs(Some(0)),
-                lost_samples: 0,
-                jvms: vec![jvm.clone()],
-            };
-            files.cycle(&CycleView {
-                source: "vm (file /w)",
-                cycle: &cycle,
-                jvms: vec![JvmView {
-                    main_class: "a.Main",
-                    ended: false,
-                    branches: &branches,
-                    threads: &samples,
-                    result: &cycle.jvms[0],
-                }],
-            });
+                Interval::from_ns(500_000_000),
+                vec![(branch, Power::from_watts(4.0))],
+            );
+            files.cycle(&one_jvm_view(&cycle, &branches, &samples));
         }
         let profile = files.profile();
         assert_eq!((profile.seconds, profile.start_ms), (1.0, Some(10_000)));
