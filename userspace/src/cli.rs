@@ -228,6 +228,7 @@ impl TopArgs {
 
 /// `joularcode-bpf report`.
 #[derive(Debug, Args)]
+#[command(group(ArgGroup::new("views").args(["flamegraph", "pprof"]).multiple(true)))]
 pub struct ReportArgs {
     /// The results-path of the recording (a folder holding the CSV files, one folder per JVM, or
     /// one CSV file).
@@ -280,7 +281,13 @@ pub struct ReportArgs {
     /// Where the stacks of the flame graph and the pprof profile start: at the thread's start,
     /// or at the branch's entry point (of methods-power-all.csv; branches without one under
     /// "[no entry]").
-    #[arg(long, value_enum, default_value_t = Root::Thread, conflicts_with_all = ["baseline", "app"])]
+    #[arg(
+        long,
+        value_enum,
+        default_value_t = Root::Thread,
+        requires = "views",
+        conflicts_with_all = ["baseline", "app"]
+    )]
     pub root: Root,
     /// The properties file whose methods-filtering-prefix and entry-points find the entry points
     /// (default: ./joularcodejava.properties, if there is one).

@@ -438,4 +438,26 @@ mod tests {
         let (text, _) = report(&args).unwrap();
         assert!(text.contains("5.000   83.3%  a.Router.route\n"), "{text}");
     }
+
+    #[test]
+    fn entry_points_are_printed_escaped() {
+        let dir = tempfile::tempdir().unwrap();
+        let hostile = format!(
+            "{}\n1000,\"java.lang.Thread.run;a.Evil\x1b[2J\u{202e}.run\n    9.000  99.0%  a.Forged;a.B.c\",\
+             1.0,1.000000000,1.0,1.0\n",
+            joularcode_core::output::csv::HEADER
+        );
+        std::fs::write(dir.path().join(ALL_FILE), hostile).unwrap();
+        let mut args = args(dir.path());
+        args.by = By::Entry;
+        let (text, _) = report(&args).unwrap();
+        assert!(
+            text.contains("a.Evil\\u{1b}[2J\\u{202e}.run\\u{a}    9.000  99.0%  a.Forged"),
+            "{text}"
+        );
+        assert!(
+            !text.contains(|c: char| (c.is_control() && c != '\n') || c == '\u{202e}'),
+            "{text}"
+        );
+    }
 }
