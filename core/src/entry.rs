@@ -60,11 +60,7 @@ pub const FRAMEWORKS: &[&str] = &[
     "jdk.",
     "sun.",
     "com.sun.",
-    "org.apache.catalina.",
-    "org.apache.coyote.",
-    "org.apache.tomcat.",
-    "org.apache.jasper.",
-    "org.apache.logging.",
+    "org.apache.",
     "org.springframework.",
     "org.glassfish.",
     "org.jboss.",
@@ -494,6 +490,8 @@ mod tests {
             assert_eq!(entry(&app(&["org.example"]), frames), None, "{frames:?}");
         }
         assert_eq!(entry(&app(&[]), &["[GC]"]), None);
+        let tomcat_alone = tomcat(&["org.apache.juli.logging.DirectJDKLog.isTraceEnabled"]);
+        assert_eq!(entry(&app(&[]), &tomcat_alone), None, "Tomcat's logging");
         assert_eq!(app(&[]).find(""), None);
     }
 

@@ -45,10 +45,8 @@ fn stdout_of(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-/// Records the JVM `pid` until [`SAMPLES`] samples, then runs `report --by entry --root entry`
-/// with the application's `prefix` and a flame graph: the run (its folder), the report's text
-/// and its rows.
-fn entries(pid: u32, prefix: &str) -> (RecordRun, String, Vec<(String, f64)>) {
+/// Records the JVM `pid` until [`SAMPLES`] samples.
+fn recorded(pid: u32) -> RecordRun {
     let run = RecordRun::new(binary(), "100");
     record_until(
         run.command(&[
@@ -61,18 +59,34 @@ fn entries(pid: u32, prefix: &str) -> (RecordRun, String, Vec<(String, f64)>) {
         SAMPLES,
         Duration::from_secs(60),
     );
-    let report = Command::new(binary())
+    run
+}
+
+/// `report --by entry --root entry` of `run`, with the application's `prefix` (none: the rule's
+/// own list of frameworks) and a flame graph `entries.svg` in its folder: the report's text and
+/// its rows.
+fn report_entries(run: &RecordRun, prefix: Option<&str>) -> (String, Vec<(String, f64)>) {
+    let mut report = Command::new(binary());
+    report
         .arg("report")
         .arg(run.results())
-        .args(["--by", "entry", "--top", "20", "--root", "entry"])
-        .args(["--methods-filtering-prefix", prefix, "--flamegraph"])
+        .args([
+            "--by",
+            "entry",
+            "--top",
+            "20",
+            "--root",
+            "entry",
+            "--flamegraph",
+        ])
         .arg(run.dir.path().join("entries.svg"))
-        .current_dir(run.dir.path())
-        .output()
-        .expect("run report");
-    let text = stdout_of(&report);
+        .current_dir(run.dir.path());
+    if let Some(prefix) = prefix {
+        report.args(["--methods-filtering-prefix", prefix]);
+    }
+    let text = stdout_of(&report.output().expect("run report"));
     let rows = table_rows(&text);
-    (run, text, rows)
+    (text, rows)
 }
 
 /// The energy of the entry `name` in a report's `rows`.
@@ -88,7 +102,8 @@ fn a_routers_handlers_are_the_entries_with_their_known_split() {
     let _serial = serial();
     for jdk in all_jdks() {
         let jvm = Jvm::start(&jdk, JVM_ARGS, MAIN, &[]);
-        let (run, text, rows) = entries(jvm.pid(), PREFIX);
+        let run = recorded(jvm.pid());
+        let (text, rows) = report_entries(&run, Some(PREFIX));
         eprintln!("Java {}:\n{text}", jdk.major);
         let flamegraph = run.dir.path().join("entries.svg");
         let (orders, users) = (energy(&rows, ORDERS), energy(&rows, USERS));
@@ -138,20 +153,25 @@ fn tomcats_servlets_are_the_entries_with_their_known_split() {
     let _serial = serial();
     let tomcat = Tomcat::start();
     let _wrk = tomcat.load(2, 120);
-    let (_run, text, rows) = entries(tomcat.pid(), tomcat::PREFIX);
-    eprintln!("{text}");
-    let (heavy, light) = (energy(&rows, HEAVY), energy(&rows, LIGHT));
-    let share = heavy / (heavy + light);
-    assert!(
-        (share - HEAVY_SHARE).abs() <= 0.03,
-        "{HEAVY} has {share:.3} of the servlets' energy, not {HEAVY_SHARE}: {text}"
-    );
-    assert!(
-        !rows
-            .iter()
-            .any(|(entry, _)| entry.starts_with("org.apache.") || entry.starts_with("jakarta.")),
-        "Tomcat's own frames are no entries with a prefix: {text}"
-    );
+    let run = recorded(tomcat.pid());
+    // With the servlets' prefix, and without: then every frame outside the JDK's and the
+    // frameworks' packages is the application's.
+    for prefix in [Some(tomcat::PREFIX), None] {
+        let (text, rows) = report_entries(&run, prefix);
+        eprintln!("{prefix:?}:\n{text}");
+        let (heavy, light) = (energy(&rows, HEAVY), energy(&rows, LIGHT));
+        let share = heavy / (heavy + light);
+        assert!(
+            (share - HEAVY_SHARE).abs() <= 0.03,
+            "{prefix:?}: {HEAVY} has {share:.3} of the servlets' energy, not {HEAVY_SHARE}: {text}"
+        );
+        assert!(
+            !rows.iter().any(|(entry, _)| {
+                entry.starts_with("org.apache.") || entry.starts_with("jakarta.")
+            }),
+            "{prefix:?}: Tomcat's own frames are no entries: {text}"
+        );
+    }
 }
 
 #[test]
