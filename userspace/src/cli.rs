@@ -359,6 +359,7 @@ pub struct StacksArgs {
 /// `joularcode-bpf record`.
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("what").required(true).args(["pids", "all", "command"])))]
+#[command(group(ArgGroup::new("views").args(["flamegraph", "pprof"]).multiple(true)))]
 #[command(mut_arg("no_attach", |arg| arg.help(
     "Do not load the symbolizer agent into running JVMs (--pid, --all): their compiled frames \
      are then named from their code caches, by their outer methods only"
@@ -393,6 +394,17 @@ pub struct RecordArgs {
     /// methods-power-app.csv) instead of all of them.
     #[arg(long)]
     pub app: bool,
+    /// Where the stacks of the flame graph and the pprof profile start: at the thread's start,
+    /// or at the branch's entry point (found with the methods-filtering-prefix and entry-points
+    /// settings; branches without one under "[no entry]").
+    #[arg(
+        long,
+        value_enum,
+        default_value_t = Root::Thread,
+        requires = "views",
+        conflicts_with = "app"
+    )]
+    pub root: Root,
     /// How the JVMs are profiled: bpf (the eBPF sampler, from outside), agent (the agent's
     /// sampling mode, inside each JVM: launched with it, or attached for --pid), or auto (bpf,
     /// and agent when the BPF programs cannot be loaded, which it says).
