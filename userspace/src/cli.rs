@@ -226,6 +226,30 @@ impl TopArgs {
     }
 }
 
+/// `--root`, of `record` and `report` (whose `--flamegraph` and `--pprof` form the group
+/// `views`).
+#[derive(Debug, Clone, Copy, Args)]
+pub struct RootArgs {
+    /// Where the stacks of the flame graph and the pprof profile start: at the thread's start,
+    /// or at the branch's entry point (of all branches, found with the methods-filtering-prefix
+    /// and entry-points settings; branches without one under "[no entry]").
+    #[arg(
+        long,
+        value_enum,
+        default_value_t = Root::Thread,
+        requires = "views",
+        conflicts_with = "app"
+    )]
+    pub root: Root,
+}
+
+impl RootArgs {
+    /// Whether the stacks start at their entry points.
+    pub fn at_entries(self) -> bool {
+        self.root == Root::Entry
+    }
+}
+
 /// `joularcode-bpf report`.
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("views").args(["flamegraph", "pprof"]).multiple(true)))]
@@ -260,7 +284,7 @@ pub struct ReportArgs {
     pub app: bool,
     /// Compare RESULTS, the recording before a change, with AFTER, the recording after it (its
     /// results-path): the branches and methods whose energy per second of run changed most.
-    #[arg(long, value_name = "AFTER")]
+    #[arg(long, value_name = "AFTER", conflicts_with = "root")]
     pub baseline: Option<PathBuf>,
     /// With --baseline: exit with status 3 when the total energy per second, or that of one of
     /// the --top methods, grew from RESULTS to AFTER by more than PCT percent (an energy
@@ -278,17 +302,9 @@ pub struct ReportArgs {
     /// thread's first application method), read from methods-power-all.csv.
     #[arg(long, value_enum, default_value_t = By::Branch, conflicts_with = "baseline")]
     pub by: By,
-    /// Where the stacks of the flame graph and the pprof profile start: at the thread's start,
-    /// or at the branch's entry point (of methods-power-all.csv; branches without one under
-    /// "[no entry]").
-    #[arg(
-        long,
-        value_enum,
-        default_value_t = Root::Thread,
-        requires = "views",
-        conflicts_with_all = ["baseline", "app"]
-    )]
-    pub root: Root,
+    /// Where the flame graph's and the pprof profile's stacks start.
+    #[command(flatten)]
+    pub root: RootArgs,
     /// The properties file whose methods-filtering-prefix and entry-points find the entry points
     /// (default: ./joularcodejava.properties, if there is one).
     #[arg(long, value_name = "FILE")]
@@ -394,17 +410,9 @@ pub struct RecordArgs {
     /// methods-power-app.csv) instead of all of them.
     #[arg(long)]
     pub app: bool,
-    /// Where the stacks of the flame graph and the pprof profile start: at the thread's start,
-    /// or at the branch's entry point (found with the methods-filtering-prefix and entry-points
-    /// settings; branches without one under "[no entry]").
-    #[arg(
-        long,
-        value_enum,
-        default_value_t = Root::Thread,
-        requires = "views",
-        conflicts_with = "app"
-    )]
-    pub root: Root,
+    /// Where the flame graph's and the pprof profile's stacks start.
+    #[command(flatten)]
+    pub root: RootArgs,
     /// How the JVMs are profiled: bpf (the eBPF sampler, from outside), agent (the agent's
     /// sampling mode, inside each JVM: launched with it, or attached for --pid), or auto (bpf,
     /// and agent when the BPF programs cannot be loaded, which it says).

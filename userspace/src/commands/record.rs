@@ -12,7 +12,6 @@ use crate::record::sink::Sink;
 use crate::record::status::{StatusLine, Terminal};
 use crate::record::views::ViewFiles;
 use crate::record::{self, Outputs};
-use crate::report::Root;
 
 /// Runs `record` until its duration is over, a signal arrives, or the JVMs (or the command) end
 /// ([`record::run_configured`]). Returns the exit code, or the error to print.
@@ -26,7 +25,7 @@ pub fn run(args: &RecordArgs) -> Result<i32, String> {
         args.flamegraph.as_deref(),
         args.pprof.as_deref(),
         BranchSet::from_app_flag(args.app),
-        (args.root == Root::Entry).then(|| EntryRule::of(&config)),
+        args.root.at_entries().then(|| EntryRule::of(&config)),
     )
     .map_err(|e| e.to_string())?;
     if let Some(views) = views {

@@ -13,7 +13,7 @@ use crate::output::{flamegraph, pprof, stdout, OutputFile};
 use crate::profile::{BranchSet, EnergyProfile};
 use crate::record::options::{self, ConfigOptions};
 use crate::report::compare::Comparison;
-use crate::report::{read, table, By, Root, REGRESSION_EXIT};
+use crate::report::{read, table, By, REGRESSION_EXIT};
 
 /// Runs `report`: prints the table (and says where the files asked for went); returns the exit
 /// status (0, or [`REGRESSION_EXIT`]), or the error to print.
@@ -29,7 +29,7 @@ fn report(args: &ReportArgs) -> Result<(String, i32), String> {
     match &args.baseline {
         Some(after) => compare_runs(args, after, set),
         None => {
-            let rule = (args.by == By::Entry || args.root == Root::Entry)
+            let rule = (args.by == By::Entry || args.root.at_entries())
                 .then(|| entry_rule(args))
                 .transpose()?;
             let (table_set, entries) = match args.by {
@@ -41,8 +41,8 @@ fn report(args: &ReportArgs) -> Result<(String, i32), String> {
                 table(&args.results, table_set, entries, args.top).map_err(|e| e.to_string())?;
             if args.flamegraph.is_some() || args.pprof.is_some() {
                 let profile = read::profile(&args.results, set).map_err(|e| e.to_string())?;
-                let profile = match (args.root, &rule) {
-                    (Root::Entry, Some(rule)) => profile.from_entries(rule),
+                let profile = match &rule {
+                    Some(rule) if args.root.at_entries() => profile.from_entries(rule),
                     _ => profile,
                 };
                 if let Some(path) = &args.flamegraph {
@@ -175,8 +175,10 @@ fn compare_runs(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::RootArgs;
     use crate::report::read::tests::FILE;
     use crate::report::render;
+    use crate::report::Root;
     use joularcode_core::output::csv::{ALL_FILE, APP_FILE};
     use std::path::PathBuf;
 
@@ -191,7 +193,7 @@ mod tests {
             baseline: None,
             fail_above: None,
             by: By::Branch,
-            root: Root::Thread,
+            root: RootArgs { root: Root::Thread },
             config: None,
             methods_filtering_prefix: None,
             entry_points: None,
@@ -400,7 +402,7 @@ mod tests {
         .unwrap();
         args.config = Some(dir.path().join("j.properties"));
         args.methods_filtering_prefix = Some("a.".into());
-        args.root = Root::Entry;
+        args.root.root = Root::Entry;
         args.flamegraph = Some(dir.path().join("fg.svg"));
         let (text, code) = report(&args).unwrap();
         assert_eq!(code, 0);
