@@ -57,6 +57,10 @@ pub const KEYS: &[(&str, &str)] = &[
         "comma-separated prefixes of the frames kept in the app file (default none: all frames)",
     ),
     (
+        "entry-points",
+        "comma-separated methods (package.Class.method) that start a unit of work whenever on the stack, the oldest winning (default none: the built-in rules)",
+    ),
+    (
         "jvm-threads",
         "the JVM's own threads (GC, JIT): own branches (own, default) or spread over Java threads as Joular does (spread)",
     ),
@@ -181,6 +185,8 @@ pub struct Config {
     pub results_path: PathBuf,
     /// `methods-filtering-prefix`: trimmed, without empty items; empty means no filter.
     pub methods_filtering_prefix: Vec<String>,
+    /// `entry-points`: trimmed, without empty items ([`crate::entry`]).
+    pub entry_points: Vec<String>,
     /// `jvm-threads`.
     pub jvm_threads: JvmThreads,
     /// `estimate-idle-watts-per-cpu`.
@@ -201,6 +207,7 @@ impl Default for Config {
             sample_rate_ms: DEFAULT_SAMPLE_RATE_MS,
             results_path: PathBuf::from("joular-code-java-results"),
             methods_filtering_prefix: Vec::new(),
+            entry_points: Vec::new(),
             jvm_threads: JvmThreads::Own,
             estimate_idle_watts_per_cpu: DEFAULT_IDLE_WATTS_PER_CPU,
             estimate_max_watts_per_cpu: DEFAULT_MAX_WATTS_PER_CPU,
@@ -279,6 +286,16 @@ fn read_properties(
     log: &dyn Log,
 ) -> Result<std::collections::HashMap<String, String>, FileError> {
     Ok(parse_properties(&decode(read_file(path)?, path, log))?)
+}
+
+/// A comma-separated list: each item trimmed, blank ones left out.
+fn list(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(java_trim)
+        .filter(|item| !item.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 /// `String.trim()` of Java: drops every character up to U+0020 at both ends.
@@ -383,6 +400,7 @@ impl Config {
                     "stack-monitoring-sample-rate" => self.sample_rate_ms.to_string(),
                     "results-path" => self.results_path.display().to_string(),
                     "methods-filtering-prefix" => self.methods_filtering_prefix.join(","),
+                    "entry-points" => self.entry_points.join(","),
                     "jvm-threads" => match self.jvm_threads {
                         JvmThreads::Own => "own".to_owned(),
                         JvmThreads::Spread => "spread".to_owned(),
@@ -480,14 +498,8 @@ impl Config {
                     PathBuf::from(value)
                 }
             }
-            "methods-filtering-prefix" => {
-                self.methods_filtering_prefix = value
-                    .split(',')
-                    .map(java_trim)
-                    .filter(|prefix| !prefix.is_empty())
-                    .map(str::to_owned)
-                    .collect()
-            }
+            "methods-filtering-prefix" => self.methods_filtering_prefix = list(value),
+            "entry-points" => self.entry_points = list(value),
             "jvm-threads" => self.jvm_threads = jvm_threads(value, log),
             "estimate-idle-watts-per-cpu" => {
                 self.estimate_idle_watts_per_cpu =

@@ -10,6 +10,7 @@ pub mod config;
 pub mod cpu_list;
 pub mod cycle;
 pub mod energy;
+pub mod entry;
 pub mod input;
 pub mod log;
 pub mod machine;

@@ -380,7 +380,7 @@ fn config_carbon_intensity_is_a_constant_or_a_file_and_off_by_default() {
 
 #[test]
 fn config_every_key_has_a_help_line() {
-    assert_eq!(KEYS.len(), 11);
+    assert_eq!(KEYS.len(), 12);
     let log = Recorded::default();
     for (key, help) in KEYS {
         assert!(!help.is_empty() && !help.contains('\n'), "{key}");

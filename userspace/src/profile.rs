@@ -6,7 +6,11 @@ use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
 
 use joularcode_core::carbon::IntensitySource;
+use joularcode_core::entry::EntryRule;
 use joularcode_core::output::csv::{ALL_FILE, APP_FILE};
+
+/// How the views name the entry of a branch that has none (no application frame).
+pub const NO_ENTRY: &str = "[no entry]";
 
 /// Which branches a view shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,6 +129,8 @@ pub struct EnergyProfile {
     /// Where the carbon intensity of [`Weight::grams`] came from (`constant`, `file`), when
     /// grams of CO2e are counted (`carbon-intensity` was set).
     pub carbon: Option<String>,
+    /// Whether each branch starts at its entry point ([`EnergyProfile::from_entries`]).
+    pub from_entries: bool,
 }
 
 impl EnergyProfile {
@@ -157,26 +163,50 @@ impl EnergyProfile {
             Some(source) => format!("power from {source}"),
             None => "power source not recorded in the CSV files".to_string(),
         };
-        match &self.carbon {
-            Some(carbon) => format!(
-                "{source}; CO2e at the carbon intensity of the {carbon}; {}",
-                self.set.describe()
-            ),
-            None => format!("{source}; {}", self.set.describe()),
-        }
+        let carbon = match &self.carbon {
+            Some(carbon) => format!("; CO2e at the carbon intensity of the {carbon}"),
+            None => String::new(),
+        };
+        let from = if self.from_entries {
+            ", from their entry points"
+        } else {
+            ""
+        };
+        format!("{source}{carbon}; {}{from}", self.set.describe())
     }
 
     /// The same profile with the hidden classes' addresses masked in every frame
     /// ([`mask_hidden`]); branches that differed only there are added up.
     pub fn masked(&self) -> EnergyProfile {
+        self.rekeyed(|branch| {
+            let masked: Vec<Cow<'_, str>> = branch.split(';').map(mask_hidden).collect();
+            masked.join(";")
+        })
+    }
+
+    /// The same profile with each branch starting at its entry point as `rule` finds it (its
+    /// frame and the newer ones); a branch without one under [`NO_ENTRY`], whole. Branches that
+    /// share their part from the entry on are added up.
+    pub fn from_entries(&self, rule: &EntryRule) -> EnergyProfile {
+        EnergyProfile {
+            from_entries: true,
+            ..self.rekeyed(|branch| match rule.find(branch) {
+                Some(entry) => entry.stack.to_owned(),
+                None => format!("{NO_ENTRY};{branch}"),
+            })
+        }
+    }
+
+    /// The same profile with each branch named by `name`, the weights of the branches that get
+    /// the same name added up.
+    fn rekeyed(&self, name: impl Fn(&str) -> String) -> EnergyProfile {
         let jvms = self
             .jvms
             .iter()
             .map(|jvm| {
                 let mut branches: HashMap<String, Weight> = HashMap::new();
                 for (branch, weight) in &jvm.branches {
-                    let masked: Vec<Cow<'_, str>> = branch.split(';').map(mask_hidden).collect();
-                    branches.entry(masked.join(";")).or_default().add(*weight);
+                    branches.entry(name(branch)).or_default().add(*weight);
                 }
                 JvmEnergy {
                     name: jvm.name.clone(),
@@ -396,6 +426,7 @@ mod tests {
             power_source: None,
             sampled: false,
             carbon: None,
+            from_entries: false,
         }
     }
 

@@ -5,13 +5,15 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use joularcode_core::log::printable;
+use joularcode_core::entry::EntryRule;
+use joularcode_core::log::{printable, Level, Log, Recorded, Stderr};
 
 use crate::cli::ReportArgs;
 use crate::output::{flamegraph, pprof, stdout, OutputFile};
 use crate::profile::{BranchSet, EnergyProfile, Per};
+use crate::record::options::{self, ConfigOptions};
 use crate::report::compare::Comparison;
-use crate::report::{per, read, table, REGRESSION_EXIT};
+use crate::report::{per, read, table, By, REGRESSION_EXIT};
 
 /// Runs `report`: prints the table (and says where the files asked for went); returns the exit
 /// status (0, or [`REGRESSION_EXIT`]), or the error to print.
@@ -27,10 +29,22 @@ fn report(args: &ReportArgs) -> Result<(String, i32), String> {
     match &args.baseline {
         Some(after) => compare_runs(args, after, set),
         None => {
+            let rule = (args.by == By::Entry || args.root.at_entries())
+                .then(|| entry_rule(args))
+                .transpose()?;
+            let (table_set, entries) = match args.by {
+                By::Entry => (BranchSet::All, rule.as_ref()),
+                By::Branch if args.all_branches => (BranchSet::All, None),
+                By::Branch => (BranchSet::App, None),
+            };
             let mut out =
-                table(&args.results, args.all_branches, args.top).map_err(|e| e.to_string())?;
+                table(&args.results, table_set, entries, args.top).map_err(|e| e.to_string())?;
             if args.flamegraph.is_some() || args.pprof.is_some() {
                 let profile = read::profile(&args.results, set).map_err(|e| e.to_string())?;
+                let profile = match &rule {
+                    Some(rule) if args.root.at_entries() => profile.from_entries(rule),
+                    _ => profile,
+                };
                 if let Some(path) = &args.flamegraph {
                     write(path, "--flamegraph", |out| flamegraph::write(&profile, out))?;
                     let _ = writeln!(out, "flame graph of {}: {}", what(&profile), path.display());
@@ -48,6 +62,35 @@ fn report(args: &ReportArgs) -> Result<(String, i32), String> {
             Ok((out, 0))
         }
     }
+}
+
+/// The rule that finds the entry points: `methods-filtering-prefix` and `entry-points` of the
+/// `--config` file (or ./joularcodejava.properties), overridden by the options of the same name.
+/// What reading the file says is printed when it is a warning or worse.
+fn entry_rule(args: &ReportArgs) -> Result<EntryRule, String> {
+    let values = [
+        ("methods-filtering-prefix", &args.methods_filtering_prefix),
+        ("entry-points", &args.entry_points),
+    ]
+    .into_iter()
+    .filter_map(|(key, value)| value.clone().map(|value| (key, value)))
+    .collect();
+    let working_dir =
+        std::env::current_dir().map_err(|e| format!("cannot read the working folder: {e}"))?;
+    let said = Recorded::default();
+    let config = options::load(
+        args.config.as_deref(),
+        &ConfigOptions { values },
+        &working_dir,
+        &said,
+    )
+    .map_err(|e| e.to_string())?;
+    for (level, message) in said.messages() {
+        if level >= Level::Warning {
+            Stderr::default().log(level, &message);
+        }
+    }
+    Ok(EntryRule::of(&config))
 }
 
 /// Writes the file of `option` at `path` with `write`.
@@ -141,8 +184,10 @@ fn compare_runs(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::RootArgs;
     use crate::report::read::tests::FILE;
     use crate::report::render;
+    use crate::report::Root;
     use joularcode_core::output::csv::{ALL_FILE, APP_FILE};
     use std::path::PathBuf;
 
@@ -158,20 +203,30 @@ mod tests {
             fail_above: None,
             per_run: false,
             per: None,
+            by: By::Branch,
+            root: RootArgs { root: Root::Thread },
+            config: None,
+            methods_filtering_prefix: None,
+            entry_points: None,
         }
     }
 
     #[test]
     fn the_table_ranks_the_branches_of_each_file() {
         let file = read::file_energy(FILE, None).unwrap();
-        let text = render(Path::new("r.csv"), &file, 1);
+        let text = render(Path::new("r.csv"), &file, "branch", 1);
         assert!(text.starts_with("r.csv: 5.000 J in 3 rows (1 unreadable rows left out)\n"));
         assert!(text.contains("4.000   80.0%  a.A.run;a.A.x\n"), "{text}");
         assert!(!text.contains("a.A.y"), "top 1 only: {text}");
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join(APP_FILE), FILE).unwrap();
-        assert!(table(dir.path(), false, 10).unwrap().contains("80.0%"));
-        assert!(table(dir.path(), true, 10).is_err(), "no all file");
+        assert!(table(dir.path(), BranchSet::App, None, 10)
+            .unwrap()
+            .contains("80.0%"));
+        assert!(
+            table(dir.path(), BranchSet::All, None, 10).is_err(),
+            "no all file"
+        );
     }
 
     /// As Joular Code for Java writes its files: both in results-path, the rows of a window in
@@ -513,5 +568,94 @@ mod tests {
         args.results = PathBuf::from(&after);
         args.baseline = Some(before);
         assert_eq!(report(&args).unwrap().1, 0, "a drop passes");
+    }
+
+    /// A router of the application calling two handlers by reflection and a lambda, a stream
+    /// in a handler, and a thread of the JVM's own.
+    const ROUTED: &str = "timestamp,branch,power_watts,energy_joules,interval_seconds,coverage\n\
+        1000,java.lang.Thread.run;a.Main.run;a.Router.route;java.lang.reflect.Method.invoke;a.Orders.handle;a.Orders.price,3.0,3.000000000,1.0,1.0\n\
+        1000,java.lang.Thread.run;a.Main.run;a.Router.route;a.Main$$Lambda/0x0000000801001a00.handle;a.Users.handle,1.0,1.000000000,1.0,1.0\n\
+        2000,java.lang.Thread.run;a.Main.run;a.Router.route;java.lang.reflect.Method.invoke;a.Orders.handle;java.util.stream.ReferencePipeline.collect;a.Orders$$Lambda/0x0000000801001b00.apply;a.Orders.lambda$handle$0,1.0,1.000000000,1.0,1.0\n\
+        2000,java.lang.Thread.run;a.Main.run;a.Main.idle,0.5,0.500000000,1.0,1.0\n\
+        2000,[GC],0.5,0.500000000,1.0,1.0\n";
+
+    #[test]
+    fn energy_is_added_up_per_entry_point_and_the_flame_graph_starts_there() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(ALL_FILE), ROUTED).unwrap();
+        std::fs::write(dir.path().join(APP_FILE), "not read").unwrap();
+        let mut args = args(dir.path());
+        args.by = By::Entry;
+        args.config = Some(dir.path().join("none.properties"));
+        assert!(
+            report(&args).unwrap_err().contains("--config"),
+            "a missing --config is refused"
+        );
+        std::fs::write(
+            dir.path().join("j.properties"),
+            "methods-filtering-prefix=b.\n",
+        )
+        .unwrap();
+        args.config = Some(dir.path().join("j.properties"));
+        args.methods_filtering_prefix = Some("a.".into());
+        args.root.root = Root::Entry;
+        args.flamegraph = Some(dir.path().join("fg.svg"));
+        let (text, code) = report(&args).unwrap();
+        assert_eq!(code, 0);
+        assert!(text.contains("    energy (J)   share  entry\n"), "{text}");
+        for line in [
+            "4.000   66.7%  a.Orders.handle\n",
+            "1.000   16.7%  a.Users.handle\n",
+            "0.500    8.3%  a.Main.run\n",
+            "0.500    8.3%  [no entry]\n",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+        let svg = std::fs::read_to_string(dir.path().join("fg.svg")).unwrap();
+        assert!(
+            svg.contains("all branches, from their entry points"),
+            "{svg}"
+        );
+        assert!(
+            svg.contains("<title>a.Orders.handle (4.000 J, 66.67%)</title>"),
+            "{svg}"
+        );
+        assert!(
+            svg.contains("<title>a.Orders.price (3.000 J, 50.00%)</title>"),
+            "{svg}"
+        );
+        assert!(
+            !svg.contains("a.Router.route"),
+            "the router is above the entries"
+        );
+        assert!(
+            svg.contains("<title>[GC] (0.500 J, 8.33%)</title>"),
+            "{svg}"
+        );
+        args.entry_points = Some("a.Router.route".into());
+        let (text, _) = report(&args).unwrap();
+        assert!(text.contains("5.000   83.3%  a.Router.route\n"), "{text}");
+    }
+
+    #[test]
+    fn entry_points_are_printed_escaped() {
+        let dir = tempfile::tempdir().unwrap();
+        let hostile = format!(
+            "{}\n1000,\"java.lang.Thread.run;a.Evil\x1b[2J\u{202e}.run\n    9.000  99.0%  a.Forged;a.B.c\",\
+             1.0,1.000000000,1.0,1.0\n",
+            joularcode_core::output::csv::HEADER
+        );
+        std::fs::write(dir.path().join(ALL_FILE), hostile).unwrap();
+        let mut args = args(dir.path());
+        args.by = By::Entry;
+        let (text, _) = report(&args).unwrap();
+        assert!(
+            text.contains("a.Evil\\u{1b}[2J\\u{202e}.run\\u{a}    9.000  99.0%  a.Forged"),
+            "{text}"
+        );
+        assert!(
+            !text.contains(|c: char| (c.is_control() && c != '\n') || c == '\u{202e}'),
+            "{text}"
+        );
     }
 }

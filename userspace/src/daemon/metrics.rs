@@ -2,12 +2,13 @@
 //! scrapes read ([`Metrics::encode`]), in OpenMetrics text through the `prometheus-client` crate.
 //!
 //! Per JVM (labels `pid`, `main_class`, `container_id`, `pod_uid`): its energy and power, and the
-//! energy of its top methods and branches ([`Ranked`]). For the host: the power source's power
-//! and energy, and the profiler's own health. With `carbon-intensity`, the same in grams of
-//! CO2e (`..._co2e_grams_total`, labelled with the intensity's `source`, `constant` or `file`;
-//! the top methods and branches by their own recent grams), and the intensity in force. An
-//! ended JVM's series stay, frozen, for the time given, then go. Label values come from the
-//! JVMs: [`label`] bounds them.
+//! energy of its top methods, branches and entry points ([`Ranked`]; the entry points found by
+//! [`EntryRule`] in all its branches). For the host: the power source's power and energy, and
+//! the profiler's own health. With `carbon-intensity`, the same in grams of CO2e
+//! (`..._co2e_grams_total`, labelled with the intensity's `source`, `constant` or `file`; the top
+//! methods and branches by their own recent grams), and the intensity in force. An ended JVM's
+//! series stay, frozen, for the time given, then go. Label values come from the JVMs: [`label`]
+//! bounds them.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -21,10 +22,11 @@ use prometheus_client::registry::Unit;
 use super::container::Container;
 use super::ranked::Ranked;
 use super::selfstat::SelfStat;
-use crate::profile::BranchSet;
+use crate::profile::{BranchSet, NO_ENTRY};
 use crate::record::sink::CycleView;
 use joularcode_core::branch::{bounded_branch_name, MAX_BRANCH_FRAMES, UNKNOWN};
 use joularcode_core::carbon::Intensity;
+use joularcode_core::entry::EntryRule;
 use joularcode_core::names;
 
 /// The longest label value, in bytes, the longest frame name: longer ones are cut as names are
@@ -32,14 +34,16 @@ use joularcode_core::names;
 pub const MAX_LABEL_BYTES: usize = names::MAX_FRAME_NAME_BYTES;
 
 /// How the daemon exports.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ExportOptions {
-    /// Methods and branches exported per JVM, the rest in "other".
+    /// Methods, branches and entry points exported per JVM, the rest in "other".
     pub top: usize,
     /// Methods and branches with no energy for this long are forgotten.
     pub idle: Duration,
     /// An ended JVM's series stay this long.
     pub keep_ended: Duration,
+    /// The rule that finds the entry points.
+    pub entries: EntryRule,
 }
 
 /// One JVM's counters.
@@ -51,6 +55,7 @@ struct Jvm {
     ended_at: Option<Instant>,
     methods: Ranked,
     branches: Ranked,
+    entries: Ranked,
     /// Grams of CO2e, of the JVM, its methods and its branches.
     grams: f64,
     methods_grams: Ranked,
@@ -138,6 +143,7 @@ impl Metrics {
                     ended_at: None,
                     methods: Ranked::default(),
                     branches: Ranked::default(),
+                    entries: Ranked::default(),
                     grams: 0.0,
                     methods_grams: Ranked::default(),
                     branches_grams: Ranked::default(),
@@ -152,6 +158,12 @@ impl Metrics {
                 let branch_name = branch_label(branch.name);
                 state.methods.add(&method, joules, now);
                 state.branches.add(&branch_name, joules, now);
+                let entry = self
+                    .options
+                    .entries
+                    .find(branch.name)
+                    .map_or(NO_ENTRY, |entry| entry.method);
+                state.entries.add(&label(entry), joules, now);
                 if cycle.carbon.is_some() {
                     let grams = grams(branch.energy);
                     state.methods_grams.add(&method, grams, now);
@@ -165,6 +177,7 @@ impl Metrics {
             for ranked in [
                 &mut state.methods,
                 &mut state.branches,
+                &mut state.entries,
                 &mut state.methods_grams,
                 &mut state.branches_grams,
             ] {
@@ -258,6 +271,16 @@ impl Metrics {
                     &Unit::Joules,
                     "branch",
                     |jvm| &jvm.branches,
+                ),
+                None,
+            ),
+            (
+                (
+                    "joularcode_entry_energy",
+                    "Energy of each JVM's top entry points (the method that started each branch's unit of work), the rest in entry=\"other\".",
+                    &Unit::Joules,
+                    "entry",
+                    |jvm| &jvm.entries,
                 ),
                 None,
             ),
@@ -429,6 +452,7 @@ mod tests {
             top: 10,
             idle: Duration::from_secs(600),
             keep_ended: Duration::from_secs(600),
+            entries: EntryRule::new(&["a."], &[]),
         };
         let mut metrics = Metrics::new(options, proc.path());
         let mut branches = Branches::new::<&str>(&[]);
@@ -552,5 +576,87 @@ mod tests {
         assert!(cut.starts_with(names::CUT_MARK) && cut.ends_with(";leaf.Method"));
         let other = format!("{};leaf.Method", "y".repeat(5000));
         assert_ne!(cut, branch_label(&other), "two long branches stay two");
+    }
+
+    #[test]
+    fn each_jvm_exports_its_top_entry_points_and_the_rest_as_other() {
+        use crate::daemon::Shared;
+        use crate::record::sink::{one_jvm_cycle, one_jvm_view};
+        use joularcode_core::attribution::CycleThreads;
+        use joularcode_core::branch::Branches;
+        use joularcode_core::energy::{Interval, Power};
+        use prometheus_client::registry::Registry;
+        use std::sync::{Arc, Mutex};
+
+        let mut branches = Branches::new(&["a."]);
+        let mut branch = |frames: &[(&str, &str)]| {
+            let frames: Vec<_> = frames
+                .iter()
+                .map(|(class, method)| branches.frame(class, method))
+                .collect();
+            branches.branch(&frames)
+        };
+        let router = [("java.lang.Thread", "run"), ("a.Router", "route")];
+        let orders = branch(&[
+            router[0],
+            router[1],
+            ("java.lang.reflect.Method", "invoke"),
+            ("a.Orders", "handle"),
+        ]);
+        let users = branch(&[
+            router[0],
+            router[1],
+            ("a.Main$$Lambda/0x0000000801001a00", "handle"),
+            ("a.Users", "handle"),
+        ]);
+        let other = branch(&[router[0], ("a.Users", "handle\n\"x")]);
+        let mut threads = CycleThreads::default();
+        for id in [orders, users, other] {
+            threads.count(1, id, 1);
+        }
+        let cycle = one_jvm_cycle(
+            9,
+            1000,
+            Interval::from_ns(1_000_000_000),
+            vec![
+                (orders, Power::from_watts(3.0)),
+                (users, Power::from_watts(1.0)),
+                (other, Power::from_watts(0.5)),
+            ],
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let mut metrics = Metrics::new(
+            ExportOptions {
+                top: 1,
+                idle: Duration::from_secs(60),
+                keep_ended: Duration::from_secs(60),
+                entries: EntryRule::new(&["a."], &[]),
+            },
+            dir.path(),
+        );
+        let start = Instant::now();
+        for second in 0..2 {
+            metrics.cycle(
+                &one_jvm_view(&cycle, &branches, &threads),
+                start + Duration::from_secs(second),
+            );
+        }
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(Shared(Arc::new(Mutex::new(metrics)))));
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        let series: Vec<&str> = text
+            .lines()
+            .filter(|line| line.starts_with("joularcode_entry_energy_joules_total{"))
+            .collect();
+        // The first cycle's energy is in "other": a name starts at 0 when it joins the top.
+        assert_eq!(
+            series,
+            [
+                "joularcode_entry_energy_joules_total{pid=\"9\",main_class=\"a.Main\",container_id=\"\",pod_uid=\"\",entry=\"a.Orders.handle\"} 3.0",
+                "joularcode_entry_energy_joules_total{pid=\"9\",main_class=\"a.Main\",container_id=\"\",pod_uid=\"\",entry=\"other\"} 6.0",
+            ],
+            "{text}"
+        );
     }
 }

@@ -326,6 +326,7 @@ mod tests {
             power_source: Some("vm (file /w)".into()),
             sampled: false,
             carbon: None,
+            from_entries: false,
         }
     }
 

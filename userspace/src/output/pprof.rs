@@ -255,6 +255,7 @@ mod tests {
             power_source: None,
             sampled,
             carbon: None,
+            from_entries: false,
         }
     }
 

@@ -280,7 +280,7 @@ mod tests {
             "sample,config=,from-record=yes,power-source-type=vm,powerjoular-ringbuffer-path=,\
              vm-power-file=/work/host/watts,vm-power-format=powerjoular,\
              stack-monitoring-sample-rate=10,results-path=/work/joular-code-java-results,\
-             methods-filtering-prefix=com.a,com.b,jvm-threads=own,\
+             methods-filtering-prefix=com.a,com.b,entry-points=,jvm-threads=own,\
              estimate-idle-watts-per-cpu=0.74,estimate-max-watts-per-cpu=3.5,\
              carbon-intensity=,cycle-log=/work/c.jsonl"
         );

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use joularcode_core::carbon::IntensitySource;
+use joularcode_core::entry::EntryRule;
 use joularcode_core::log::{Level, Log};
 
 use super::sink::{CycleView, Sink};
@@ -14,6 +15,8 @@ use crate::profile::{carbon_sources, format_joules, BranchSet, EnergyProfile, Jv
 #[derive(Debug)]
 pub struct ViewFiles {
     set: BranchSet,
+    /// The rule the stacks start at the entry points of, if asked (`--root entry`).
+    entries: Option<EntryRule>,
     flamegraph: Option<OutputFile>,
     pprof: Option<OutputFile>,
     /// Per JVM (pid and main class: a pid can be reused), its energy so far.
@@ -27,17 +30,20 @@ pub struct ViewFiles {
 
 impl ViewFiles {
     /// The files asked for (none: `None`), checked now so that a path that cannot be written
-    /// is refused before the recording starts; `set` says which branches they show.
+    /// is refused before the recording starts; `set` says which branches they show, `entries`
+    /// the rule their stacks start at the entry points of, if any.
     pub fn create(
         flamegraph: Option<&std::path::Path>,
         pprof: Option<&std::path::Path>,
         set: BranchSet,
+        entries: Option<EntryRule>,
     ) -> Result<Option<ViewFiles>, OutputError> {
         if flamegraph.is_none() && pprof.is_none() {
             return Ok(None);
         }
         Ok(Some(ViewFiles {
             set,
+            entries,
             flamegraph: flamegraph
                 .map(|path| OutputFile::create("--flamegraph", path))
                 .transpose()?,
@@ -62,6 +68,7 @@ impl ViewFiles {
             power_source: Some(self.source.clone()),
             sampled: true,
             carbon: carbon_sources(&self.carbon),
+            from_entries: false,
         }
     }
 }
@@ -102,7 +109,10 @@ impl Sink for ViewFiles {
     }
 
     fn finish(&mut self, log: &dyn Log) -> Result<(), OutputError> {
-        let profile = self.profile();
+        let profile = match &self.entries {
+            Some(rule) => self.profile().from_entries(rule),
+            None => self.profile(),
+        };
         let what = format!(
             "{} ({}, {})",
             profile.subject(),
@@ -132,12 +142,10 @@ impl Sink for ViewFiles {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::sink::JvmView;
-    use joularcode_core::attribution::MachineLoad;
-    use joularcode_core::attribution::{CycleResult, CycleThreads};
+    use crate::record::sink::{one_jvm_cycle, one_jvm_view};
+    use joularcode_core::attribution::CycleThreads;
     use joularcode_core::branch::Branches;
     use joularcode_core::carbon::Intensity;
-    use joularcode_core::cycle::{Cycle, JvmCycle};
     use joularcode_core::energy::{Interval, Power};
     use joularcode_core::log::Recorded;
 
@@ -145,7 +153,7 @@ mod tests {
     fn cycles_add_up_into_the_files_written_at_the_end() {
         let dir = tempfile::tempdir().unwrap();
         let (svg, pb) = (dir.path().join("fg.svg"), dir.path().join("p.pb.gz"));
-        let mut files = ViewFiles::create(Some(&svg), Some(&pb), BranchSet::All)
+        let mut files = ViewFiles::create(Some(&svg), Some(&pb), BranchSet::All, None)
             .unwrap()
             .expect("files asked for");
         let mut branches = Branches::new::<&str>(&[]);
@@ -153,41 +161,19 @@ mod tests {
         let branch = branches.branch(&[frame]);
         let mut samples = CycleThreads::default();
         samples.count(1, branch, 2);
-        let jvm = JvmCycle {
-            pid: 9,
-            cpu_ns: 0,
-            samples: 2,
-            result: CycleResult {
-                interval: Interval::from_ns(500_000_000),
-                all: vec![(branch, Power::from_watts(4.0))],
-                ..CycleResult::default()
-            },
-        };
         // The second cycle's energy (2 J) at 360 g/kWh is 0.2 mg of CO2e.
         for (timestamp_ms, grams_per_kwh) in [(10_500, None), (11_000, Some(360.0))] {
-            let cycle = Cycle {
-                carbon: grams_per_kwh.map(|grams_per_kwh| Intensity {
-                    grams_per_kwh,
-                    source: IntensitySource::Constant,
-                }),
+            let mut cycle = one_jvm_cycle(
+                9,
                 timestamp_ms,
-                interval: Interval::from_ns(500_000_000),
-                power: Power::from_watts(10.0),
-                machine: MachineLoad::BusyCpuNs(Some(0)),
-                lost_samples: 0,
-                jvms: vec![jvm.clone()],
-            };
-            files.cycle(&CycleView {
-                source: "vm (file /w)",
-                cycle: &cycle,
-                jvms: vec![JvmView {
-                    main_class: "a.Main",
-                    ended: false,
-                    branches: &branches,
-                    threads: &samples,
-                    result: &cycle.jvms[0],
-                }],
+                Interval::from_ns(500_000_000),
+                vec![(branch, Power::from_watts(4.0))],
+            );
+            cycle.carbon = grams_per_kwh.map(|grams_per_kwh| Intensity {
+                grams_per_kwh,
+                source: IntensitySource::Constant,
             });
+            files.cycle(&one_jvm_view(&cycle, &branches, &samples));
         }
         let profile = files.profile();
         assert_eq!((profile.seconds, profile.start_ms), (1.0, Some(10_000)));
@@ -202,8 +188,46 @@ mod tests {
         assert!(text.contains("power from vm (file /w)"));
         assert!(std::fs::metadata(&pb).unwrap().len() > 0);
         assert_eq!(log.messages().len(), 2, "{:?}", log.messages());
-        assert!(ViewFiles::create(None, None, BranchSet::All)
+        assert!(ViewFiles::create(None, None, BranchSet::All, None)
             .unwrap()
             .is_none());
+    }
+
+    #[test]
+    fn the_stacks_can_start_at_their_entry_points() {
+        let dir = tempfile::tempdir().unwrap();
+        let svg = dir.path().join("fg.svg");
+        let rule = EntryRule::new(&["a."], &[]);
+        let mut files = ViewFiles::create(Some(&svg), None, BranchSet::All, Some(rule))
+            .unwrap()
+            .expect("a file asked for");
+        let mut branches = Branches::new(&["a."]);
+        let frames = [
+            branches.frame("java.lang.Thread", "run"),
+            branches.frame("a.R", "route"),
+            branches.frame("java.lang.reflect.Method", "invoke"),
+            branches.frame("a.H", "handle"),
+        ];
+        let branch = branches.branch(&frames);
+        let mut samples = CycleThreads::default();
+        samples.count(1, branch, 2);
+        let cycle = one_jvm_cycle(
+            9,
+            1000,
+            Interval::from_ns(1_000_000_000),
+            vec![(branch, Power::from_watts(2.0))],
+        );
+        files.cycle(&one_jvm_view(&cycle, &branches, &samples));
+        files.finish(&Recorded::default()).unwrap();
+        let text = std::fs::read_to_string(&svg).unwrap();
+        assert!(
+            text.contains("all branches, from their entry points"),
+            "{text}"
+        );
+        assert!(
+            text.contains("<title>a.H.handle (2.000 J, 100.00%)</title>"),
+            "{text}"
+        );
+        assert!(!text.contains("a.R.route"), "{text}");
     }
 }

@@ -284,6 +284,7 @@ mod tests {
             power_source: None,
             sampled: false,
             carbon: None,
+            from_entries: false,
         }
     }
 

@@ -17,6 +17,8 @@ pub mod read;
 use std::fmt::Write as _;
 use std::path::Path;
 
+use clap::ValueEnum;
+use joularcode_core::entry::EntryRule;
 use joularcode_core::log::printable;
 
 use crate::profile::{carbon_sources, format_grams, BranchSet};
@@ -25,10 +27,29 @@ use read::{FileEnergy, ReadError};
 /// The exit status of `report` when `--fail-above` finds an energy regression.
 pub const REGRESSION_EXIT: i32 = 3;
 
-/// The report of one file: a line that names it, then one line per branch (at most `top`),
-/// with its grams of CO2e when a carbon intensity was recorded. The files are another user's as
-/// often as not: their names and the branches' are shown as [`printable`] gives them.
-pub fn render(path: &Path, file: &FileEnergy, top: usize) -> String {
+/// What the table adds the energy up by (`--by`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum By {
+    /// Each branch.
+    Branch,
+    /// Each entry point ([`joularcode_core::entry`]).
+    Entry,
+}
+
+/// Where the stacks of the flame graph and the pprof profile start (`--root`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Root {
+    /// At the thread's start: the branches as recorded.
+    Thread,
+    /// At each branch's entry point.
+    Entry,
+}
+
+/// The report of one file: a line that names it, then one line per branch, or per whatever the
+/// `column` says the names are (at most `top`), with its grams of CO2e when a carbon intensity
+/// was recorded. The files are another user's as often as not: their names and the branches'
+/// are shown as [`printable`] gives them.
+pub fn render(path: &Path, file: &FileEnergy, column: &str, top: usize) -> String {
     let total = file.total();
     let mut out = format!(
         "{}: {:.3} J{} in {} rows{}\n",
@@ -43,11 +64,8 @@ pub fn render(path: &Path, file: &FileEnergy, top: usize) -> String {
         }
     );
     let carbon = file.carbon.is_some();
-    out.push_str(if carbon {
-        "    energy (J)   share          CO2e  branch\n"
-    } else {
-        "    energy (J)   share  branch\n"
-    });
+    let co2e = if carbon { "          CO2e" } else { "" };
+    let _ = writeln!(out, "    energy (J)   share{co2e}  {column}");
     for (branch, joules) in file.ranked().into_iter().take(top) {
         let share = if total > 0.0 {
             100.0 * joules / total
@@ -90,16 +108,22 @@ fn carbon_total(file: &FileEnergy) -> String {
     text
 }
 
-/// The table of the `top` branches of every results file found at `path`.
-pub fn table(path: &Path, all_branches: bool, top: usize) -> Result<String, ReadError> {
-    let set = if all_branches {
-        BranchSet::All
-    } else {
-        BranchSet::App
-    };
+/// The table of the `top` branches of every results file of `set` found at `path`; with
+/// `entries`, of the `top` entry points that rule finds (give it the files of all branches,
+/// whose frameworks' frames say where work was dispatched).
+pub fn table(
+    path: &Path,
+    set: BranchSet,
+    entries: Option<&EntryRule>,
+    top: usize,
+) -> Result<String, ReadError> {
     let mut out = String::new();
     for file in read::results_files(path, set)? {
-        out.push_str(&render(&file, &read::read_file(&file)?, top));
+        let energy = read::read_file(&file)?;
+        out.push_str(&match entries {
+            Some(rule) => render(&file, &energy.by_entry(rule), "entry", top),
+            None => render(&file, &energy, "branch", top),
+        });
     }
     Ok(out)
 }

@@ -7,12 +7,13 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use joularcode_core::carbon::IntensitySource;
+use joularcode_core::entry::EntryRule;
 use joularcode_core::output::carbon::CARBON_HEADER;
 use joularcode_core::output::csv::HEADER;
 use thiserror::Error;
 
 use super::carbon::{self, Intensities};
-use crate::profile::{carbon_sources, BranchSet, EnergyProfile, JvmEnergy, Weight};
+use crate::profile::{carbon_sources, BranchSet, EnergyProfile, JvmEnergy, Weight, NO_ENTRY};
 
 /// What one results file holds.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -52,6 +53,24 @@ impl FileEnergy {
     /// The total grams of CO2e.
     pub fn total_grams(&self) -> f64 {
         self.grams.values().fold(0.0, |sum, grams| sum + grams)
+    }
+
+    /// The same file's energy per entry point that `rule` finds in each branch (under
+    /// [`NO_ENTRY`] for a branch without one).
+    pub fn by_entry(&self, rule: &EntryRule) -> FileEnergy {
+        let mut energy: HashMap<String, f64> = HashMap::new();
+        for (branch, joules) in &self.energy {
+            let entry = rule.find(branch).map_or(NO_ENTRY, |entry| entry.method);
+            *energy.entry(entry.to_owned()).or_default() += joules;
+        }
+        FileEnergy {
+            energy,
+            grams: HashMap::new(),
+            carbon: None,
+            rows: self.rows,
+            bad_rows: self.bad_rows,
+            span_ms: self.span_ms,
+        }
     }
 
     /// Widens the span to the cycle that ended at `end_ms` and lasted `interval_s`.
@@ -293,6 +312,7 @@ pub fn profile(path: &Path, set: BranchSet) -> Result<EnergyProfile, ReadError> 
         power_source: None,
         sampled: false,
         carbon: carbon_sources(&carbon),
+        from_entries: false,
     })
 }
 

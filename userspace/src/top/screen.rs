@@ -23,7 +23,7 @@ use ratatui::text::Line as TextLine;
 use ratatui::widgets::{Block, Cell, Paragraph, Row, Table, TableState};
 use ratatui::{Frame, Terminal};
 
-use super::state::{Key, Snapshot, Top};
+use super::state::{Key, List, Snapshot, Top};
 use crate::signals;
 
 /// How long the view waits for a key before it looks for new cycles.
@@ -65,8 +65,9 @@ pub struct Screen {
 }
 
 impl Screen {
-    /// Takes the terminal over (raw mode, alternate screen) and starts drawing.
-    pub fn start() -> Result<Screen, ScreenError> {
+    /// Takes the terminal over (raw mode, alternate screen) and starts drawing, with `list`
+    /// shown for the selected JVM.
+    pub fn start(list: List) -> Result<Screen, ScreenError> {
         static HOOK: Once = Once::new();
         HOOK.call_once(|| {
             let hook = std::panic::take_hook();
@@ -87,7 +88,7 @@ impl Screen {
         let thread = std::thread::Builder::new()
             .name("top-view".into())
             .spawn(move || {
-                view(terminal, &receiver);
+                view(terminal, &receiver, list);
                 restore();
             })
             .map_err(fail)?;
@@ -143,8 +144,12 @@ impl Log for ScreenLog {
 
 /// The view's loop: draws, takes in the cycles and the keys, until the recording is over or the
 /// terminal fails.
-fn view(mut terminal: Terminal<CrosstermBackend<Stdout>>, receiver: &Receiver<Message>) {
-    let mut top = Top::default();
+fn view(
+    mut terminal: Terminal<CrosstermBackend<Stdout>>,
+    receiver: &Receiver<Message>,
+    list: List,
+) {
+    let mut top = Top::new(list);
     let mut message = String::from("waiting for the first cycle...");
     loop {
         loop {
@@ -176,6 +181,7 @@ fn view(mut terminal: Terminal<CrosstermBackend<Stdout>>, receiver: &Receiver<Me
             KeyCode::Down | KeyCode::Char('j') => Some(Key::Down),
             KeyCode::Char('m') => Some(Key::Methods),
             KeyCode::Char('b') => Some(Key::Branches),
+            KeyCode::Char('e') => Some(Key::Entries),
             KeyCode::Char('s') => Some(Key::Order),
             KeyCode::Char('a') => Some(Key::Set),
             _ => continue,
@@ -213,7 +219,7 @@ fn draw(frame: &mut Frame, top: &Top, message: &str) {
     frame.render_widget(
         Paragraph::new(vec![
             TextLine::from(
-                "q quit | up/down select a JVM | m methods | b branches | s sort | a all/app",
+                "q quit | up/down select a JVM | m methods | b branches | e entries | s sort | a all/app",
             ),
             TextLine::from(message.to_string()),
         ])
@@ -359,6 +365,7 @@ mod tests {
                     ended: false,
                     all: vec![("t.run;a.A.hot".into(), 20.0)],
                     app: Vec::new(),
+                    entries: Vec::new(),
                 }],
             });
             let mut terminal = ratatui::Terminal::new(TestBackend::new(100, 16)).unwrap();

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
+use clap::ValueEnum;
 use joularcode_core::carbon::Intensity;
 use joularcode_core::energy::{Interval, Power};
 
@@ -43,15 +44,19 @@ pub struct JvmSnapshot {
     pub all: Vec<(String, f64)>,
     /// The power of each of its application branches, in W.
     pub app: Vec<(String, f64)>,
+    /// The power of each of its entry points (found in all its branches), in W.
+    pub entries: Vec<(String, f64)>,
 }
 
-/// The list shown for the selected JVM.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The list shown for the selected JVM (`--list`, and the keys).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum List {
     /// Methods, each with the energy of the branches it is the newest frame of.
     Methods,
     /// Branches.
     Branches,
+    /// Entry points, each with the energy of the branches it started (of all branches).
+    Entries,
 }
 
 /// The order of that list.
@@ -95,6 +100,8 @@ pub enum Key {
     Methods,
     /// Show branches.
     Branches,
+    /// Show entry points.
+    Entries,
     /// Change the order of the list.
     Order,
     /// Switch between all branches and the application's.
@@ -136,6 +143,7 @@ pub struct JvmRow {
     pub ended: bool,
     all: HashMap<String, Usage>,
     app: HashMap<String, Usage>,
+    entries: HashMap<String, Usage>,
 }
 
 /// One line of the selected JVM's list.
@@ -176,6 +184,13 @@ pub struct Top {
 
 impl Default for Top {
     fn default() -> Top {
+        Top::new(List::Methods)
+    }
+}
+
+impl Top {
+    /// No cycle yet, showing `list`.
+    pub fn new(list: List) -> Top {
         Top {
             cycles: 0,
             source: String::new(),
@@ -184,14 +199,12 @@ impl Default for Top {
             carbon: false,
             jvms: Vec::new(),
             selected: None,
-            list: List::Methods,
+            list,
             order: Order::Watts,
             set: BranchSet::All,
         }
     }
-}
 
-impl Top {
     /// Takes in one cycle.
     pub fn apply(&mut self, snapshot: &Snapshot) {
         self.cycles += 1;
@@ -203,7 +216,12 @@ impl Top {
         for row in &mut self.jvms {
             row.usage.watts = 0.0;
             row.share = 0.0;
-            for usage in row.all.values_mut().chain(row.app.values_mut()) {
+            for usage in row
+                .all
+                .values_mut()
+                .chain(row.app.values_mut())
+                .chain(row.entries.values_mut())
+            {
                 usage.watts = 0.0;
             }
         }
@@ -223,7 +241,11 @@ impl Top {
             row.usage.add(jvm.watts, interval, carbon);
             row.share = jvm.share;
             row.ended = jvm.ended;
-            for (branches, powers) in [(&mut row.all, &jvm.all), (&mut row.app, &jvm.app)] {
+            for (branches, powers) in [
+                (&mut row.all, &jvm.all),
+                (&mut row.app, &jvm.app),
+                (&mut row.entries, &jvm.entries),
+            ] {
                 for (name, watts) in powers {
                     branches
                         .entry(name.clone())
@@ -269,6 +291,7 @@ impl Top {
             }
             Key::Methods => self.list = List::Methods,
             Key::Branches => self.list = List::Branches,
+            Key::Entries => self.list = List::Entries,
             Key::Order => self.order = self.order.next(),
             Key::Set => {
                 self.set = match self.set {
@@ -281,15 +304,16 @@ impl Top {
 
     /// The list of `row`, as chosen and ordered.
     pub fn lines(&self, row: &JvmRow) -> Vec<Line> {
-        let branches = match self.set {
-            BranchSet::All => &row.all,
-            BranchSet::App => &row.app,
+        let branches = match (self.list, self.set) {
+            (List::Entries, _) => &row.entries,
+            (_, BranchSet::All) => &row.all,
+            (_, BranchSet::App) => &row.app,
         };
         let mut by_name: HashMap<&str, Usage> = HashMap::new();
         for (branch, usage) in branches {
             let name = match self.list {
                 List::Methods => branch.rsplit(';').next().unwrap_or(branch),
-                List::Branches => branch.as_str(),
+                List::Branches | List::Entries => branch.as_str(),
             };
             let total = by_name.entry(name).or_default();
             total.watts += usage.watts;
@@ -351,10 +375,14 @@ impl Top {
             match self.list {
                 List::Methods => "Methods",
                 List::Branches => "Branches",
+                List::Entries => "Entry points",
             },
             row.pid,
             row.main_class,
-            self.set.describe(),
+            match self.list {
+                List::Entries => BranchSet::All.describe(),
+                _ => self.set.describe(),
+            },
             self.order.describe()
         )
     }
@@ -421,6 +449,7 @@ mod tests {
                 .filter(|(n, _)| n.contains("app."))
                 .map(|&(n, w)| (n.to_string(), w))
                 .collect(),
+            entries: Vec::new(),
         }
     }
 
@@ -609,5 +638,44 @@ mod tests {
             "{text}"
         );
         assert!(top.header().contains(", carbon intensity unknown, "));
+    }
+
+    #[test]
+    fn entry_points_are_listed_from_all_branches_whatever_the_set() {
+        let mut top = Top::new(List::Entries);
+        let mut jvm = jvm(3, 8.0, &[("t.run;app.A.x", 8.0)]);
+        jvm.entries = vec![
+            ("app.Orders.handle".into(), 3.0),
+            ("app.Users.handle".into(), 1.0),
+            ("app.Orders.handle".into(), 3.0),
+            ("[no entry]".into(), 1.0),
+        ];
+        top.apply(&snapshot(vec![jvm.clone()]));
+        top.apply(&snapshot(vec![jvm]));
+        top.key(Key::Set);
+        let row = top.selected().unwrap().clone();
+        let lines = top.lines(&row);
+        let names: Vec<&str> = lines.iter().map(|line| line.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["app.Orders.handle", "[no entry]", "app.Users.handle"]
+        );
+        assert_eq!(lines[0].usage.watts, 6.0);
+        assert_eq!(lines[0].usage.joules, 24.0, "two cycles of 2 s at 6 W");
+        assert_eq!(lines[0].share, 0.75);
+        assert_eq!(
+            top.list_title(&row),
+            "Entry points of JVM 3 (m3.Main), all branches, by W now"
+        );
+        assert!(
+            top.plain(1)
+                .contains("      6.000   75.0%      24.000  app.Orders.handle\n"),
+            "{}",
+            top.plain(1)
+        );
+        top.key(Key::Methods);
+        assert_eq!(top.lines(&row)[0].name, "app.A.x");
+        top.key(Key::Entries);
+        assert_eq!(top.list, List::Entries);
     }
 }
