@@ -638,6 +638,65 @@ mod tests {
     }
 
     #[test]
+    fn grams_are_added_up_per_entry_point_and_shown_in_the_flame_graph_rooted_there() {
+        use crate::record::results::written::{write_run, RunCycle};
+        use joularcode_core::carbon::{Intensity, IntensitySource};
+        let dir = tempfile::tempdir().unwrap();
+        let samples = [
+            ("java.lang.Thread.run;work.Router.route;java.lang.reflect.Method.invoke;work.Orders.handle", 75),
+            ("java.lang.Thread.run;work.Router.route;java.lang.reflect.Method.invoke;work.Users.handle", 25),
+        ];
+        // 36 J a cycle (36 W, the JVM the only load) at 100 then 400 g/kWh: Orders.handle has
+        // 27 J of each, 27 × 500 / 3.6e6 g; Users.handle 9 J of each.
+        let cycles: Vec<RunCycle> = [100.0, 400.0]
+            .into_iter()
+            .zip(1..)
+            .map(|(grams_per_kwh, second)| RunCycle {
+                end_ms: 1_700_000_000_000 + 1000 * second,
+                seconds: 1.0,
+                watts: 36.0,
+                samples: &samples,
+                carbon: Some(Intensity {
+                    grams_per_kwh,
+                    source: IntensitySource::File,
+                }),
+            })
+            .collect();
+        write_run(dir.path(), &cycles);
+        let mut args = args(dir.path());
+        args.by = By::Entry;
+        args.methods_filtering_prefix = Some("work.".into());
+        args.root.root = Root::Entry;
+        args.flamegraph = Some(dir.path().join("fg.svg"));
+        let (text, _) = report(&args).unwrap();
+        assert!(
+            text.contains(
+                "methods-power-all.csv: 72.000 J, 5.000 mg CO2e (carbon intensity: file)"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("    energy (J)   share          CO2e  entry\n"),
+            "{text}"
+        );
+        for line in [
+            "54.000   75.0%      3.750 mg  work.Orders.handle\n",
+            "18.000   25.0%      1.250 mg  work.Users.handle\n",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+        let svg = std::fs::read_to_string(dir.path().join("fg.svg")).unwrap();
+        assert!(
+            svg.contains("<title>work.Orders.handle (54.000 J, 3.750 mg CO2e, 75.00%)</title>"),
+            "{svg}"
+        );
+        assert!(
+            svg.contains("<title>work.Users.handle (18.000 J, 1.250 mg CO2e, 25.00%)</title>"),
+            "{svg}"
+        );
+    }
+
+    #[test]
     fn entry_points_are_printed_escaped() {
         let dir = tempfile::tempdir().unwrap();
         let hostile = format!(

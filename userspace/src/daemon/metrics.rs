@@ -6,7 +6,7 @@
 //! [`EntryRule`] in all its branches). For the host: the power source's power and energy, and
 //! the profiler's own health. With `carbon-intensity`, the same in grams of CO2e
 //! (`..._co2e_grams_total`, labelled with the intensity's `source`, `constant` or `file`; the top
-//! methods and branches by their own recent grams), and the intensity in force. An ended JVM's
+//! methods, branches and entry points by their own recent grams), and the intensity in force. An ended JVM's
 //! series stay, frozen, for the time given, then go. Label values come from the JVMs: [`label`]
 //! bounds them.
 
@@ -56,10 +56,11 @@ struct Jvm {
     methods: Ranked,
     branches: Ranked,
     entries: Ranked,
-    /// Grams of CO2e, of the JVM, its methods and its branches.
+    /// Grams of CO2e, of the JVM, its methods, its branches and its entry points.
     grams: f64,
     methods_grams: Ranked,
     branches_grams: Ranked,
+    entries_grams: Ranked,
 }
 
 /// Everything the endpoint exports.
@@ -147,6 +148,7 @@ impl Metrics {
                     grams: 0.0,
                     methods_grams: Ranked::default(),
                     branches_grams: Ranked::default(),
+                    entries_grams: Ranked::default(),
                 }
             });
             state.watts = jvm.result.result.jvm_power.watts();
@@ -158,16 +160,18 @@ impl Metrics {
                 let branch_name = branch_label(branch.name);
                 state.methods.add(&method, joules, now);
                 state.branches.add(&branch_name, joules, now);
-                let entry = self
-                    .options
-                    .entries
-                    .find(branch.name)
-                    .map_or(NO_ENTRY, |entry| entry.method);
-                state.entries.add(&label(entry), joules, now);
+                let entry = label(
+                    self.options
+                        .entries
+                        .find(branch.name)
+                        .map_or(NO_ENTRY, |entry| entry.method),
+                );
+                state.entries.add(&entry, joules, now);
                 if cycle.carbon.is_some() {
                     let grams = grams(branch.energy);
                     state.methods_grams.add(&method, grams, now);
                     state.branches_grams.add(&branch_name, grams, now);
+                    state.entries_grams.add(&entry, grams, now);
                 }
                 self.samples += branch.samples;
                 if branch.name.split(';').any(|frame| frame == UNKNOWN) {
@@ -180,6 +184,7 @@ impl Metrics {
                 &mut state.entries,
                 &mut state.methods_grams,
                 &mut state.branches_grams,
+                &mut state.entries_grams,
             ] {
                 ranked.review(self.options.top, self.options.idle, now);
             }
@@ -303,6 +308,16 @@ impl Metrics {
                     &grams_unit,
                     "branch",
                     |jvm| &jvm.branches_grams,
+                ),
+                carbon,
+            ));
+            families.push((
+                (
+                    "joularcode_entry_co2e",
+                    "Grams of CO2e of each JVM's top entry points by grams, the rest in entry=\"other\".",
+                    &grams_unit,
+                    "entry",
+                    |jvm| &jvm.entries_grams,
                 ),
                 carbon,
             ));
@@ -537,15 +552,20 @@ mod tests {
         assert!(close(value(&text, hot), kwh(6.0) * 90.0), "{text}");
         let branch = "joularcode_branch_co2e_grams_total{pid=\"9\",main_class=\"a.Main\",container_id=\"\",pod_uid=\"\",branch=\"a.A.run;a.A.cold\",source=\"file\"}";
         assert!(close(value(&text, branch), kwh(2.0) * 90.0), "{text}");
-        let methods: f64 = text
-            .lines()
-            .filter(|line| line.starts_with("joularcode_method_co2e_grams_total{"))
-            .map(|line| line.rsplit_once(' ').unwrap().1.parse::<f64>().unwrap())
-            .sum();
-        assert!(
-            close(methods, expected),
-            "the methods and other add up: {text}"
-        );
+        // Both branches start at their entry point a.A.run.
+        let entry = "joularcode_entry_co2e_grams_total{pid=\"9\",main_class=\"a.Main\",container_id=\"\",pod_uid=\"\",entry=\"a.A.run\",source=\"file\"}";
+        assert!(close(value(&text, entry), kwh(8.0) * 90.0), "{text}");
+        for family in ["method", "branch", "entry"] {
+            let total: f64 = text
+                .lines()
+                .filter(|line| line.starts_with(&format!("joularcode_{family}_co2e_grams_total{{")))
+                .map(|line| line.rsplit_once(' ').unwrap().1.parse::<f64>().unwrap())
+                .sum();
+            assert!(
+                close(total, expected),
+                "the {family}s and other add up: {text}"
+            );
+        }
         let host = "joularcode_co2e_grams_total{source=\"file\"}";
         assert!(close(value(&text, host), kwh(20.0) * 450.0), "{text}");
         let intensity = "joularcode_carbon_intensity_grams_per_kwh{source=\"file\"}";

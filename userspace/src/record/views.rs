@@ -211,12 +211,17 @@ mod tests {
         let branch = branches.branch(&frames);
         let mut samples = CycleThreads::default();
         samples.count(1, branch, 2);
-        let cycle = one_jvm_cycle(
+        let mut cycle = one_jvm_cycle(
             9,
             1000,
             Interval::from_ns(1_000_000_000),
             vec![(branch, Power::from_watts(2.0))],
         );
+        // 2 J at 360 g/kWh: 0.2 mg of CO2e.
+        cycle.carbon = Some(Intensity {
+            grams_per_kwh: 360.0,
+            source: IntensitySource::Constant,
+        });
         files.cycle(&one_jvm_view(&cycle, &branches, &samples));
         files.finish(&Recorded::default()).unwrap();
         let text = std::fs::read_to_string(&svg).unwrap();
@@ -225,7 +230,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("<title>a.H.handle (2.000 J, 100.00%)</title>"),
+            text.contains("<title>a.H.handle (2.000 J, 200.000 µg CO2e, 100.00%)</title>"),
             "{text}"
         );
         assert!(!text.contains("a.R.route"), "{text}");

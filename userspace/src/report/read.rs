@@ -55,18 +55,21 @@ impl FileEnergy {
         self.grams.values().fold(0.0, |sum, grams| sum + grams)
     }
 
-    /// The same file's energy per entry point that `rule` finds in each branch (under
-    /// [`NO_ENTRY`] for a branch without one).
+    /// The same file's energy and grams of CO2e per entry point that `rule` finds in each
+    /// branch (under [`NO_ENTRY`] for a branch without one).
     pub fn by_entry(&self, rule: &EntryRule) -> FileEnergy {
-        let mut energy: HashMap<String, f64> = HashMap::new();
-        for (branch, joules) in &self.energy {
-            let entry = rule.find(branch).map_or(NO_ENTRY, |entry| entry.method);
-            *energy.entry(entry.to_owned()).or_default() += joules;
-        }
+        let per_entry = |per_branch: &HashMap<String, f64>| {
+            let mut per_entry: HashMap<String, f64> = HashMap::new();
+            for (branch, amount) in per_branch {
+                let entry = rule.find(branch).map_or(NO_ENTRY, |entry| entry.method);
+                *per_entry.entry(entry.to_owned()).or_default() += amount;
+            }
+            per_entry
+        };
         FileEnergy {
-            energy,
-            grams: HashMap::new(),
-            carbon: None,
+            energy: per_entry(&self.energy),
+            grams: per_entry(&self.grams),
+            carbon: self.carbon.clone(),
             rows: self.rows,
             bad_rows: self.bad_rows,
             span_ms: self.span_ms,

@@ -678,4 +678,38 @@ mod tests {
         top.key(Key::Entries);
         assert_eq!(top.list, List::Entries);
     }
+
+    #[test]
+    fn entry_points_have_the_grams_of_each_cycle() {
+        use joularcode_core::carbon::IntensitySource;
+        let mut top = Top::new(List::Entries);
+        let mut jvm = jvm(3, 8.0, &[("t.run;app.A.x", 8.0)]);
+        jvm.entries = vec![
+            ("app.Orders.handle".into(), 6.0),
+            ("app.Users.handle".into(), 2.0),
+        ];
+        // 2 s cycles at 360 then 90 g/kWh: Orders.handle's 12 J a cycle are 1.2 mg then
+        // 0.3 mg of CO2e, Users.handle's 4 J 0.4 mg then 0.1 mg.
+        for grams_per_kwh in [360.0, 90.0] {
+            let mut cycle = snapshot(vec![jvm.clone()]);
+            cycle.carbon = Some(Intensity {
+                grams_per_kwh,
+                source: IntensitySource::Constant,
+            });
+            top.apply(&cycle);
+        }
+        let text = top.plain(2);
+        assert!(
+            text.contains("  Entry points of JVM 3 (m3.Main), all branches, by W now:\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("      6.000   75.0%      24.000     1.500 mg  app.Orders.handle\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("      2.000   25.0%       8.000   500.000 µg  app.Users.handle\n"),
+            "{text}"
+        );
+    }
 }
