@@ -18,18 +18,21 @@ use crate::record::{self, Outputs};
 pub fn run(args: &RecordArgs) -> Result<i32, String> {
     let recording = args.recording();
     record::check_targets(&recording).map_err(|e| e.to_string())?;
-    let terminal = Arc::new(Terminal::new());
-    let config = record::configure(&recording, &*terminal).map_err(|e| e.to_string())?;
-    let mut sinks: Vec<Box<dyn Sink>> = vec![Box::new(StatusLine::new(terminal.clone()))];
     let views = ViewFiles::create(
         args.flamegraph.as_deref(),
         args.pprof.as_deref(),
         BranchSet::from_app_flag(args.app),
-        args.root.at_entries().then(|| EntryRule::of(&config)),
     )
     .map_err(|e| e.to_string())?;
+    let terminal = Arc::new(Terminal::new());
+    let config = record::configure(&recording, &*terminal).map_err(|e| e.to_string())?;
+    let mut sinks: Vec<Box<dyn Sink>> = vec![Box::new(StatusLine::new(terminal.clone()))];
     if let Some(views) = views {
-        sinks.push(Box::new(views));
+        sinks.push(Box::new(if args.root.at_entries() {
+            views.from_entries(EntryRule::of(&config))
+        } else {
+            views
+        }));
     }
     record::run_configured(
         recording,

@@ -30,20 +30,19 @@ pub struct ViewFiles {
 
 impl ViewFiles {
     /// The files asked for (none: `None`), checked now so that a path that cannot be written
-    /// is refused before the recording starts; `set` says which branches they show, `entries`
-    /// the rule their stacks start at the entry points of, if any.
+    /// is refused before the recording starts (before its settings are even read); `set` says
+    /// which branches they show.
     pub fn create(
         flamegraph: Option<&std::path::Path>,
         pprof: Option<&std::path::Path>,
         set: BranchSet,
-        entries: Option<EntryRule>,
     ) -> Result<Option<ViewFiles>, OutputError> {
         if flamegraph.is_none() && pprof.is_none() {
             return Ok(None);
         }
         Ok(Some(ViewFiles {
             set,
-            entries,
+            entries: None,
             flamegraph: flamegraph
                 .map(|path| OutputFile::create("--flamegraph", path))
                 .transpose()?,
@@ -56,6 +55,14 @@ impl ViewFiles {
             source: String::new(),
             carbon: BTreeSet::new(),
         }))
+    }
+
+    /// Starts the stacks at the entry points `rule` finds (`--root entry`).
+    pub fn from_entries(self, rule: EntryRule) -> ViewFiles {
+        ViewFiles {
+            entries: Some(rule),
+            ..self
+        }
     }
 
     /// The energy gathered so far.
@@ -153,7 +160,7 @@ mod tests {
     fn cycles_add_up_into_the_files_written_at_the_end() {
         let dir = tempfile::tempdir().unwrap();
         let (svg, pb) = (dir.path().join("fg.svg"), dir.path().join("p.pb.gz"));
-        let mut files = ViewFiles::create(Some(&svg), Some(&pb), BranchSet::All, None)
+        let mut files = ViewFiles::create(Some(&svg), Some(&pb), BranchSet::All)
             .unwrap()
             .expect("files asked for");
         let mut branches = Branches::new::<&str>(&[]);
@@ -188,7 +195,7 @@ mod tests {
         assert!(text.contains("power from vm (file /w)"));
         assert!(std::fs::metadata(&pb).unwrap().len() > 0);
         assert_eq!(log.messages().len(), 2, "{:?}", log.messages());
-        assert!(ViewFiles::create(None, None, BranchSet::All, None)
+        assert!(ViewFiles::create(None, None, BranchSet::All)
             .unwrap()
             .is_none());
     }
@@ -198,9 +205,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let svg = dir.path().join("fg.svg");
         let rule = EntryRule::new(&["a."], &[]);
-        let mut files = ViewFiles::create(Some(&svg), None, BranchSet::All, Some(rule))
+        let mut files = ViewFiles::create(Some(&svg), None, BranchSet::All)
             .unwrap()
-            .expect("a file asked for");
+            .expect("a file asked for")
+            .from_entries(rule);
         let mut branches = Branches::new(&["a."]);
         let frames = [
             branches.frame("java.lang.Thread", "run"),
