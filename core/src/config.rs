@@ -9,10 +9,11 @@ mod values;
 
 use std::path::{Path, PathBuf};
 
+use crate::carbon::IntensitySetting;
 use crate::log::{Level, Log, Recorded};
 
 pub use properties::{parse as parse_properties, MalformedEscape};
-use values::{jvm_threads, sample_rate, watts_per_cpu};
+use values::{carbon_intensity, jvm_threads, sample_rate, watts_per_cpu};
 
 /// The file name Joular Code for Java looks for in the working folder.
 pub const FILE_NAME: &str = "joularcodejava.properties";
@@ -56,6 +57,10 @@ pub const KEYS: &[(&str, &str)] = &[
         "comma-separated prefixes of the frames kept in the app file (default none: all frames)",
     ),
     (
+        "entry-points",
+        "comma-separated methods (package.Class.method) that start a unit of work whenever on the stack, the oldest winning (default none: the built-in rules)",
+    ),
+    (
         "jvm-threads",
         "the JVM's own threads (GC, JIT): own branches (own, default) or spread over Java threads as Joular does (spread)",
     ),
@@ -66,6 +71,10 @@ pub const KEYS: &[(&str, &str)] = &[
     (
         "estimate-max-watts-per-cpu",
         "watts per CPU at 100 % utilisation, for power-source-type=estimate (default 3.5)",
+    ),
+    (
+        "carbon-intensity",
+        "grams of CO2e per kWh, or a file whose first line holds them, to give grams of CO2e besides joules (default none: not counted)",
     ),
 ];
 
@@ -176,12 +185,16 @@ pub struct Config {
     pub results_path: PathBuf,
     /// `methods-filtering-prefix`: trimmed, without empty items; empty means no filter.
     pub methods_filtering_prefix: Vec<String>,
+    /// `entry-points`: trimmed, without empty items ([`crate::entry`]).
+    pub entry_points: Vec<String>,
     /// `jvm-threads`.
     pub jvm_threads: JvmThreads,
     /// `estimate-idle-watts-per-cpu`.
     pub estimate_idle_watts_per_cpu: f64,
     /// `estimate-max-watts-per-cpu`.
     pub estimate_max_watts_per_cpu: f64,
+    /// `carbon-intensity`; `None`, the default, counts no grams of CO2e.
+    pub carbon_intensity: Option<IntensitySetting>,
 }
 
 impl Default for Config {
@@ -194,9 +207,11 @@ impl Default for Config {
             sample_rate_ms: DEFAULT_SAMPLE_RATE_MS,
             results_path: PathBuf::from("joular-code-java-results"),
             methods_filtering_prefix: Vec::new(),
+            entry_points: Vec::new(),
             jvm_threads: JvmThreads::Own,
             estimate_idle_watts_per_cpu: DEFAULT_IDLE_WATTS_PER_CPU,
             estimate_max_watts_per_cpu: DEFAULT_MAX_WATTS_PER_CPU,
+            carbon_intensity: None,
         }
     }
 }
@@ -271,6 +286,16 @@ fn read_properties(
     log: &dyn Log,
 ) -> Result<std::collections::HashMap<String, String>, FileError> {
     Ok(parse_properties(&decode(read_file(path)?, path, log))?)
+}
+
+/// A comma-separated list: each item trimmed, blank ones left out.
+fn list(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(java_trim)
+        .filter(|item| !item.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 /// `String.trim()` of Java: drops every character up to U+0020 at both ends.
@@ -375,12 +400,18 @@ impl Config {
                     "stack-monitoring-sample-rate" => self.sample_rate_ms.to_string(),
                     "results-path" => self.results_path.display().to_string(),
                     "methods-filtering-prefix" => self.methods_filtering_prefix.join(","),
+                    "entry-points" => self.entry_points.join(","),
                     "jvm-threads" => match self.jvm_threads {
                         JvmThreads::Own => "own".to_owned(),
                         JvmThreads::Spread => "spread".to_owned(),
                     },
                     "estimate-idle-watts-per-cpu" => self.estimate_idle_watts_per_cpu.to_string(),
                     "estimate-max-watts-per-cpu" => self.estimate_max_watts_per_cpu.to_string(),
+                    "carbon-intensity" => self
+                        .carbon_intensity
+                        .as_ref()
+                        .map(IntensitySetting::value)
+                        .unwrap_or_default(),
                     _ => String::new(),
                 };
                 (key, value)
@@ -467,14 +498,8 @@ impl Config {
                     PathBuf::from(value)
                 }
             }
-            "methods-filtering-prefix" => {
-                self.methods_filtering_prefix = value
-                    .split(',')
-                    .map(java_trim)
-                    .filter(|prefix| !prefix.is_empty())
-                    .map(str::to_owned)
-                    .collect()
-            }
+            "methods-filtering-prefix" => self.methods_filtering_prefix = list(value),
+            "entry-points" => self.entry_points = list(value),
             "jvm-threads" => self.jvm_threads = jvm_threads(value, log),
             "estimate-idle-watts-per-cpu" => {
                 self.estimate_idle_watts_per_cpu =
@@ -484,6 +509,7 @@ impl Config {
                 self.estimate_max_watts_per_cpu =
                     watts_per_cpu(key, value, DEFAULT_MAX_WATTS_PER_CPU, log)
             }
+            "carbon-intensity" => self.carbon_intensity = carbon_intensity(value, log),
             _ => {}
         }
     }

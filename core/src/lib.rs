@@ -4,12 +4,14 @@
 
 pub mod attribution;
 pub mod branch;
+pub mod carbon;
 pub mod code_map;
 pub mod config;
 pub mod cpu_list;
 pub mod cycle;
 pub mod energy;
-mod input;
+pub mod entry;
+pub mod input;
 pub mod log;
 pub mod machine;
 pub mod mutf8;

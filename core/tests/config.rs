@@ -345,8 +345,42 @@ fn config_our_keys_validate_like_the_sample_rate() {
 }
 
 #[test]
+fn config_carbon_intensity_is_a_constant_or_a_file_and_off_by_default() {
+    use joularcode_core::carbon::IntensitySetting;
+    assert_eq!(Config::default().carbon_intensity, None);
+    let (config, messages) = from_text("carbon-intensity=350");
+    assert!(messages.is_empty());
+    assert_eq!(
+        config.carbon_intensity,
+        Some(IntensitySetting::Constant(350.0))
+    );
+    let (config, _) = from_text("carbon-intensity = /run/host/carbon ");
+    assert_eq!(
+        config.carbon_intensity,
+        Some(IntensitySetting::File("/run/host/carbon".into()))
+    );
+    // An impossible intensity counts no grams (there is no default to fall back on), and says so.
+    let (config, messages) = from_text("carbon-intensity=-20");
+    assert_eq!(config.carbon_intensity, None);
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    assert!(messages[0]
+        .1
+        .starts_with("carbon-intensity -20 is not a carbon intensity"));
+    let mut strict = Config::default();
+    let error = strict
+        .set_strictly("carbon-intensity", "5000", &Recorded::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.starts_with("carbon-intensity 5000 is not a carbon intensity: give grams"),
+        "{error}"
+    );
+    assert!(!error.contains('\n'));
+}
+
+#[test]
 fn config_every_key_has_a_help_line() {
-    assert_eq!(KEYS.len(), 10);
+    assert_eq!(KEYS.len(), 12);
     let log = Recorded::default();
     for (key, help) in KEYS {
         assert!(!help.is_empty() && !help.contains('\n'), "{key}");

@@ -8,6 +8,7 @@
 //! test with a message that says how to get it: a test never skips silently.
 
 pub mod branches;
+pub mod entry_router;
 pub mod fake_jvm;
 pub mod jfr;
 pub mod odd_names;
@@ -26,6 +27,7 @@ use std::time::{Duration, Instant};
 
 pub mod host;
 pub mod record_run;
+pub mod tomcat;
 
 /// The root of the repository.
 pub fn repo_root() -> PathBuf {

@@ -10,7 +10,10 @@ use clap::{ArgGroup, Args, Parser, Subcommand};
 use crate::discovery::{CgroupPath, Cgroups};
 use crate::record::options::ConfigOptions;
 use crate::record::{Mode, Recording};
+use crate::report::per::{self, WorkUnits};
+use crate::report::{By, Root};
 use crate::session::{AgentArgs, BranchLimit, Targets};
+use crate::top::state::List;
 
 /// What `--version` says after the name: the version of Cargo.toml and the git commit built
 /// (`unknown` when built outside a git checkout, from a source package), set by build.rs.
@@ -127,8 +130,8 @@ pub struct DaemonArgs {
     /// The properties file to read instead of ./joularcodejava.properties (it must exist).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// How many methods and how many branches of each JVM are exported, each; the energy of the
-    /// others goes to method="other" and branch="other".
+    /// How many methods, branches and entry points of each JVM are exported, each; the energy of
+    /// the others goes to method="other", branch="other" and entry="other".
     #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u16).range(1..=1000))]
     pub top: u16,
     /// The most distinct branches kept per JVM; the stacks beyond are counted in one "[other]"
@@ -192,9 +195,13 @@ pub struct TopArgs {
     /// Stop after this many seconds (else at q, Ctrl-C, SIGTERM, or when the JVMs given end).
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds, allow_negative_numbers = true)]
     pub duration: Option<f64>,
-    /// In plain text (not on a terminal), how many methods of each JVM to print.
+    /// In plain text (not on a terminal), how many lines of each JVM's list to print.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub top: usize,
+    /// The list shown for a JVM at first: its methods, its branches, or its entry points (the
+    /// methods that started each branch's unit of work; keys m, b and e change it).
+    #[arg(long, value_enum, default_value_t = List::Methods)]
+    pub list: List,
     /// The properties file to read instead of ./joularcodejava.properties (it must exist).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -220,8 +227,33 @@ impl TopArgs {
     }
 }
 
+/// `--root`, of `record` and `report` (whose `--flamegraph` and `--pprof` form the group
+/// `views`).
+#[derive(Debug, Clone, Copy, Args)]
+pub struct RootArgs {
+    /// Where the stacks of the flame graph and the pprof profile start: at the thread's start,
+    /// or at the branch's entry point (of all branches, found with the methods-filtering-prefix
+    /// and entry-points settings; branches without one under "[no entry]").
+    #[arg(
+        long,
+        value_enum,
+        default_value_t = Root::Thread,
+        requires = "views",
+        conflicts_with = "app"
+    )]
+    pub root: Root,
+}
+
+impl RootArgs {
+    /// Whether the stacks start at their entry points.
+    pub fn at_entries(self) -> bool {
+        self.root == Root::Entry
+    }
+}
+
 /// `joularcode-bpf report`.
 #[derive(Debug, Args)]
+#[command(group(ArgGroup::new("views").args(["flamegraph", "pprof"]).multiple(true)))]
 pub struct ReportArgs {
     /// The results-path of the recording (a folder holding the CSV files, one folder per JVM, or
     /// one CSV file).
@@ -253,7 +285,7 @@ pub struct ReportArgs {
     pub app: bool,
     /// Compare RESULTS, the recording before a change, with AFTER, the recording after it (its
     /// results-path): the branches and methods whose energy per second of run changed most.
-    #[arg(long, value_name = "AFTER")]
+    #[arg(long, value_name = "AFTER", conflicts_with = "root")]
     pub baseline: Option<PathBuf>,
     /// With --baseline: exit with status 3 when the total energy per second, or that of one of
     /// the --top methods, grew from RESULTS to AFTER by more than PCT percent (an energy
@@ -266,6 +298,35 @@ pub struct ReportArgs {
         allow_negative_numbers = true
     )]
     pub fail_above: Option<f64>,
+    /// With --baseline: compare the whole energy of each run rather than its energy per second
+    /// (and gate on it), for benchmarks that do the same fixed amount of work in each run.
+    #[arg(long, requires = "baseline", conflicts_with = "per")]
+    pub per_run: bool,
+    /// With --baseline: compare the energy per unit of work (and gate on it). UNITS is N for
+    /// both runs, BEFORE,AFTER, or @FILE: a file in each run's results-path (or @B,@A: one each)
+    /// whose first line is the number the benchmark did, such as @units.txt.
+    #[arg(long, value_name = "UNITS", requires = "baseline", value_parser = per::parse)]
+    pub per: Option<WorkUnits>,
+    /// What the table adds the energy up by: each branch, or each entry point (the method that
+    /// started the branch's unit of work: the handler a framework dispatched to, else the
+    /// thread's first application method), read from methods-power-all.csv.
+    #[arg(long, value_enum, default_value_t = By::Branch, conflicts_with = "baseline")]
+    pub by: By,
+    /// Where the flame graph's and the pprof profile's stacks start.
+    #[command(flatten)]
+    pub root: RootArgs,
+    /// The properties file whose methods-filtering-prefix and entry-points find the entry points
+    /// (default: ./joularcodejava.properties, if there is one).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The application's frames, for the entry points: comma-separated prefixes (overrides the
+    /// file).
+    #[arg(long, value_name = "PREFIXES")]
+    pub methods_filtering_prefix: Option<String>,
+    /// Methods (package.Class.method, comma-separated) that are entry points whenever they are
+    /// on the stack, the oldest winning (overrides the file).
+    #[arg(long, value_name = "METHODS")]
+    pub entry_points: Option<String>,
 }
 
 /// `joularcode-bpf raw`.
@@ -324,6 +385,7 @@ pub struct StacksArgs {
 /// `joularcode-bpf record`.
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("what").required(true).args(["pids", "all", "command"])))]
+#[command(group(ArgGroup::new("views").args(["flamegraph", "pprof"]).multiple(true)))]
 #[command(mut_arg("no_attach", |arg| arg.help(
     "Do not load the symbolizer agent into running JVMs (--pid, --all): their compiled frames \
      are then named from their code caches, by their outer methods only"
@@ -358,6 +420,9 @@ pub struct RecordArgs {
     /// methods-power-app.csv) instead of all of them.
     #[arg(long)]
     pub app: bool,
+    /// Where the flame graph's and the pprof profile's stacks start.
+    #[command(flatten)]
+    pub root: RootArgs,
     /// How the JVMs are profiled: bpf (the eBPF sampler, from outside), agent (the agent's
     /// sampling mode, inside each JVM: launched with it, or attached for --pid), or auto (bpf,
     /// and agent when the BPF programs cannot be loaded, which it says).
@@ -537,9 +602,23 @@ mod tests {
             &["r", "--fail-above", "5"][..],
             &["r", "--baseline", "b", "--fail-above", "-1"],
             &["r", "--baseline", "b", "--pprof", "p.pb.gz"],
+            &["r", "--per-run"],
+            &["r", "--per", "5"],
+            &["r", "--baseline", "b", "--per-run", "--per", "5"],
+            &["r", "--baseline", "b", "--per", "0"],
         ] {
             assert!(report(bad).is_err(), "{bad:?}");
         }
+        let args = report(&["b", "--baseline", "a", "--per", "10,@u"]).expect("valid");
+        assert_eq!(
+            args.per.map(|units| units.after),
+            Some(per::Units::File(PathBuf::from("u")))
+        );
+        assert!(
+            report(&["b", "--baseline", "a", "--per-run"])
+                .unwrap()
+                .per_run
+        );
     }
 
     #[test]

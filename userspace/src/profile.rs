@@ -2,10 +2,15 @@
 //! files, comparisons). `report` builds it from Joular CSV files, `record` from its cycles.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
 
+use joularcode_core::carbon::IntensitySource;
+use joularcode_core::entry::EntryRule;
 use joularcode_core::output::csv::{ALL_FILE, APP_FILE};
+
+/// How the views name the entry of a branch that has none (no application frame).
+pub const NO_ENTRY: &str = "[no entry]";
 
 /// Which branches a view shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +64,8 @@ pub struct Weight {
     pub joules: f64,
     /// Stack samples (0 when the profile does not count them, see [`EnergyProfile::sampled`]).
     pub samples: u64,
+    /// Grams of CO2e (0 when the profile counts none, see [`EnergyProfile::carbon`]).
+    pub grams: f64,
 }
 
 impl Weight {
@@ -66,6 +73,7 @@ impl Weight {
     pub fn add(&mut self, other: Weight) {
         self.joules += other.joules;
         self.samples = self.samples.saturating_add(other.samples);
+        self.grams += other.grams;
     }
 }
 
@@ -118,21 +126,17 @@ pub struct EnergyProfile {
     pub power_source: Option<String>,
     /// Whether [`Weight::samples`] are counted (by `record`; the CSV files hold none).
     pub sampled: bool,
+    /// Where the carbon intensity of [`Weight::grams`] came from (`constant`, `file`), when
+    /// grams of CO2e are counted (`carbon-intensity` was set).
+    pub carbon: Option<String>,
+    /// Whether each branch starts at its entry point ([`EnergyProfile::from_entries`]).
+    pub from_entries: bool,
 }
 
 impl EnergyProfile {
     /// All the JVMs' energy, in joules.
     pub fn joules(&self) -> f64 {
         self.jvms.iter().fold(0.0, |sum, jvm| sum + jvm.joules())
-    }
-
-    /// Energy per second of the recording, in joules per second (watts); 0 for an empty one.
-    pub fn joules_per_second(&self) -> f64 {
-        if self.seconds > 0.0 {
-            self.joules() / self.seconds
-        } else {
-            0.0
-        }
     }
 
     /// What the profile is about: the JVM's name, or how many JVMs.
@@ -159,20 +163,50 @@ impl EnergyProfile {
             Some(source) => format!("power from {source}"),
             None => "power source not recorded in the CSV files".to_string(),
         };
-        format!("{source}; {}", self.set.describe())
+        let carbon = match &self.carbon {
+            Some(carbon) => format!("; CO2e at the carbon intensity of the {carbon}"),
+            None => String::new(),
+        };
+        let from = if self.from_entries {
+            ", from their entry points"
+        } else {
+            ""
+        };
+        format!("{source}{carbon}; {}{from}", self.set.describe())
     }
 
     /// The same profile with the hidden classes' addresses masked in every frame
     /// ([`mask_hidden`]); branches that differed only there are added up.
     pub fn masked(&self) -> EnergyProfile {
+        self.rekeyed(|branch| {
+            let masked: Vec<Cow<'_, str>> = branch.split(';').map(mask_hidden).collect();
+            masked.join(";")
+        })
+    }
+
+    /// The same profile with each branch starting at its entry point as `rule` finds it (its
+    /// frame and the newer ones); a branch without one under [`NO_ENTRY`], whole. Branches that
+    /// share their part from the entry on are added up.
+    pub fn from_entries(&self, rule: &EntryRule) -> EnergyProfile {
+        EnergyProfile {
+            from_entries: true,
+            ..self.rekeyed(|branch| match rule.find(branch) {
+                Some(entry) => entry.stack.to_owned(),
+                None => format!("{NO_ENTRY};{branch}"),
+            })
+        }
+    }
+
+    /// The same profile with each branch named by `name`, the weights of the branches that get
+    /// the same name added up.
+    fn rekeyed(&self, name: impl Fn(&str) -> String) -> EnergyProfile {
         let jvms = self
             .jvms
             .iter()
             .map(|jvm| {
                 let mut branches: HashMap<String, Weight> = HashMap::new();
                 for (branch, weight) in &jvm.branches {
-                    let masked: Vec<Cow<'_, str>> = branch.split(';').map(mask_hidden).collect();
-                    branches.entry(masked.join(";")).or_default().add(*weight);
+                    branches.entry(name(branch)).or_default().add(*weight);
                 }
                 JvmEnergy {
                     name: jvm.name.clone(),
@@ -183,6 +217,7 @@ impl EnergyProfile {
         EnergyProfile {
             jvms,
             power_source: self.power_source.clone(),
+            carbon: self.carbon.clone(),
             ..*self
         }
     }
@@ -203,6 +238,68 @@ impl EnergyProfile {
             }
         }
         stacks
+    }
+}
+
+/// [`EnergyProfile::carbon`] of a recording whose cycles had intensities from `sources`: their
+/// labels (`constant`, `file`, `constant and file`), `None` when there were none.
+pub fn carbon_sources(sources: &BTreeSet<IntensitySource>) -> Option<String> {
+    let labels: Vec<&str> = sources.iter().map(|source| source.label()).collect();
+    (!labels.is_empty()).then(|| labels.join(" and "))
+}
+
+/// What a comparison of two recordings divides each one's energy by, so that they compare
+/// (`report --baseline`, docs/views.md).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Per {
+    /// A second of the run: for runs of different lengths that work at the same pace.
+    Second,
+    /// The whole run: for benchmarks that do the same fixed amount of work in each run.
+    Run,
+    /// A unit of work, each run having done this many.
+    Unit {
+        /// The units of work of the run before.
+        before: f64,
+        /// The units of work of the run after.
+        after: f64,
+    },
+}
+
+impl Per {
+    /// What the energy of `before` and of `after` are divided by.
+    pub fn divisors(self, before: &EnergyProfile, after: &EnergyProfile) -> (f64, f64) {
+        match self {
+            Per::Second => (before.seconds, after.seconds),
+            Per::Run => (1.0, 1.0),
+            Per::Unit { before, after } => (before, after),
+        }
+    }
+
+    /// The unit of energy divided so: `J/s`, `J/run`, `J/unit`.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Per::Second => "J/s",
+            Per::Run => "J/run",
+            Per::Unit { .. } => "J/unit",
+        }
+    }
+
+    /// How titles and messages say it: `per second`, `per run`, `per unit of work`.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Per::Second => "per second",
+            Per::Run => "per run",
+            Per::Unit { .. } => "per unit of work",
+        }
+    }
+}
+
+/// `joules` divided by `divisor`, 0 when the divisor is not above 0 (a run of no length).
+pub fn divided(joules: f64, divisor: f64) -> f64 {
+    if divisor > 0.0 {
+        joules / divisor
+    } else {
+        0.0
     }
 }
 
@@ -253,6 +350,40 @@ pub fn mask_hidden(frame: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// `value` with `decimals` decimals, or more so that it keeps three significant digits (energy
+/// per unit of work is often a small fraction of a joule).
+pub fn figure(value: f64, decimals: usize) -> String {
+    let magnitude = if value != 0.0 && value.is_finite() {
+        -value.abs().log10().floor()
+    } else {
+        0.0
+    };
+    let significant = (magnitude + 2.0).clamp(0.0, 15.0) as usize;
+    format!("{value:.0$}", decimals.max(significant))
+}
+
+/// [`figure`] with its sign.
+pub fn signed(value: f64, decimals: usize) -> String {
+    let text = figure(value, decimals);
+    if text.starts_with('-') {
+        text
+    } else {
+        format!("+{text}")
+    }
+}
+
+/// Grams (of CO2e) as people read them: three decimals in the unit that fits (`1.234 kg`,
+/// `12.345 g`, `4.860 mg`, `3.210 µg`).
+pub fn format_grams(grams: f64) -> String {
+    let (value, unit) = match grams.abs() {
+        g if g >= 1000.0 => (grams / 1000.0, "kg"),
+        g if g >= 1.0 || g == 0.0 => (grams, "g"),
+        g if g >= 1e-3 => (grams * 1e3, "mg"),
+        _ => (grams * 1e6, "µg"),
+    };
+    format!("{value:.3} {unit}")
+}
+
 /// Joules as people read them: three decimals, six below 0.1 J.
 pub fn format_joules(joules: f64) -> String {
     let mut text = String::new();
@@ -273,7 +404,15 @@ mod tests {
             name: name.into(),
             branches: branches
                 .iter()
-                .map(|&(branch, joules)| (branch.to_string(), Weight { joules, samples: 0 }))
+                .map(|&(branch, joules)| {
+                    (
+                        branch.to_string(),
+                        Weight {
+                            joules,
+                            ..Weight::default()
+                        },
+                    )
+                })
                 .collect(),
         }
     }
@@ -286,6 +425,8 @@ mod tests {
             start_ms: None,
             power_source: None,
             sampled: false,
+            carbon: None,
+            from_entries: false,
         }
     }
 
@@ -300,7 +441,6 @@ mod tests {
             one.subtitle(),
             "power source not recorded in the CSV files; all branches"
         );
-        assert_eq!(one.joules_per_second(), 1.0);
         let mut two = profile(vec![jvm("a", &[]), jvm("b", &[("x", 0.01)])]);
         two.power_source = Some("vm (file /w)".into());
         assert_eq!(two.title(), "Energy of 2 JVMs: 0.010000 J in 4.0 s");
@@ -359,5 +499,16 @@ mod tests {
         assert_eq!(format_joules(0.0), "0.000 J");
         assert_eq!(format_joules(12.3456), "12.346 J");
         assert_eq!(format_joules(0.0123456), "0.012346 J");
+        assert_eq!(figure(2.8714, 3), "2.871");
+        assert_eq!(format_grams(1234.5), "1.234 kg");
+        assert_eq!(format_grams(12.3456), "12.346 g");
+        assert_eq!(format_grams(0.0), "0.000 g");
+        assert_eq!(format_grams(0.00486), "4.860 mg");
+        assert_eq!(format_grams(0.00000321), "3.210 µg");
+        assert_eq!(figure(0.0258, 4), "0.0258");
+        assert_eq!(figure(0.003, 3), "0.00300");
+        assert_eq!(figure(0.0, 4), "0.0000");
+        assert_eq!(signed(-0.5, 3), "-0.500");
+        assert_eq!(signed(0.0, 3), "+0.000");
     }
 }

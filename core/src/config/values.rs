@@ -2,6 +2,7 @@
 //! and a bad value said in one warning and replaced by the default, as Joular Code for Java does.
 
 use super::{JvmThreads, DEFAULT_SAMPLE_RATE_MS};
+use crate::carbon::{self, IntensitySetting};
 use crate::log::{Level, Log};
 
 /// Below this rate, sampling can slow the application down: said, and kept.
@@ -67,6 +68,24 @@ pub(super) fn watts_per_cpu(key: &str, value: &str, default: f64, log: &dyn Log)
                 &format!("{key} must be a number of watts of 0 or more, not '{value}'. Using {default} W."),
             );
             default
+        }
+    }
+}
+
+/// `carbon-intensity`: grams of CO2e per kWh, or the path of a file that holds them; none when
+/// blank, or when the number is no intensity (said: there is no default to fall back on).
+pub(super) fn carbon_intensity(value: &str, log: &dyn Log) -> Option<IntensitySetting> {
+    if value.is_empty() {
+        return None;
+    }
+    match carbon::setting(value) {
+        Ok(setting) => Some(setting),
+        Err(why) => {
+            log.log(
+                Level::Warning,
+                &format!("carbon-intensity {why}. No grams of CO2e are counted."),
+            );
+            None
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The cycle log's format: one JSON object per cycle and JVM, one a line (docs/record.md), with
-//! the source's energy, the JVM's share and energy, and what went to no branch.
+//! the source's energy, the JVM's share and energy, and what went to no branch; with
+//! `carbon-intensity`, the intensity in force and the JVM's grams of CO2e.
 
 use serde_json::json;
 
@@ -36,6 +37,11 @@ impl Cycle {
                 "samples": jvm.samples,
                 "lost_samples": self.lost_samples,
             });
+            if let Some(carbon) = self.carbon {
+                line["carbon_intensity_g_per_kwh"] = json!(carbon.grams_per_kwh);
+                line["carbon_intensity_source"] = json!(carbon.source.label());
+                line["jvm_co2e_g"] = json!(carbon.grams(result.jvm_energy()));
+            }
             match self.machine {
                 MachineLoad::BusyCpuNs(busy) => line["busy_cpu_ns"] = json!(busy),
                 MachineLoad::SystemLoad(load) => line["system_load"] = json!(load),

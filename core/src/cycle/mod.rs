@@ -13,7 +13,9 @@
 //!   agent, as Joular does;
 //! - each JVM's branches share its power by their samples within each thread.
 //!
-//! A [`Cycle`] answers in joules ([`crate::energy`]); [`log`] writes it as the cycle log's lines.
+//! A [`Cycle`] answers in joules ([`crate::energy`]), and carries the carbon intensity in force
+//! for it when `carbon-intensity` is set ([`crate::carbon`]), so that every output gives the
+//! grams of CO2e of its energy; [`log`] writes it as the cycle log's lines.
 
 pub mod log;
 
@@ -22,6 +24,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::attribution::{self, CycleInput, CycleResult, CycleThreads, MachineLoad};
 use crate::branch::Branches;
+use crate::carbon::{Intensity, IntensityReader};
 use crate::config::Config;
 use crate::energy::{Energy, Interval, Power};
 use crate::log::{Level, Log};
@@ -40,6 +43,8 @@ pub struct Measures {
     pub power: Power,
     /// How loaded the machine was in the cycle.
     pub machine: MachineLoad,
+    /// The carbon intensity in force, when `carbon-intensity` is set and could be read.
+    pub carbon: Option<Intensity>,
 }
 
 /// One JVM's material for a cycle.
@@ -82,6 +87,9 @@ pub struct Cycle {
     pub machine: MachineLoad,
     /// Samples the sampler lost in the cycle (all JVMs together).
     pub lost_samples: u64,
+    /// The carbon intensity in force for the cycle, when `carbon-intensity` is set and could
+    /// be read: the grams of CO2e of any of its energy ([`Intensity::grams`]).
+    pub carbon: Option<Intensity>,
     /// Each JVM's result.
     pub jvms: Vec<JvmCycle>,
 }
@@ -104,6 +112,7 @@ pub struct Engine {
     warnings: Warnings,
     coverage: HashMap<u32, Warnings>,
     machine: Box<dyn MachineMeter>,
+    carbon: Option<IntensityReader>,
     cpus: u32,
     jvm_threads: attribution::JvmThreads,
     rate_ms: u64,
@@ -126,6 +135,7 @@ impl Engine {
             warnings: Warnings::default(),
             coverage: HashMap::new(),
             machine,
+            carbon: config.carbon_intensity.as_ref().map(IntensityReader::new),
             cpus,
             jvm_threads: config.jvm_threads,
             rate_ms: config.sample_rate_ms,
@@ -151,6 +161,7 @@ impl Engine {
             interval,
             power: Power::from_watts(self.warnings.power(log, self.source.watts())),
             machine: self.machine.since_last(),
+            carbon: self.carbon.as_mut().and_then(|carbon| carbon.read(log)),
         }
     }
 
@@ -169,6 +180,7 @@ impl Engine {
             interval,
             power,
             machine,
+            carbon,
         } = *measures;
         let machine = match machine {
             MachineLoad::BusyCpuNs(busy) => {
@@ -232,6 +244,7 @@ impl Engine {
             power,
             machine,
             lost_samples: missed,
+            carbon,
             jvms: results,
         }
     }
@@ -531,6 +544,48 @@ mod tests {
             energy("branches_energy_j") + energy("unattributed_energy_j"),
             energy("jvm_energy_j")
         ));
+    }
+
+    #[test]
+    fn each_cycle_gets_the_carbon_intensity_in_force_at_its_end() {
+        use crate::carbon::{IntensitySetting, IntensitySource};
+        let proc = tempfile::tempdir().unwrap();
+        write_stat(proc.path(), 0, 0);
+        let mut engine = busy_engine("36", proc.path());
+        let file = proc.path().join("carbon");
+        engine.carbon = Some(IntensityReader::new(&IntensitySetting::File(file.clone())));
+        let mut branches = Branches::new::<&str>(&[]);
+        let input = [jvm(
+            1,
+            &mut branches,
+            &[(1, 1_000_000_000, ThreadKind::Java, &[("run", 3)])],
+        )];
+        let log = Recorded::default();
+        let mut grams = Vec::new();
+        for (second, intensity) in [(2, Some("100\n")), (3, Some("300\n")), (4, None)] {
+            match intensity {
+                Some(text) => std::fs::write(&file, text).unwrap(),
+                None => std::fs::remove_file(&file).unwrap(),
+            }
+            write_stat(proc.path(), 100 * (second - 1), 100 * (second - 1));
+            let cycle = end(&mut engine, second * 1_000_000_000, 0, &input, &log);
+            let line: serde_json::Value =
+                serde_json::from_str(cycle.json_lines().lines().next().unwrap()).unwrap();
+            grams.push(line["jvm_co2e_g"].as_f64());
+            if let Some(carbon) = cycle.carbon {
+                assert_eq!(carbon.source, IntensitySource::File);
+                assert_eq!(line["carbon_intensity_source"], "file");
+                assert_eq!(
+                    line["carbon_intensity_g_per_kwh"].as_f64(),
+                    Some(carbon.grams_per_kwh)
+                );
+            }
+        }
+        // 36 J a cycle (the JVM is the machine's whole load): 36 / 3.6e6 kWh.
+        assert_eq!(grams, [Some(0.001), Some(0.003), None]);
+        let messages = log.messages();
+        assert_eq!(messages.len(), 1, "{messages:?}");
+        assert!(messages[0].1.contains("get no grams of CO2e"));
     }
 
     #[test]

@@ -6,12 +6,11 @@
 //! [`MAX_REUSES`] more windows when no new one can be read, and the host's timestamp tells new
 //! rows apart, so the clocks of host and guest are never compared.
 
-use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use super::{PowerError, PowerSource, MAX_WATTS};
 use crate::config::{java_trim, VmFormat};
-use crate::input::open_for_reading;
+use crate::input::{self, StartError};
 use crate::log::{Level, Log};
 use crate::output::java_float::java_double;
 
@@ -141,33 +140,18 @@ pub fn parse(file: &Path, start: &[u8], format: VmFormat) -> Result<Row, PowerEr
 
 /// Reads the start of `file`: at most [`MAX_LINE_LENGTH`] + 1 bytes of a regular file.
 fn read_start(file: &Path) -> Result<Vec<u8>, PowerError> {
-    let not_regular = || PowerError::new(format!("{} is not a regular file.", file.display()));
-    let cannot_read =
-        |error: io::Error| PowerError::new(format!("Cannot read {}: {error}.", file.display()));
-    // A pipe or a device would block the open until someone writes to it
-    if file.exists() && !file.is_file() {
-        return Err(not_regular());
-    }
-    let opened = open_for_reading(file, true).map_err(|error| {
-        if error.kind() == io::ErrorKind::NotFound {
-            PowerError::new(format!(
-                "There is no {}. Is it shared with this virtual machine, and is the host writing it?",
-                file.display()
-            ))
-        } else {
-            cannot_read(error)
+    input::read_start(file, MAX_LINE_LENGTH + 1).map_err(|error| match error {
+        StartError::NotFound => PowerError::new(format!(
+            "There is no {}. Is it shared with this virtual machine, and is the host writing it?",
+            file.display()
+        )),
+        StartError::NotRegular => {
+            PowerError::new(format!("{} is not a regular file.", file.display()))
         }
-    })?;
-    // Checked again on what was opened, in case the path changed in between
-    if !opened.metadata().map_err(cannot_read)?.is_file() {
-        return Err(not_regular());
-    }
-    let mut start = Vec::with_capacity(MAX_LINE_LENGTH + 1);
-    opened
-        .take(MAX_LINE_LENGTH as u64 + 1)
-        .read_to_end(&mut start)
-        .map_err(cannot_read)?;
-    Ok(start)
+        StartError::Io(error) => {
+            PowerError::new(format!("Cannot read {}: {error}.", file.display()))
+        }
+    })
 }
 
 /// CPU power from a file the host writes.

@@ -20,6 +20,7 @@ use joularcode_core::cycle::{Engine, JvmInput};
 use joularcode_core::log::{Level, Log, Stderr};
 use joularcode_core::machine::{CpuSource, SystemLoad};
 use joularcode_core::names::fit_for_file_name;
+use joularcode_core::output::carbon::CarbonWriter;
 use joularcode_core::output::csv::CsvWriter;
 use joularcode_core::power::{self, PowerError, SystemClock, SystemRoots};
 use joularcode_core::threads::{cycle_threads, ThreadCounts, ThreadCpu};
@@ -145,6 +146,7 @@ pub struct Monitor {
     frames: Frames,
     engine: Engine,
     writer: CsvWriter,
+    carbon: CarbonWriter,
     cycle_log: Option<File>,
     counts: HashMap<u32, ThreadCounts>,
     threads: ThreadCpu,
@@ -335,6 +337,7 @@ impl Monitor {
             frames: Frames::new(env, &config.methods_filtering_prefix),
             engine: Engine::start(source, &config, Box::new(SystemLoad::start(cpu)), cpus, 0),
             writer,
+            carbon: CarbonWriter::new(&config.results_path),
             cycle_log,
             counts: HashMap::new(),
             threads,
@@ -414,6 +417,10 @@ impl Monitor {
             &self.frames.branches,
             &self.log,
         );
+        if let Some(intensity) = cycle.carbon {
+            self.carbon
+                .write(cycle.timestamp_ms, cycle.interval, intensity, &self.log);
+        }
         let walks = self.sampler.walks();
         let cycle_walks = walks.saturating_sub(std::mem::replace(&mut self.walks, walks));
         if let Some(file) = self.cycle_log.as_mut() {

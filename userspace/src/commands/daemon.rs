@@ -6,6 +6,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use joularcode_core::entry::EntryRule;
 use joularcode_core::log::{Log, Stderr};
 use prometheus_client::registry::Registry;
 
@@ -40,6 +41,7 @@ pub fn run(args: &DaemonArgs) -> Result<i32, String> {
             top: usize::from(args.top),
             idle: Duration::from_secs_f64(args.branch_idle),
             keep_ended: Duration::from_secs_f64(args.keep_ended),
+            entries: EntryRule::of(&config),
         },
         Path::new("/proc"),
     ))));

@@ -1,12 +1,14 @@
 //! `joularcode-bpf top`: a live view of the energy of the host's JVMs (or of the chosen ones),
 //! refreshed every cycle. It records as `record` does ([`record::run_with`]), without CSV files;
-//! its cycles go to the view ([`crate::top`]): on the terminal, or as plain text after each cycle
+//! its cycles go to the view ([`crate::top`]), which finds the entry points with the
+//! recording's configuration: on the terminal, or as plain text after each cycle
 //! when the standard output is not a terminal.
 
 use std::io::IsTerminal;
 use std::sync::Arc;
 
-use joularcode_core::log::Stderr;
+use joularcode_core::entry::EntryRule;
+use joularcode_core::log::{Log, Stderr};
 
 use crate::cli::TopArgs;
 use crate::record::sink::Sink;
@@ -14,7 +16,7 @@ use crate::record::{self, Outputs};
 use crate::signals;
 use crate::top::screen::Screen;
 use crate::top::state::Top;
-use crate::top::View;
+use crate::top::{Output, View};
 
 /// Runs `top` until q, Ctrl-C, SIGTERM, `--duration`, the end of the JVMs given by `--pid`, or,
 /// in plain text, the end of the reader of its output.
@@ -24,32 +26,31 @@ pub fn run(args: &TopArgs) -> Result<i32, String> {
     // Counted from now on, not from when the recording starts: a SIGTERM while the BPF programs
     // load would otherwise end the process with the terminal still taken over.
     signals::stop_on_signals().map_err(|e| e.to_string())?;
-    let recorded = if std::io::stdout().is_terminal() {
-        let screen = Screen::start().map_err(|e| e.to_string())?;
+    let (output, log): (Output, Arc<dyn Log>) = if std::io::stdout().is_terminal() {
+        let screen = Screen::start(args.list).map_err(|e| e.to_string())?;
         let log = screen.log();
-        let sinks: Vec<Box<dyn Sink>> = vec![Box::new(View::Screen(screen))];
-        record::run_with(
-            recording,
-            Outputs {
-                log,
-                csv: false,
-                sinks,
-            },
-        )
+        (Output::Screen(screen), log)
     } else {
-        let sinks: Vec<Box<dyn Sink>> = vec![Box::new(View::Plain {
-            top: Top::default(),
+        let output = Output::Plain {
+            top: Top::new(args.list),
             lines: args.top,
             failed: None,
-        })];
-        record::run_with(
-            recording,
-            Outputs {
-                log: Arc::new(Stderr::default()),
-                csv: false,
-                sinks,
-            },
-        )
+        };
+        (output, Arc::new(Stderr::default()))
     };
-    recorded.map_err(|e| e.to_string())
+    let config = record::configure(&recording, &*log).map_err(|e| e.to_string())?;
+    let sinks: Vec<Box<dyn Sink>> = vec![Box::new(View {
+        entries: EntryRule::of(&config),
+        output,
+    })];
+    record::run_configured(
+        recording,
+        config,
+        Outputs {
+            log,
+            csv: false,
+            sinks,
+        },
+    )
+    .map_err(|e| e.to_string())
 }

@@ -4,10 +4,11 @@
 //!
 //! inferno counts whole numbers, so energy is handed over in microjoules and the tooltips are
 //! rewritten in joules afterwards. A differential flame graph ([`write_diff`]) compares two
-//! recordings per second of run (J/s, so runs of different length compare): widths are the
-//! second recording's, red frames grew and blue ones shrank.
+//! recordings per second of run (J/s, so runs of different length compare), per run or per unit
+//! of work ([`Per`]): widths are the second recording's, red frames grew and blue ones shrank.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
 use std::io::{self, Write};
 
 use inferno::flamegraph::{self, color::MultiPalette, Options, Palette};
@@ -15,48 +16,103 @@ use inferno::flamegraph::{self, color::MultiPalette, Options, Palette};
 use joularcode_core::log::printable;
 
 use crate::output::folded::stack_line;
-use crate::profile::{format_joules, EnergyProfile};
+use crate::profile::{divided, figure, format_grams, format_joules, signed, EnergyProfile, Per};
 
 /// The unit inferno is given and writes in the tooltips, rewritten afterwards.
 const COUNT_NAME: &str = "uJ";
 /// Microjoules per joule.
 const MICRO: f64 = 1e6;
 
-/// Writes the flame graph of `profile` to `out`.
+/// Writes the flame graph of `profile` to `out`; when it counts grams of CO2e, each tooltip
+/// gives the frame's grams after its joules.
 pub fn write(profile: &EnergyProfile, out: &mut dyn Write) -> io::Result<()> {
-    let mut folded: BTreeMap<String, u64> = BTreeMap::new();
+    let mut folded: BTreeMap<String, (u64, f64)> = BTreeMap::new();
     for (frames, weight) in profile.stacks() {
-        *folded.entry(stack_line(frames)).or_default() += micro(weight.joules);
+        let line = folded.entry(stack_line(frames)).or_default();
+        line.0 += micro(weight.joules);
+        line.1 += weight.grams;
     }
-    let lines: Vec<String> = folded
+    let mut lines: Vec<(String, f64)> = folded
         .into_iter()
-        .filter(|&(_, count)| count > 0)
-        .map(|(stack, count)| format!("{stack} {count}"))
+        .filter(|&(_, (count, _))| count > 0)
+        .map(|(stack, (count, grams))| (format!("{stack} {count}"), grams))
         .collect();
+    // In the order inferno sorts them, so that a frame's span is that of the lines it holds.
+    lines.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let grams = profile.carbon.is_some().then(|| SpanGrams::new(&lines));
+    let lines: Vec<String> = lines.into_iter().map(|(line, _)| line).collect();
     let mut options = options(profile.title(), profile.subtitle());
     let svg = render(&mut options, &lines)?;
-    let joules = |count: f64, _| (format_joules(count / MICRO), String::new());
+    let joules = |frame: &Tooltip| {
+        let mut text = format_joules(frame.count / MICRO);
+        if let Some(grams) = grams.as_ref().and_then(|grams| grams.of(frame.span?)) {
+            let _ = write!(text, ", {} CO2e", format_grams(grams));
+        }
+        (text, String::new())
+    };
     out.write_all(rewrite_titles(&svg, &joules).as_bytes())
 }
 
-/// Writes the differential flame graph of `before` and `after`, per second of each run. Frames
-/// match by name: give profiles whose hidden-class names are masked
-/// ([`EnergyProfile::masked`]) so that lambdas match across runs.
+/// The grams of CO2e of the frames of a flame graph. inferno lays the sorted lines side by
+/// side, each as wide as its count, and a frame spans the lines whose stacks pass through it:
+/// its grams are those of the lines in its span (`fg:x`, `fg:w`, in counts), whatever the
+/// carbon intensity of the cycles each line's energy came from.
+struct SpanGrams {
+    /// The grams of the lines before each line boundary, by the count there.
+    before: HashMap<u64, f64>,
+}
+
+impl SpanGrams {
+    /// The boundaries of `lines` (`stack count`, with their grams), in inferno's order.
+    fn new(lines: &[(String, f64)]) -> SpanGrams {
+        let mut before = HashMap::from([(0, 0.0)]);
+        let (mut count, mut grams) = (0u64, 0.0);
+        for (line, line_grams) in lines {
+            let line_count = line
+                .rsplit_once(' ')
+                .and_then(|(_, count)| count.parse::<u64>().ok())
+                .unwrap_or(0);
+            count = count.saturating_add(line_count);
+            grams += line_grams;
+            before.insert(count, grams);
+        }
+        SpanGrams { before }
+    }
+
+    /// The grams of the frame that starts at count `start` and is `width` wide.
+    fn of(&self, (start, width): (u64, u64)) -> Option<f64> {
+        let end = self.before.get(&start.checked_add(width)?)?;
+        Some(end - self.before.get(&start)?)
+    }
+}
+
+/// Writes the differential flame graph of `before` and `after`, their energy divided as `per`
+/// says (per second of each run, per run, per unit of work). Frames match by name: give
+/// profiles whose hidden-class names are masked ([`EnergyProfile::masked`]) so that lambdas
+/// match across runs.
 pub fn write_diff(
     before: &EnergyProfile,
     after: &EnergyProfile,
+    per: Per,
     out: &mut dyn Write,
 ) -> io::Result<()> {
+    let divisors = per.divisors(before, after);
+    let was = divided(before.joules(), divisors.0);
+    let now = divided(after.joules(), divisors.1);
+    // inferno counts whole numbers: at least a million for the larger run, however small its
+    // energy per unit of work.
+    let largest = was.max(now);
+    let digits = if largest > 0.0 {
+        (6.0 - largest.log10().floor()).clamp(6.0, 15.0)
+    } else {
+        6.0
+    };
+    let scale = 10f64.powf(digits);
     let mut folded: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    for (profile, after_side) in [(before, false), (after, true)] {
-        let seconds = if profile.seconds > 0.0 {
-            profile.seconds
-        } else {
-            1.0
-        };
+    for (profile, divisor, after_side) in [(before, divisors.0, false), (after, divisors.1, true)] {
         for (frames, weight) in profile.stacks() {
             let entry = folded.entry(stack_line(frames)).or_default();
-            let rate = micro(weight.joules / seconds);
+            let rate = counted(divided(weight.joules, divisor) * scale);
             if after_side {
                 entry.1 += rate;
             } else {
@@ -69,17 +125,21 @@ pub fn write_diff(
         .filter(|&(_, (b, a))| b > 0 || a > 0)
         .map(|(stack, (b, a))| format!("{stack} {b} {a}"))
         .collect();
-    let (was, now) = (before.joules_per_second(), after.joules_per_second());
     let change = if was > 0.0 {
         format!(" ({:+.1}%)", 100.0 * (now - was) / was)
     } else {
         String::new()
     };
-    let title = format!("Energy per second: {was:.3} J/s before, {now:.3} J/s after{change}");
+    let (unit, what) = (per.unit(), per.describe());
+    let title = format!(
+        "Energy {what}: {} {unit} before, {} {unit} after{change}",
+        figure(was, 3),
+        figure(now, 3)
+    );
     // One line of 1200 pixels holds about 160 characters: the runs' names (results paths,
     // often) are cut to fit.
     let subtitle = format!(
-        "{} ({:.1} s) against {} ({:.1} s); widths: J/s after, colors: own J/s, red grew, \
+        "{} ({:.1} s) against {} ({:.1} s); widths: {unit} after, colors: own {unit}, red grew, \
          blue shrank; {}",
         shortened(&after.subject(), NAME_CHARS),
         after.seconds,
@@ -89,13 +149,13 @@ pub fn write_diff(
     );
     let mut options = options(title, subtitle);
     let svg = render(&mut options, &lines)?;
-    let per_second = |count: f64, delta: Option<f64>| {
-        let change = delta.map_or(String::new(), |delta| {
-            format!("; own change {:+.3} J/s", delta / MICRO)
+    let divided = |frame: &Tooltip| {
+        let change = frame.delta.map_or(String::new(), |delta| {
+            format!("; own change {} {unit}", signed(delta / scale, 3))
         });
-        (format!("{:.3} J/s", count / MICRO), change)
+        (format!("{} {unit}", figure(frame.count / scale, 3)), change)
     };
-    out.write_all(rewrite_titles(&svg, &per_second).as_bytes())
+    out.write_all(rewrite_titles(&svg, &divided).as_bytes())
 }
 
 /// How many characters of a run's name the subtitle of a differential graph shows.
@@ -115,9 +175,14 @@ fn shortened(name: &str, max: usize) -> String {
 
 /// Joules as whole microjoules, inferno's counts.
 fn micro(joules: f64) -> u64 {
-    let micro = (joules * MICRO).round();
-    if micro.is_finite() && micro > 0.0 {
-        micro as u64
+    counted(joules * MICRO)
+}
+
+/// `value` rounded to a whole count (0 for what is not a positive number).
+fn counted(value: f64) -> u64 {
+    let count = value.round();
+    if count.is_finite() && count > 0.0 {
+        count as u64
     } else {
         0
     }
@@ -162,10 +227,20 @@ fn escape_xml(text: &str) -> String {
         .replace('>', "&gt;")
 }
 
-/// How a tooltip's count is written: `unit(count, delta)` gives the text in place of the count
-/// and what follows the share (the delta, in a differential graph, turned back from a
-/// percentage of the total into a count).
-type Unit<'a> = &'a dyn Fn(f64, Option<f64>) -> (String, String);
+/// What inferno says of a frame, for its tooltip.
+struct Tooltip {
+    /// Its count.
+    count: f64,
+    /// In a differential graph, its own change, turned back from a percentage of the total
+    /// into a count.
+    delta: Option<f64>,
+    /// Where it starts and how wide it is, in counts (`fg:x`, `fg:w`), when inferno says it.
+    span: Option<(u64, u64)>,
+}
+
+/// How a tooltip's count is written: `unit(frame)` gives the text in place of the count and
+/// what follows the share.
+type Unit<'a> = &'a dyn Fn(&Tooltip) -> (String, String);
 
 /// Rewrites the count of each frame's tooltip, `name (1,234 uJ, 12.34%)` or, in a differential
 /// graph, `name (1,234 uJ, 12.34%; +5.67%)`, with `unit`.
@@ -180,8 +255,11 @@ fn rewrite_titles(svg: &str, unit: Unit) -> String {
         };
         out.push_str(&rest[..body_start]);
         let body = &rest[body_start..body_start + close];
-        out.push_str(&rewrite_title(body, total, unit).unwrap_or_else(|| body.to_string()));
         rest = &rest[body_start + close..];
+        // The frame's rectangle follows its title, before the next frame's title.
+        let group = rest.find("<title>").map_or(rest, |next| &rest[..next]);
+        let span = attribute(group, "fg:x").zip(attribute(group, "fg:w"));
+        out.push_str(&rewrite_title(body, total, span, unit).unwrap_or_else(|| body.to_string()));
     }
     out.push_str(rest);
     out
@@ -195,7 +273,13 @@ fn total_count(svg: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-fn rewrite_title(title: &str, total: f64, unit: Unit) -> Option<String> {
+/// The number in the first attribute `name="..."` of `text`.
+fn attribute(text: &str, name: &str) -> Option<u64> {
+    let (_, value) = text.split_once(&format!(" {name}=\""))?;
+    value.split_once('"')?.0.parse().ok()
+}
+
+fn rewrite_title(title: &str, total: f64, span: Option<(u64, u64)>, unit: Unit) -> Option<String> {
     let open = title.rfind(" (")?;
     let inner = title[open + 2..].strip_suffix(')')?;
     let (count, rest) = inner.split_once(&format!(" {COUNT_NAME}, "))?;
@@ -207,7 +291,7 @@ fn rewrite_title(title: &str, total: f64, unit: Unit) -> Option<String> {
         }
         None => (rest, None),
     };
-    let (count, after_share) = unit(count, delta);
+    let (count, after_share) = unit(&Tooltip { count, delta, span });
     Some(format!(
         "{} ({count}, {share}{after_share})",
         &title[..open]
@@ -225,7 +309,15 @@ mod tests {
                 name: "JVM 7 (a.Main)".into(),
                 branches: branches
                     .iter()
-                    .map(|&(b, joules)| (b.to_string(), Weight { joules, samples: 0 }))
+                    .map(|&(b, joules)| {
+                        (
+                            b.to_string(),
+                            Weight {
+                                joules,
+                                ..Weight::default()
+                            },
+                        )
+                    })
                     .collect(),
             }],
             set: BranchSet::All,
@@ -233,6 +325,8 @@ mod tests {
             start_ms: None,
             power_source: Some("vm (file /w)".into()),
             sampled: false,
+            carbon: None,
+            from_entries: false,
         }
     }
 
@@ -261,12 +355,48 @@ mod tests {
     }
 
     #[test]
+    fn tooltips_give_the_grams_of_the_branches_below_each_frame() {
+        // cold ran while the intensity was high: its grams are not its joules' share.
+        let mut carbon = profile(
+            &[
+                ("a.A.run;a.A.hot", 3.0),
+                ("a.A.run;a.A.cold", 1.0),
+                ("b.B.run", 2.0),
+            ],
+            2.0,
+        );
+        for (branch, grams) in [
+            ("a.A.run;a.A.hot", 0.001),
+            ("a.A.run;a.A.cold", 0.003),
+            ("b.B.run", 2.5),
+        ] {
+            carbon.jvms[0].branches.get_mut(branch).unwrap().grams = grams;
+        }
+        carbon.carbon = Some("file".into());
+        let drawn = svg(&carbon);
+        for title in [
+            "a.A.hot (3.000 J, 1.000 mg CO2e, 50.00%)",
+            "a.A.cold (1.000 J, 3.000 mg CO2e, 16.67%)",
+            "a.A.run (4.000 J, 4.000 mg CO2e, 66.67%)",
+            "b.B.run (2.000 J, 2.500 g CO2e, 33.33%)",
+            "all (6.000 J, 2.504 g CO2e, 100%)",
+        ] {
+            assert!(
+                drawn.contains(&format!("<title>{title}</title>")),
+                "{title}: {drawn}"
+            );
+        }
+        carbon.carbon = None;
+        assert!(!svg(&carbon).contains("CO2e"), "no grams unless counted");
+    }
+
+    #[test]
     fn the_differential_graph_is_per_second_of_run() {
         // Before: hot 4 J and cold 2 J in 2 s; after: hot 2 J and cold 2 J in 2 s... of 2 s and 1 s.
         let before = profile(&[("a.A.hot", 4.0), ("a.A.cold", 2.0)], 2.0);
         let after = profile(&[("a.A.hot", 0.5), ("a.A.cold", 1.0)], 1.0);
         let mut out = Vec::new();
-        write_diff(&before, &after, &mut out).unwrap();
+        write_diff(&before, &after, Per::Second, &mut out).unwrap();
         let svg = String::from_utf8(out).unwrap();
         assert!(
             svg.contains("3.000 J/s before, 1.500 J/s after (-50.0%)"),
@@ -281,6 +411,33 @@ mod tests {
             svg.contains(">JVM 7 (a.Main) (1.0 s) against JVM 7 (a.Main) (2.0 s); widths: J/s"),
             "{svg}"
         );
+    }
+
+    #[test]
+    fn the_differential_graph_per_unit_of_work_keeps_small_figures() {
+        // 1000 units before, 2000 after: 3 mJ and 1.5 mJ per unit.
+        let before = profile(&[("a.A.hot", 2.0), ("a.A.cold", 1.0)], 2.0);
+        let after = profile(&[("a.A.hot", 2.0), ("a.A.cold", 1.0)], 1.0);
+        let per = Per::Unit {
+            before: 1000.0,
+            after: 2000.0,
+        };
+        let mut out = Vec::new();
+        write_diff(&before, &after, per, &mut out).unwrap();
+        let svg = String::from_utf8(out).unwrap();
+        assert!(
+            svg.contains(
+                "Energy per unit of work: 0.00300 J/unit before, 0.00150 J/unit after (-50.0%)"
+            ),
+            "{svg}"
+        );
+        assert!(
+            svg.contains(
+                "<title>a.A.hot (0.00100 J/unit, 66.67%; own change -0.00100 J/unit)</title>"
+            ),
+            "{svg}"
+        );
+        assert!(svg.contains("widths: J/unit after, colors: own J/unit"));
     }
 
     /// Names no Java source holds but a class file or a results file may: each one would make
@@ -325,7 +482,7 @@ mod tests {
             );
         }
         let mut out = Vec::new();
-        write_diff(&hostile, &hostile, &mut out).unwrap();
+        write_diff(&hostile, &hostile, Per::Second, &mut out).unwrap();
         let titles = parsed_titles(&String::from_utf8(out).unwrap());
         assert!(
             titles
@@ -365,7 +522,7 @@ mod tests {
 
     #[test]
     fn only_tooltips_with_counts_are_touched() {
-        let unit = |count: f64, _| (format!("{count} J"), String::new());
+        let unit = |frame: &Tooltip| (format!("{} J", frame.count), String::new());
         assert_eq!(
             rewrite_titles(
                 "<title>JVM 1 (x) (1,000 uJ, 50.00%)</title><title>x</title>",

@@ -236,7 +236,11 @@ mod tests {
     use std::io::Read;
 
     fn energy(sampled: bool) -> EnergyProfile {
-        let weight = |joules, samples| Weight { joules, samples };
+        let weight = |joules, samples| Weight {
+            joules,
+            samples,
+            grams: 0.0,
+        };
         EnergyProfile {
             jvms: vec![JvmEnergy {
                 name: "JVM 7 (a.Main)".into(),
@@ -250,6 +254,8 @@ mod tests {
             start_ms: Some(1_700_000_000_000),
             power_source: None,
             sampled,
+            carbon: None,
+            from_entries: false,
         }
     }
 

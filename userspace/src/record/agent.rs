@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
+use joularcode_core::carbon::IntensitySetting;
 use joularcode_core::config::Config;
 use joularcode_core::log::{Level, Log};
 
@@ -134,6 +135,10 @@ fn agent_options(
                 None => absolute(&value),
             },
             "vm-power-file" | "powerjoular-ringbuffer-path" => absolute(&value),
+            "carbon-intensity" => match &config.carbon_intensity {
+                Some(IntensitySetting::File(_)) => absolute(&value),
+                _ => value,
+            },
             _ => value,
         };
         options.push_str(&format!(",{key}={value}"));
@@ -275,9 +280,19 @@ mod tests {
             "sample,config=,from-record=yes,power-source-type=vm,powerjoular-ringbuffer-path=,\
              vm-power-file=/work/host/watts,vm-power-format=powerjoular,\
              stack-monitoring-sample-rate=10,results-path=/work/joular-code-java-results,\
-             methods-filtering-prefix=com.a,com.b,jvm-threads=own,\
+             methods-filtering-prefix=com.a,com.b,entry-points=,jvm-threads=own,\
              estimate-idle-watts-per-cpu=0.74,estimate-max-watts-per-cpu=3.5,\
-             cycle-log=/work/c.jsonl"
+             carbon-intensity=,cycle-log=/work/c.jsonl"
+        );
+        // A constant stays a number, a file becomes absolute.
+        config.set("carbon-intensity", "350", &log).unwrap();
+        let options = agent_options(&config, Path::new("/work"), None, None);
+        assert!(options.contains(",carbon-intensity=350"), "{options}");
+        config.set("carbon-intensity", "run/carbon", &log).unwrap();
+        let options = agent_options(&config, Path::new("/work"), None, None);
+        assert!(
+            options.contains(",carbon-intensity=/work/run/carbon"),
+            "{options}"
         );
         let options = agent_options(&config, Path::new("/work"), None, Some(Path::new("/r/1-A")));
         assert!(options.contains(",results-path=/r/1-A,"), "{options}");

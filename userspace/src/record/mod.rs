@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::ValueEnum;
+use joularcode_core::carbon::{self, IntensityReader, IntensitySetting};
 use joularcode_core::config::{Config, SourceKind};
 use joularcode_core::cycle::{Engine, JvmInput};
 use joularcode_core::log::{Level, Log, Recorded};
@@ -131,6 +132,9 @@ pub enum RecordError {
     /// The power source cannot be opened or read.
     #[error("Cannot measure the CPU power: {0}")]
     Power(#[source] PowerError),
+    /// The carbon intensity file cannot be read at start.
+    #[error("Cannot count grams of CO2e: {0} Fix carbon-intensity, or leave it unset.")]
+    Carbon(String),
     /// The signals cannot be caught.
     #[error("{0}")]
     Signals(#[from] SignalError),
@@ -226,6 +230,7 @@ pub fn run_configured(
         CycleLog::check(path)?;
     }
     let source = open_power(&config, &*log)?;
+    check_carbon(&config, &*log)?;
 
     let session_options = SessionOptions {
         prefixes: config.methods_filtering_prefix.clone(),
@@ -384,6 +389,26 @@ fn open_power(config: &Config, log: &dyn Log) -> Result<Box<dyn PowerSource>, Re
     Ok(source)
 }
 
+/// Checks the `carbon-intensity` file, if that is the setting, and says what the grams of CO2e
+/// are counted from: the file must be there now, as a typo would otherwise only show as
+/// warnings (a vm power file is checked so too).
+fn check_carbon(config: &Config, log: &dyn Log) -> Result<(), RecordError> {
+    let Some(setting) = &config.carbon_intensity else {
+        return Ok(());
+    };
+    if let IntensitySetting::File(path) = setting {
+        carbon::read_intensity(path).map_err(RecordError::Carbon)?;
+    }
+    log.log(
+        Level::Info,
+        &format!(
+            "Grams of CO2e are counted at the carbon intensity of {}.",
+            IntensityReader::new(setting).describe()
+        ),
+    );
+    Ok(())
+}
+
 /// `record --mode agent` ([`agent`]), after the checks `record` makes before anything starts:
 /// the results path, and the power source (opened here and closed, what it says kept quiet: the
 /// agent says it).
@@ -395,6 +420,7 @@ fn agent_mode(
 ) -> Result<i32, RecordError> {
     Results::new(&config.results_path, args.pids().len() > 1)?;
     drop(open_power(config, &Recorded::default())?);
+    check_carbon(config, log)?;
     Ok(agent::run(args, config, working_dir, log)?)
 }
 
@@ -504,6 +530,7 @@ impl Recorder<'_> {
                     cycle.timestamp_ms,
                     &jvm.result,
                     input.branches,
+                    cycle.carbon,
                     log,
                 );
             }

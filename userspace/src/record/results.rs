@@ -2,7 +2,8 @@
 //! starts), the two CSV files are in `results-path` itself, as Joular Code for Java writes them.
 //! With several (`--all`, several `--pid`, or a command that starts more than one JVM), each JVM
 //! gets its own folder in `results-path`, named by its pid and main class:
-//! `12345-com.example.Main`.
+//! `12345-com.example.Main`. With `carbon-intensity`, each folder also gets the intensity of
+//! each cycle (`carbon-intensity.csv`, [`CarbonWriter`]).
 //!
 //! Nothing is created before the first JVM is there, so a run refused at start leaves nothing
 //! behind; the path is checked at start so that a bad one is refused at once.
@@ -12,7 +13,9 @@ use std::path::{Path, PathBuf};
 
 use joularcode_core::attribution::CycleResult;
 use joularcode_core::branch::Branches;
+use joularcode_core::carbon::Intensity;
 use joularcode_core::log::Log;
+use joularcode_core::output::carbon::CarbonWriter;
 use joularcode_core::output::csv::{CsvWriter, ALL_FILE, APP_FILE};
 use joularcode_core::output::losses::Lost;
 use joularcode_core::output::path;
@@ -47,11 +50,21 @@ pub struct Results {
     lost_closed: Lost,
 }
 
-/// One JVM's results folder and its writer.
+/// One JVM's results folder and its writers.
 #[derive(Debug)]
 struct Output {
     dir: PathBuf,
     writer: CsvWriter,
+    carbon: CarbonWriter,
+}
+
+impl Output {
+    /// What its writers could not write.
+    fn lost(&self) -> Lost {
+        let mut lost = self.writer.lost();
+        lost += self.carbon.lost();
+        lost
+    }
 }
 
 impl Results {
@@ -96,22 +109,37 @@ impl Results {
             };
             let writer = CsvWriter::open(&dir)?;
             self.root_taken |= in_root;
-            self.open.insert(pid, Output { dir, writer });
+            let carbon = CarbonWriter::new(&dir);
+            self.open.insert(
+                pid,
+                Output {
+                    dir,
+                    writer,
+                    carbon,
+                },
+            );
         }
         Ok(&self.open[&pid].dir)
     }
 
-    /// Appends one cycle's rows of JVM `pid`, if its results are open.
+    /// Appends one cycle's rows of JVM `pid`, and the carbon intensity in force for the cycle
+    /// if there is one, if its results are open.
     pub fn write(
         &mut self,
         pid: u32,
         timestamp_ms: i64,
         result: &CycleResult,
         branches: &Branches,
+        carbon: Option<Intensity>,
         log: &dyn Log,
     ) {
         if let Some(output) = self.open.get_mut(&pid) {
             output.writer.write(timestamp_ms, result, branches, log);
+            if let Some(intensity) = carbon {
+                output
+                    .carbon
+                    .write(timestamp_ms, result.interval, intensity, log);
+            }
         }
     }
 
@@ -119,7 +147,7 @@ impl Results {
     pub fn close(&mut self, pid: u32) {
         if let Some(mut output) = self.open.remove(&pid) {
             output.writer.close();
-            self.lost_closed += output.writer.lost();
+            self.lost_closed += output.lost();
         }
     }
 
@@ -128,7 +156,7 @@ impl Results {
         self.open
             .values()
             .fold(self.lost_closed, |mut sum, output| {
-                sum += output.writer.lost();
+                sum += output.lost();
                 sum
             })
     }
@@ -143,6 +171,105 @@ pub fn folder_name(pid: u32, main_class: &str) -> String {
         .nth(MAX_NAME)
         .map_or(main_class, |(at, _)| &main_class[..at]);
     format!("{pid}-{cut}")
+}
+
+/// Results folders written as `record` writes them, for the tests of what reads them.
+#[cfg(test)]
+pub(crate) mod written {
+    use super::*;
+    use joularcode_core::attribution::{CycleThreads, MachineLoad};
+    use joularcode_core::config::Config;
+    use joularcode_core::cycle::{Engine, JvmInput, Measures};
+    use joularcode_core::energy::{Interval, Power};
+    use joularcode_core::log::Recorded;
+    use joularcode_core::machine::MachineMeter;
+    use joularcode_core::power::{PowerError, PowerSource};
+
+    /// The engine's power source and machine meter, never asked: each cycle's measures are
+    /// given.
+    struct Given;
+
+    impl PowerSource for Given {
+        fn watts(&mut self) -> Result<f64, PowerError> {
+            Err(PowerError::new("given by the test"))
+        }
+
+        fn describe(&self) -> String {
+            "given".into()
+        }
+    }
+
+    impl MachineMeter for Given {
+        fn since_last(&mut self) -> MachineLoad {
+            MachineLoad::BusyCpuNs(None)
+        }
+    }
+
+    /// One cycle of a run: it ends at `end_ms` (Unix ms), lasts `seconds`, the CPU draws
+    /// `watts`, and the JVM's one thread, busy the whole cycle and the machine's only load, is
+    /// sampled in each branch (frames joined by `;`) as often as given; `carbon` is the carbon
+    /// intensity in force.
+    pub(crate) struct RunCycle<'a> {
+        pub end_ms: i64,
+        pub seconds: f64,
+        pub watts: f64,
+        pub samples: &'a [(&'a str, u64)],
+        pub carbon: Option<Intensity>,
+    }
+
+    /// Writes the results of one JVM (pid 1) into `dir` through core's cycle engine and the CSV
+    /// writer, as `record` does.
+    pub(crate) fn write_run(dir: &Path, cycles: &[RunCycle]) {
+        let config = Config {
+            methods_filtering_prefix: vec!["work.".into()],
+            ..Config::default()
+        };
+        let mut engine = Engine::start(Box::new(Given), &config, Box::new(Given), 1, 0);
+        let mut branches = Branches::new(&config.methods_filtering_prefix);
+        let mut results = Results::new(dir, false).unwrap();
+        results.open(1, "work.Bench").unwrap();
+        let log = Recorded::default();
+        for cycle in cycles {
+            let interval = Interval::from_ns((cycle.seconds * 1e9).round() as u64);
+            let mut threads = CycleThreads::default();
+            threads.add_cpu(7, interval.ns());
+            for &(branch, n) in cycle.samples {
+                let frames: Vec<_> = branch
+                    .split(';')
+                    .map(|frame| {
+                        let (class, method) = frame.rsplit_once('.').unwrap();
+                        branches.frame(class, method)
+                    })
+                    .collect();
+                let id = branches.branch(&frames);
+                threads.count(7, id, n);
+            }
+            let measures = Measures {
+                timestamp_ms: cycle.end_ms,
+                interval,
+                power: Power::from_watts(cycle.watts),
+                machine: MachineLoad::BusyCpuNs(Some(interval.ns())),
+                carbon: cycle.carbon,
+            };
+            let input = [JvmInput {
+                pid: 1,
+                branches: &branches,
+                cpu_ns: interval.ns(),
+                threads,
+            }];
+            let result = engine.share(&measures, 0, &input, &log);
+            results.write(
+                1,
+                cycle.end_ms,
+                &result.jvms[0].result,
+                &branches,
+                result.carbon,
+                &log,
+            );
+        }
+        results.close(1);
+        assert!(log.messages().is_empty(), "{:?}", log.messages());
+    }
 }
 
 #[cfg(test)]

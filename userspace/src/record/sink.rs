@@ -116,6 +116,57 @@ impl<'a> JvmView<'a> {
     }
 }
 
+/// A cycle of 10 W over `interval` ending at `timestamp_ms`, of one JVM `pid` whose branches got
+/// the power of `all`: what the sinks' tests feed them.
+#[cfg(test)]
+pub(crate) fn one_jvm_cycle(
+    pid: u32,
+    timestamp_ms: i64,
+    interval: joularcode_core::energy::Interval,
+    all: Vec<(BranchId, Power)>,
+) -> Cycle {
+    use joularcode_core::attribution::{CycleResult, MachineLoad};
+    Cycle {
+        timestamp_ms,
+        interval,
+        power: Power::from_watts(10.0),
+        carbon: None,
+        machine: MachineLoad::BusyCpuNs(Some(0)),
+        lost_samples: 0,
+        jvms: vec![JvmCycle {
+            pid,
+            cpu_ns: 0,
+            samples: 0,
+            result: CycleResult {
+                interval,
+                all,
+                ..CycleResult::default()
+            },
+        }],
+    }
+}
+
+/// The view of a cycle of [`one_jvm_cycle`], whose JVM `a.Main` has `branches` and `threads`,
+/// from the source `vm (file /w)`.
+#[cfg(test)]
+pub(crate) fn one_jvm_view<'a>(
+    cycle: &'a Cycle,
+    branches: &'a Branches,
+    threads: &'a CycleThreads,
+) -> CycleView<'a> {
+    CycleView {
+        source: "vm (file /w)",
+        cycle,
+        jvms: vec![JvmView {
+            main_class: "a.Main",
+            ended: false,
+            branches,
+            threads,
+            result: &cycle.jvms[0],
+        }],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

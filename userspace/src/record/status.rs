@@ -174,6 +174,7 @@ mod tests {
             },
         };
         let cycle = Cycle {
+            carbon: None,
             timestamp_ms: 0,
             interval: Interval::from_ns(2_000_000_000),
             power: Power::from_watts(10.0),

@@ -1,6 +1,6 @@
 //! `report BEFORE --baseline AFTER`: which branches and methods use more or less energy after a
-//! change than before it, per second of each run so that runs of different length compare,
-//! and the energy regression gate `--fail-above PCT`.
+//! change than before it, per second of each run so that runs of different length compare (or
+//! per run, or per unit of work: [`Per`]), and the energy regression gate `--fail-above PCT`.
 //!
 //! A method's energy here is its own: that of the branches it is the newest frame of. Frames
 //! are matched by name, with the hidden classes' run-to-run addresses masked
@@ -11,9 +11,9 @@ use std::fmt::Write as _;
 
 use joularcode_core::log::printable;
 
-use crate::profile::EnergyProfile;
+use crate::profile::{divided, figure, signed, EnergyProfile, Per};
 
-/// How much a method's energy per second must grow, in parts of the total energy per second
+/// How much a method's energy per second (or run, or unit) must grow, in parts of the total
 /// before, for the gate to judge it: a method whose growth moves the total by less is decided by a
 /// few samples more or less (a method holding 1% of a run, sampled 10 times, varies by a third
 /// from run to run).
@@ -28,20 +28,19 @@ pub struct Change {
     pub before_j: f64,
     /// Joules in the run after.
     pub after_j: f64,
-    /// Joules per second of the run before.
+    /// Joules per second (or run, or unit of work) of the run before.
     pub before_rate: f64,
-    /// Joules per second of the run after.
+    /// Joules per second (or run, or unit of work) of the run after.
     pub after_rate: f64,
 }
 
 impl Change {
-    /// The change of energy per second, in J/s.
+    /// The change of energy per second (or run, or unit of work).
     pub fn delta(&self) -> f64 {
         self.after_rate - self.before_rate
     }
 
-    /// The change of energy per second in percent of the run before's, `None` when that run
-    /// had none.
+    /// The change in percent of the run before's, `None` when that run had none.
     pub fn percent(&self) -> Option<f64> {
         (self.before_rate > 0.0).then(|| 100.0 * self.delta() / self.before_rate)
     }
@@ -67,6 +66,7 @@ pub struct Comparison {
     pub branches: Vec<Change>,
     before_seconds: f64,
     after_seconds: f64,
+    per: Per,
 }
 
 /// Joules per name in one run, with `key` naming what a branch counts for.
@@ -85,20 +85,12 @@ fn method(branch: &str) -> &str {
     branch.rsplit(';').next().unwrap_or(branch)
 }
 
-/// Per second of `seconds`, 0 for a run of no length.
-fn rate(joules: f64, seconds: f64) -> f64 {
-    if seconds > 0.0 {
-        joules / seconds
-    } else {
-        0.0
-    }
-}
-
-/// The changes of every name of `before` and `after`, the largest change per second first.
+/// The changes of every name of `before` and `after`, their energy divided by `divisors`, the
+/// largest change first.
 fn changes(
     before: &HashMap<String, f64>,
     after: &HashMap<String, f64>,
-    seconds: (f64, f64),
+    divisors: (f64, f64),
 ) -> Vec<Change> {
     let names: BTreeSet<&String> = before.keys().chain(after.keys()).collect();
     let mut changes: Vec<Change> = names
@@ -110,8 +102,8 @@ fn changes(
                 name: name.clone(),
                 before_j,
                 after_j,
-                before_rate: rate(before_j, seconds.0),
-                after_rate: rate(after_j, seconds.1),
+                before_rate: divided(before_j, divisors.0),
+                after_rate: divided(after_j, divisors.1),
             }
         })
         .collect();
@@ -125,61 +117,83 @@ fn changes(
 }
 
 impl Comparison {
-    /// Compares `after` with `before`.
-    pub fn new(before: &EnergyProfile, after: &EnergyProfile) -> Comparison {
-        let seconds = (before.seconds, after.seconds);
+    /// Compares `after` with `before`, their energy divided as `per` says.
+    pub fn new(before: &EnergyProfile, after: &EnergyProfile, per: Per) -> Comparison {
+        let divisors = per.divisors(before, after);
         let (before_j, after_j) = (before.joules(), after.joules());
         Comparison {
             total: Change {
                 name: "total".to_string(),
                 before_j,
                 after_j,
-                before_rate: rate(before_j, seconds.0),
-                after_rate: rate(after_j, seconds.1),
+                before_rate: divided(before_j, divisors.0),
+                after_rate: divided(after_j, divisors.1),
             },
-            methods: changes(&by_name(before, method), &by_name(after, method), seconds),
-            branches: changes(&by_name(before, |b| b), &by_name(after, |b| b), seconds),
-            before_seconds: seconds.0,
-            after_seconds: seconds.1,
+            methods: changes(&by_name(before, method), &by_name(after, method), divisors),
+            branches: changes(&by_name(before, |b| b), &by_name(after, |b| b), divisors),
+            before_seconds: before.seconds,
+            after_seconds: after.seconds,
+            per,
+        }
+    }
+
+    /// The run's length and, per unit of work, its units: `8.1 s`, `8.1 s, 1000 units`.
+    fn extent(&self, seconds: f64, units: Option<f64>) -> String {
+        match units {
+            Some(units) => format!("{seconds:.1} s, {units} units"),
+            None => format!("{seconds:.1} s"),
         }
     }
 
     /// The table: the totals, then the `top` methods and the `top` branches whose energy per
-    /// second changed most, named as [`printable`] shows them.
+    /// second (or run, or unit of work) changed most, named as [`printable`] shows them.
     pub fn render(&self, top: usize) -> String {
         let total = &self.total;
+        let unit = self.per.unit();
+        let (before_units, after_units) = match self.per {
+            Per::Unit { before, after } => (Some(before), Some(after)),
+            Per::Second | Per::Run => (None, None),
+        };
         let mut out = format!(
-            "before:   {:.3} J in {:.1} s = {:.3} J/s\n\
-             after:    {:.3} J in {:.1} s = {:.3} J/s\n\
-             change:   {:+.3} J/s ({})\n",
+            "before:   {:.3} J in {} = {} {unit}\n\
+             after:    {:.3} J in {} = {} {unit}\n\
+             change:   {} {unit} ({})\n",
             total.before_j,
-            self.before_seconds,
-            total.before_rate,
+            self.extent(self.before_seconds, before_units),
+            figure(total.before_rate, 3),
             total.after_j,
-            self.after_seconds,
-            total.after_rate,
-            total.delta(),
+            self.extent(self.after_seconds, after_units),
+            figure(total.after_rate, 3),
+            signed(total.delta(), 3),
             total.percent_text()
         );
         for (what, changes) in [
             ("methods (their own energy)", &self.methods),
             ("branches", &self.branches),
         ] {
+            // As wide as the widest heading, `before J/unit`.
+            let w = "before ".len() + unit.len();
             let _ = write!(
                 out,
-                "\n{what} whose energy per second changed most:\n\
-                 {:>10} {:>10} {:>10} {:>10} {:>10} {:>8}  name\n",
-                "before J", "after J", "before J/s", "after J/s", "change J/s", "change"
+                "\n{what} whose energy {} changed most:\n\
+                 {:>10} {:>10} {:>w$} {:>w$} {:>w$} {:>8}  name\n",
+                self.per.describe(),
+                "before J",
+                "after J",
+                format!("before {unit}"),
+                format!("after {unit}"),
+                format!("change {unit}"),
+                "change"
             );
             for change in changes.iter().take(top) {
                 let _ = writeln!(
                     out,
-                    "{:>10.3} {:>10.3} {:>10.4} {:>10.4} {:>+10.4} {:>8}  {}",
+                    "{:>10.3} {:>10.3} {:>w$} {:>w$} {:>w$} {:>8}  {}",
                     change.before_j,
                     change.after_j,
-                    change.before_rate,
-                    change.after_rate,
-                    change.delta(),
+                    figure(change.before_rate, 4),
+                    figure(change.after_rate, 4),
+                    signed(change.delta(), 4),
                     change.percent_text(),
                     printable(&change.name)
                 );
@@ -188,7 +202,7 @@ impl Comparison {
         out
     }
 
-    /// What grew by more than `percent` per second: the total, or one of the top methods (the
+    /// What grew by more than `percent` per second (or run, or unit of work): the total, or one of the top methods (the
     /// `top` with the most energy per second in either run) whose growth is also at least
     /// [`MIN_GROWTH`] of the total before. One line each (names as [`printable`] shows them);
     /// none means the gate passes.
@@ -199,15 +213,17 @@ impl Comparison {
         };
         let describe = |what: &str, change: &Change| {
             format!(
-                "{what} grew from {:.4} to {:.4} J/s ({}), more than --fail-above {percent}%",
-                change.before_rate,
-                change.after_rate,
+                "{what} grew from {} to {} {} ({}), more than --fail-above {percent}%",
+                figure(change.before_rate, 4),
+                figure(change.after_rate, 4),
+                self.per.unit(),
                 change.percent_text()
             )
         };
         let mut lines = Vec::new();
         if grew(&self.total) {
-            lines.push(describe("the total energy per second", &self.total));
+            let what = format!("the total energy {}", self.per.describe());
+            lines.push(describe(&what, &self.total));
         }
         let top_of = |rate: fn(&Change) -> f64| {
             let mut ranked: Vec<&Change> = self
@@ -251,7 +267,15 @@ mod tests {
                 name: "a".into(),
                 branches: branches
                     .iter()
-                    .map(|&(b, joules)| (b.to_string(), Weight { joules, samples: 0 }))
+                    .map(|&(b, joules)| {
+                        (
+                            b.to_string(),
+                            Weight {
+                                joules,
+                                ..Weight::default()
+                            },
+                        )
+                    })
                     .collect(),
             }],
             set: BranchSet::App,
@@ -259,6 +283,8 @@ mod tests {
             start_ms: None,
             power_source: None,
             sampled: false,
+            carbon: None,
+            from_entries: false,
         }
     }
 
@@ -286,7 +312,7 @@ mod tests {
             ],
             20.0,
         );
-        Comparison::new(&before.masked(), &after.masked())
+        Comparison::new(&before.masked(), &after.masked(), Per::Second)
     }
 
     #[test]
@@ -348,7 +374,7 @@ mod tests {
             .regressions(10.0, 10)
             .iter()
             .all(|l| !l.contains("tiny")));
-        let reversed = Comparison::new(&comparison_after(), &comparison_before());
+        let reversed = Comparison::new(&comparison_after(), &comparison_before(), Per::Second);
         let lines = reversed.regressions(40.0, 1);
         assert_eq!(lines.len(), 2, "{lines:?}");
         assert!(lines[0].starts_with("the total energy per second grew from 0.6050 to 0.9000"));

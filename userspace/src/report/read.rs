@@ -1,20 +1,29 @@
 //! Reading a recording's Joular CSV files (ours or Joular Code for Java's) into the energy of
-//! each branch, per results file.
+//! each branch, per results file, and its grams of CO2e when a carbon intensity was recorded
+//! beside them ([`super::carbon`]).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use joularcode_core::carbon::IntensitySource;
+use joularcode_core::entry::EntryRule;
+use joularcode_core::output::carbon::CARBON_HEADER;
 use joularcode_core::output::csv::HEADER;
 use thiserror::Error;
 
-use crate::profile::{BranchSet, EnergyProfile, JvmEnergy, Weight};
+use super::carbon::{self, Intensities};
+use crate::profile::{carbon_sources, BranchSet, EnergyProfile, JvmEnergy, Weight, NO_ENTRY};
 
 /// What one results file holds.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct FileEnergy {
     /// Joules per branch.
     pub energy: HashMap<String, f64>,
+    /// Grams of CO2e per branch, of the rows whose cycle has a carbon intensity.
+    pub grams: HashMap<String, f64>,
+    /// What the grams come from, when a carbon intensity was recorded.
+    pub carbon: Option<CarbonTotals>,
     /// Rows read.
     pub rows: u64,
     /// Rows that could not be read (wrong number of fields, a value that is not a number).
@@ -41,6 +50,32 @@ impl FileEnergy {
         ranked
     }
 
+    /// The total grams of CO2e.
+    pub fn total_grams(&self) -> f64 {
+        self.grams.values().fold(0.0, |sum, grams| sum + grams)
+    }
+
+    /// The same file's energy and grams of CO2e per entry point that `rule` finds in each
+    /// branch (under [`NO_ENTRY`] for a branch without one).
+    pub fn by_entry(&self, rule: &EntryRule) -> FileEnergy {
+        let per_entry = |per_branch: &HashMap<String, f64>| {
+            let mut per_entry: HashMap<String, f64> = HashMap::new();
+            for (branch, amount) in per_branch {
+                let entry = rule.find(branch).map_or(NO_ENTRY, |entry| entry.method);
+                *per_entry.entry(entry.to_owned()).or_default() += amount;
+            }
+            per_entry
+        };
+        FileEnergy {
+            energy: per_entry(&self.energy),
+            grams: per_entry(&self.grams),
+            carbon: self.carbon.clone(),
+            rows: self.rows,
+            bad_rows: self.bad_rows,
+            span_ms: self.span_ms,
+        }
+    }
+
     /// Widens the span to the cycle that ended at `end_ms` and lasted `interval_s`.
     fn cover(&mut self, end_ms: i64, interval_s: f64) {
         let start_ms = end_ms.saturating_sub((interval_s * 1000.0).round() as i64);
@@ -51,12 +86,31 @@ impl FileEnergy {
     }
 }
 
+/// Where the grams of CO2e of a results file come from.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct CarbonTotals {
+    /// The sources of the intensities of its cycles.
+    pub sources: BTreeSet<IntensitySource>,
+    /// Rows whose cycle has no intensity recorded (it could not be read then): they have no
+    /// grams.
+    pub rows_without: u64,
+}
+
 /// Why a recording's results could not be read.
 #[derive(Debug, Error)]
 pub enum ReadError {
     /// The CSV header cannot be read.
     #[error("the header cannot be read: {0}")]
     Header(#[source] csv::Error),
+    /// A `carbon-intensity.csv` that is not ours.
+    #[error(
+        "{}: its first line is not {CARBON_HEADER}: remove it, or give the results-path of a recording",
+        path.display()
+    )]
+    CarbonHeader {
+        /// The file.
+        path: PathBuf,
+    },
     /// The header lacks a column that every Joular results file has.
     #[error("the header has no {0} column: not a Joular results file ({HEADER})")]
     Column(&'static str),
@@ -100,8 +154,9 @@ pub enum ReadError {
     },
 }
 
-/// Adds up the energy per branch of a Joular CSV file's text.
-pub fn file_energy(text: &str) -> Result<FileEnergy, ReadError> {
+/// Adds up the energy per branch of a Joular CSV file's text, and its grams of CO2e at the
+/// `intensities` of its cycles, if they were recorded.
+pub fn file_energy(text: &str, intensities: Option<&Intensities>) -> Result<FileEnergy, ReadError> {
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(true)
         .flexible(true)
@@ -119,7 +174,13 @@ pub fn file_energy(text: &str) -> Result<FileEnergy, ReadError> {
         column("energy_joules")?,
         column("interval_seconds")?,
     );
-    let mut file = FileEnergy::default();
+    let mut file = FileEnergy {
+        carbon: intensities.map(|intensities| CarbonTotals {
+            sources: intensities.sources(),
+            rows_without: 0,
+        }),
+        ..FileEnergy::default()
+    };
     for record in reader.records() {
         let row = record
             .ok()
@@ -133,6 +194,12 @@ pub fn file_energy(text: &str) -> Result<FileEnergy, ReadError> {
             });
         match row {
             Some((branch, joules, end_ms, interval_s)) => {
+                if let (Some(intensities), Some(totals)) = (intensities, file.carbon.as_mut()) {
+                    match intensities.grams(end_ms, joules) {
+                        Some(grams) => *file.grams.entry(branch.clone()).or_default() += grams,
+                        None => totals.rows_without += 1,
+                    }
+                }
                 *file.energy.entry(branch).or_default() += joules;
                 file.rows += 1;
                 file.cover(end_ms, interval_s);
@@ -143,13 +210,14 @@ pub fn file_energy(text: &str) -> Result<FileEnergy, ReadError> {
     Ok(file)
 }
 
-/// Reads the results file at `path`.
+/// Reads the results file at `path`, and the carbon intensities recorded beside it.
 pub fn read_file(path: &Path) -> Result<FileEnergy, ReadError> {
     let text = fs::read_to_string(path).map_err(|source| ReadError::File {
         path: path.to_path_buf(),
         source,
     })?;
-    file_energy(&text).map_err(|error| ReadError::Content {
+    let intensities = carbon::read(path)?;
+    file_energy(&text, intensities.as_ref()).map_err(|error| ReadError::Content {
         path: path.to_path_buf(),
         source: Box::new(error),
     })
@@ -212,17 +280,30 @@ pub fn profile(path: &Path, set: BranchSet) -> Result<EnergyProfile, ReadError> 
     };
     let mut jvms = Vec::new();
     let mut span: Option<(i64, i64)> = None;
+    let mut carbon = BTreeSet::new();
     for file in results_files(path, set)? {
         let energy = read_file(&file)?;
         if let Some((start, end)) = energy.span_ms {
             span = Some(span.map_or((start, end), |(s, e)| (s.min(start), e.max(end))));
         }
+        if let Some(totals) = &energy.carbon {
+            carbon.extend(&totals.sources);
+        }
+        let grams = energy.grams;
         jvms.push(JvmEnergy {
             name: jvm_name(&file),
             branches: energy
                 .energy
                 .into_iter()
-                .map(|(branch, joules)| (branch, Weight { joules, samples: 0 }))
+                .map(|(branch, joules)| {
+                    let grams = grams.get(&branch).copied().unwrap_or(0.0);
+                    let weight = Weight {
+                        joules,
+                        samples: 0,
+                        grams,
+                    };
+                    (branch, weight)
+                })
                 .collect(),
         });
     }
@@ -233,6 +314,8 @@ pub fn profile(path: &Path, set: BranchSet) -> Result<EnergyProfile, ReadError> 
         start_ms: span.map(|(start, _)| start),
         power_source: None,
         sampled: false,
+        carbon: carbon_sources(&carbon),
+        from_entries: false,
     })
 }
 
@@ -252,7 +335,7 @@ pub(crate) mod tests {
 
     #[test]
     fn energy_is_summed_per_branch_over_the_span_of_the_cycles() {
-        let file = file_energy(FILE).unwrap();
+        let file = file_energy(FILE, None).unwrap();
         assert_eq!((file.rows, file.bad_rows), (3, 1));
         assert_eq!(
             file.ranked(),
@@ -280,7 +363,7 @@ pub(crate) mod tests {
                 i + 1
             ));
         }
-        let file = file_energy(&text).unwrap();
+        let file = file_energy(&text, None).unwrap();
         assert_eq!(file.bad_rows, 0, "{text}");
         let mut read: Vec<&str> = file.ranked().into_iter().map(|(name, _)| name).collect();
         read.reverse();
@@ -289,7 +372,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_file_that_is_not_joulars_is_refused() {
-        assert!(file_energy("a,b\n1,2\n")
+        assert!(file_energy("a,b\n1,2\n", None)
             .unwrap_err()
             .to_string()
             .contains("header"));
@@ -299,7 +382,7 @@ pub(crate) mod tests {
     fn columns_are_found_by_their_names() {
         let reordered = "branch,coverage,energy_joules,interval_seconds,power_watts,timestamp\n\
                          a.B.c,1.0,2.5,1.0,2.5,1700000001000\n";
-        let file = file_energy(reordered).unwrap();
+        let file = file_energy(reordered, None).unwrap();
         assert_eq!(file.energy["a.B.c"], 2.5);
         assert_eq!(file.span_ms, Some((1_700_000_000_000, 1_700_000_001_000)));
     }

@@ -6,22 +6,32 @@
 pub mod screen;
 pub mod state;
 
+use joularcode_core::entry::EntryRule;
 use joularcode_core::log::{printable, Log};
 
 use crate::output::stdout::{self, StdoutError};
 use crate::output::OutputError;
-use crate::profile::BranchSet;
+use crate::profile::{BranchSet, NO_ENTRY};
 use crate::record::sink::{CycleView, Sink};
 use crate::signals;
 use screen::Screen;
 use state::{JvmSnapshot, Snapshot, Top};
 
-/// Where the cycles are shown: the sink of `top`'s recording.
-pub enum View {
+/// The sink of `top`'s recording: each JVM's entry points found by `entries`, and where the
+/// cycles are shown.
+pub struct View {
+    /// The rule that finds the entry points.
+    pub entries: EntryRule,
+    /// Where the cycles are shown.
+    pub output: Output,
+}
+
+/// Where `top`'s cycles are shown.
+pub enum Output {
     /// On the terminal.
     Screen(Screen),
-    /// As plain text on the standard output, with the first `lines` methods of each JVM; `failed`
-    /// holds the error of a write on it, which ends the recording and then the command.
+    /// As plain text on the standard output, with the first `lines` of each JVM's list;
+    /// `failed` holds the error of a write on it, which ends the recording and then the command.
     Plain {
         top: Top,
         lines: usize,
@@ -31,8 +41,9 @@ pub enum View {
 
 /// A cycle's results, owned, as the view takes them: names (of methods, branches, main classes)
 /// as [`printable`] gives them, so that neither the screen nor the plain text shows a JVM's
-/// escape sequence, line end or bidi override.
-fn snapshot(view: &CycleView<'_>) -> Snapshot {
+/// escape sequence, line end or bidi override. The entry points are found by `entries` in the
+/// names as the JVM gave them, then made printable.
+fn snapshot(view: &CycleView<'_>, entries: &EntryRule) -> Snapshot {
     let owned = |set| {
         move |jvm: &crate::record::sink::JvmView<'_>| -> Vec<(String, f64)> {
             jvm.powers(set)
@@ -45,6 +56,7 @@ fn snapshot(view: &CycleView<'_>) -> Snapshot {
         source: printable(view.source).into_owned(),
         power_w: view.cycle.power.watts(),
         interval: view.cycle.interval,
+        carbon: view.cycle.carbon,
         jvms: view
             .jvms
             .iter()
@@ -56,6 +68,14 @@ fn snapshot(view: &CycleView<'_>) -> Snapshot {
                 ended: jvm.ended,
                 all: owned(BranchSet::All)(jvm),
                 app: owned(BranchSet::App)(jvm),
+                entries: jvm
+                    .powers(BranchSet::All)
+                    .into_iter()
+                    .map(|power| {
+                        let entry = entries.find(power.name).map_or(NO_ENTRY, |e| e.method);
+                        (printable(entry).into_owned(), power.power.watts())
+                    })
+                    .collect(),
             })
             .collect(),
     }
@@ -63,10 +83,10 @@ fn snapshot(view: &CycleView<'_>) -> Snapshot {
 
 impl Sink for View {
     fn cycle(&mut self, view: &CycleView<'_>) {
-        let snapshot = snapshot(view);
-        match self {
-            View::Screen(screen) => screen.show(snapshot),
-            View::Plain { top, lines, failed } => {
+        let snapshot = snapshot(view, &self.entries);
+        match &mut self.output {
+            Output::Screen(screen) => screen.show(snapshot),
+            Output::Plain { top, lines, failed } => {
                 if failed.is_some() {
                     return;
                 }
@@ -82,9 +102,9 @@ impl Sink for View {
     }
 
     fn finish(&mut self, _: &dyn Log) -> Result<(), OutputError> {
-        match self {
-            View::Screen(screen) => screen.end(),
-            View::Plain { failed, .. } => {
+        match &mut self.output {
+            Output::Screen(screen) => screen.end(),
+            Output::Plain { failed, .. } => {
                 if let Some(error) = failed.take() {
                     return Err(error.into());
                 }

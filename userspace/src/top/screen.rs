@@ -23,7 +23,7 @@ use ratatui::text::Line as TextLine;
 use ratatui::widgets::{Block, Cell, Paragraph, Row, Table, TableState};
 use ratatui::{Frame, Terminal};
 
-use super::state::{Key, Snapshot, Top};
+use super::state::{Key, List, Snapshot, Top};
 use crate::signals;
 
 /// How long the view waits for a key before it looks for new cycles.
@@ -65,8 +65,9 @@ pub struct Screen {
 }
 
 impl Screen {
-    /// Takes the terminal over (raw mode, alternate screen) and starts drawing.
-    pub fn start() -> Result<Screen, ScreenError> {
+    /// Takes the terminal over (raw mode, alternate screen) and starts drawing, with `list`
+    /// shown for the selected JVM.
+    pub fn start(list: List) -> Result<Screen, ScreenError> {
         static HOOK: Once = Once::new();
         HOOK.call_once(|| {
             let hook = std::panic::take_hook();
@@ -87,7 +88,7 @@ impl Screen {
         let thread = std::thread::Builder::new()
             .name("top-view".into())
             .spawn(move || {
-                view(terminal, &receiver);
+                view(terminal, &receiver, list);
                 restore();
             })
             .map_err(fail)?;
@@ -143,8 +144,12 @@ impl Log for ScreenLog {
 
 /// The view's loop: draws, takes in the cycles and the keys, until the recording is over or the
 /// terminal fails.
-fn view(mut terminal: Terminal<CrosstermBackend<Stdout>>, receiver: &Receiver<Message>) {
-    let mut top = Top::default();
+fn view(
+    mut terminal: Terminal<CrosstermBackend<Stdout>>,
+    receiver: &Receiver<Message>,
+    list: List,
+) {
+    let mut top = Top::new(list);
     let mut message = String::from("waiting for the first cycle...");
     loop {
         loop {
@@ -176,6 +181,7 @@ fn view(mut terminal: Terminal<CrosstermBackend<Stdout>>, receiver: &Receiver<Me
             KeyCode::Down | KeyCode::Char('j') => Some(Key::Down),
             KeyCode::Char('m') => Some(Key::Methods),
             KeyCode::Char('b') => Some(Key::Branches),
+            KeyCode::Char('e') => Some(Key::Entries),
             KeyCode::Char('s') => Some(Key::Order),
             KeyCode::Char('a') => Some(Key::Set),
             _ => continue,
@@ -213,7 +219,7 @@ fn draw(frame: &mut Frame, top: &Top, message: &str) {
     frame.render_widget(
         Paragraph::new(vec![
             TextLine::from(
-                "q quit | up/down select a JVM | m methods | b branches | s sort | a all/app",
+                "q quit | up/down select a JVM | m methods | b branches | e entries | s sort | a all/app",
             ),
             TextLine::from(message.to_string()),
         ])
@@ -245,31 +251,60 @@ fn header_row(numbers: &[&str], name: &'static str) -> Row<'static> {
     Row::new(cells).style(Style::new().add_modifier(Modifier::BOLD))
 }
 
+/// The width of the grams' column, when grams of CO2e are counted.
+const GRAMS_WIDTH: u16 = 12;
+
+/// A table of `rows` whose numbers' columns are as wide as `numbers` says, with the grams'
+/// column after them when grams of CO2e are counted, and the name's last.
+fn table<'a>(
+    rows: impl IntoIterator<Item = Row<'a>>,
+    top: &Top,
+    numbers: &[(&'static str, u16)],
+    name: &'static str,
+) -> Table<'a> {
+    let mut columns = numbers.to_vec();
+    if top.carbon {
+        columns.push(("CO2e", GRAMS_WIDTH));
+    }
+    let headers: Vec<&str> = columns.iter().map(|&(header, _)| header).collect();
+    let mut widths: Vec<Constraint> = columns
+        .iter()
+        .map(|&(_, width)| Constraint::Length(width))
+        .collect();
+    widths.push(Constraint::Fill(1));
+    Table::new(rows, widths).header(header_row(&headers, name))
+}
+
+/// A table's row: its numbers, its grams when they are counted, its name.
+fn row<'a>(mut numbers: Vec<Cell<'a>>, grams: Option<String>, name: String) -> Row<'a> {
+    numbers.extend(grams.map(number));
+    numbers.push(Cell::from(name));
+    Row::new(numbers)
+}
+
 fn draw_jvms(frame: &mut Frame, top: &Top, area: Rect) {
-    let rows = top.jvms.iter().map(|row| {
-        Row::new(vec![
-            number(row.pid.to_string()),
-            number(format!("{:.2}", row.usage.watts)),
-            number(format!("{:.1}%", 100.0 * row.share)),
-            number(format!("{:.1}", row.usage.joules)),
-            Cell::from(format!(
+    let rows = top.jvms.iter().map(|jvm| {
+        row(
+            vec![
+                number(jvm.pid.to_string()),
+                number(format!("{:.2}", jvm.usage.watts)),
+                number(format!("{:.1}%", 100.0 * jvm.share)),
+                number(format!("{:.1}", jvm.usage.joules)),
+            ],
+            top.grams(&jvm.usage),
+            format!(
                 "{}{}",
-                row.main_class,
-                if row.ended { " (ended)" } else { "" }
-            )),
-        ])
+                jvm.main_class,
+                if jvm.ended { " (ended)" } else { "" }
+            ),
+        )
     });
-    let table = Table::new(
+    let table = table(
         rows,
-        [
-            Constraint::Length(8),
-            Constraint::Length(9),
-            Constraint::Length(7),
-            Constraint::Length(10),
-            Constraint::Fill(1),
-        ],
+        top,
+        &[("PID", 8), ("W", 9), ("share", 7), ("J", 10)],
+        "JVM",
     )
-    .header(header_row(&["PID", "W", "share", "J"], "JVM"))
     .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED))
     .block(Block::bordered().title("JVMs: power now, share of the CPU power, energy since start"));
     let mut state = TableState::default().with_selected(
@@ -281,37 +316,86 @@ fn draw_jvms(frame: &mut Frame, top: &Top, area: Rect) {
 }
 
 fn draw_list(frame: &mut Frame, top: &Top, area: Rect) {
-    let Some(row) = top.selected() else {
+    let Some(selected) = top.selected() else {
         frame.render_widget(Paragraph::new("No JVM yet.").block(Block::bordered()), area);
         return;
     };
     // The borders, the numbers' columns and the spaces between the columns
-    let name_width = usize::from(area.width.saturating_sub(2 + 9 + 7 + 10 + 3));
-    let rows = top.lines(row).into_iter().map(|line| {
-        Row::new(vec![
-            number(format!("{:.3}", line.usage.watts)),
-            number(format!("{:.1}%", 100.0 * line.share)),
-            number(format!("{:.2}", line.usage.joules)),
-            Cell::from(keep_end(&line.name, name_width)),
-        ])
+    let grams = if top.carbon { GRAMS_WIDTH + 1 } else { 0 };
+    let name_width = usize::from(area.width.saturating_sub(2 + 9 + 7 + 10 + 3 + grams));
+    let rows = top.lines(selected).into_iter().map(|line| {
+        row(
+            vec![
+                number(format!("{:.3}", line.usage.watts)),
+                number(format!("{:.1}%", 100.0 * line.share)),
+                number(format!("{:.2}", line.usage.joules)),
+            ],
+            top.grams(&line.usage),
+            keep_end(&line.name, name_width),
+        )
     });
-    let table = Table::new(
-        rows,
-        [
-            Constraint::Length(9),
-            Constraint::Length(7),
-            Constraint::Length(10),
-            Constraint::Fill(1),
-        ],
-    )
-    .header(header_row(&["W", "share", "J"], "name"))
-    .block(Block::bordered().title(top.list_title(row)));
+    let table = table(rows, top, &[("W", 9), ("share", 7), ("J", 10)], "name")
+        .block(Block::bordered().title(top.list_title(selected)));
     frame.render_widget(table, area);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_screen_shows_grams_when_they_are_counted() {
+        use super::super::state::{JvmSnapshot, Snapshot};
+        use joularcode_core::carbon::{Intensity, IntensitySource};
+        use joularcode_core::energy::Interval;
+        use ratatui::backend::TestBackend;
+        let screen_text = |carbon: Option<Intensity>| {
+            let mut top = Top::default();
+            // 40 J in the cycle at 450 g/kWh: 5 mg of CO2e.
+            top.apply(&Snapshot {
+                source: "vm".into(),
+                power_w: 40.0,
+                interval: Interval::from_ns(2_000_000_000),
+                carbon,
+                jvms: vec![JvmSnapshot {
+                    pid: 7,
+                    main_class: "a.Main".into(),
+                    watts: 20.0,
+                    share: 0.5,
+                    ended: false,
+                    all: vec![("t.run;a.A.hot".into(), 20.0)],
+                    app: Vec::new(),
+                    entries: Vec::new(),
+                }],
+            });
+            let mut terminal = ratatui::Terminal::new(TestBackend::new(100, 16)).unwrap();
+            terminal.draw(|frame| draw(frame, &top, "")).unwrap();
+            let buffer = terminal.backend().buffer().clone();
+            let mut text = String::new();
+            for y in 0..buffer.area.height {
+                for x in 0..buffer.area.width {
+                    text.push_str(buffer[(x, y)].symbol());
+                }
+                text.push('\n');
+            }
+            text
+        };
+        let text = screen_text(Some(Intensity {
+            grams_per_kwh: 450.0,
+            source: IntensitySource::Constant,
+        }));
+        assert!(text.contains("450 g CO2e/kWh (constant)"), "{text}");
+        assert!(text.contains("CO2e JVM"), "{text}");
+        assert!(
+            text.contains("       7     20.00   50.0%       40.0     5.000 mg a.Main"),
+            "{text}"
+        );
+        assert!(
+            text.contains("   20.000  100.0%      40.00     5.000 mg a.A.hot"),
+            "{text}"
+        );
+        assert!(!screen_text(None).contains("CO2e"));
+    }
 
     #[test]
     fn long_branches_keep_their_newest_frames() {

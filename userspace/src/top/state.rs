@@ -5,9 +5,11 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
+use clap::ValueEnum;
+use joularcode_core::carbon::Intensity;
 use joularcode_core::energy::{Interval, Power};
 
-use crate::profile::BranchSet;
+use crate::profile::{format_grams, BranchSet};
 
 /// One cycle's results, owned, as the view takes them.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -18,6 +20,9 @@ pub struct Snapshot {
     pub power_w: f64,
     /// The cycle's length.
     pub interval: Interval,
+    /// The carbon intensity in force for the cycle, when `carbon-intensity` is set and could be
+    /// read.
+    pub carbon: Option<Intensity>,
     /// The JVMs of the cycle.
     pub jvms: Vec<JvmSnapshot>,
 }
@@ -39,15 +44,19 @@ pub struct JvmSnapshot {
     pub all: Vec<(String, f64)>,
     /// The power of each of its application branches, in W.
     pub app: Vec<(String, f64)>,
+    /// The power of each of its entry points (found in all its branches), in W.
+    pub entries: Vec<(String, f64)>,
 }
 
-/// The list shown for the selected JVM.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The list shown for the selected JVM (`--list`, and the keys).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum List {
     /// Methods, each with the energy of the branches it is the newest frame of.
     Methods,
     /// Branches.
     Branches,
+    /// Entry points, each with the energy of the branches it started (of all branches).
+    Entries,
 }
 
 /// The order of that list.
@@ -91,6 +100,8 @@ pub enum Key {
     Methods,
     /// Show branches.
     Branches,
+    /// Show entry points.
+    Entries,
     /// Change the order of the list.
     Order,
     /// Switch between all branches and the application's.
@@ -104,12 +115,16 @@ pub struct Usage {
     pub watts: f64,
     /// Since `top` started, in J.
     pub joules: f64,
+    /// Since `top` started, in grams of CO2e (of the cycles with a carbon intensity).
+    pub grams: f64,
 }
 
 impl Usage {
-    fn add(&mut self, watts: f64, interval: Interval) {
+    fn add(&mut self, watts: f64, interval: Interval, carbon: Option<Intensity>) {
+        let energy = Power::from_watts(watts) * interval;
         self.watts += watts;
-        self.joules += (Power::from_watts(watts) * interval).joules();
+        self.joules += energy.joules();
+        self.grams += carbon.map_or(0.0, |carbon| carbon.grams(energy));
     }
 }
 
@@ -128,6 +143,7 @@ pub struct JvmRow {
     pub ended: bool,
     all: HashMap<String, Usage>,
     app: HashMap<String, Usage>,
+    entries: HashMap<String, Usage>,
 }
 
 /// One line of the selected JVM's list.
@@ -150,6 +166,10 @@ pub struct Top {
     pub source: String,
     /// The CPU power in the last cycle, in W.
     pub power_w: f64,
+    /// The carbon intensity of the last cycle.
+    pub carbon_now: Option<Intensity>,
+    /// Whether a cycle had a carbon intensity: grams of CO2e are shown.
+    pub carbon: bool,
     /// The JVMs, most power first.
     pub jvms: Vec<JvmRow>,
     /// The selected JVM's pid.
@@ -164,30 +184,44 @@ pub struct Top {
 
 impl Default for Top {
     fn default() -> Top {
-        Top {
-            cycles: 0,
-            source: String::new(),
-            power_w: 0.0,
-            jvms: Vec::new(),
-            selected: None,
-            list: List::Methods,
-            order: Order::Watts,
-            set: BranchSet::All,
-        }
+        Top::new(List::Methods)
     }
 }
 
 impl Top {
+    /// No cycle yet, showing `list`.
+    pub fn new(list: List) -> Top {
+        Top {
+            cycles: 0,
+            source: String::new(),
+            power_w: 0.0,
+            carbon_now: None,
+            carbon: false,
+            jvms: Vec::new(),
+            selected: None,
+            list,
+            order: Order::Watts,
+            set: BranchSet::All,
+        }
+    }
+
     /// Takes in one cycle.
     pub fn apply(&mut self, snapshot: &Snapshot) {
         self.cycles += 1;
         self.source.clone_from(&snapshot.source);
         self.power_w = snapshot.power_w;
-        let interval = snapshot.interval;
+        self.carbon_now = snapshot.carbon;
+        self.carbon |= snapshot.carbon.is_some();
+        let (interval, carbon) = (snapshot.interval, snapshot.carbon);
         for row in &mut self.jvms {
             row.usage.watts = 0.0;
             row.share = 0.0;
-            for usage in row.all.values_mut().chain(row.app.values_mut()) {
+            for usage in row
+                .all
+                .values_mut()
+                .chain(row.app.values_mut())
+                .chain(row.entries.values_mut())
+            {
                 usage.watts = 0.0;
             }
         }
@@ -204,15 +238,19 @@ impl Top {
                 }
             };
             let row = &mut self.jvms[index];
-            row.usage.add(jvm.watts, interval);
+            row.usage.add(jvm.watts, interval, carbon);
             row.share = jvm.share;
             row.ended = jvm.ended;
-            for (branches, powers) in [(&mut row.all, &jvm.all), (&mut row.app, &jvm.app)] {
+            for (branches, powers) in [
+                (&mut row.all, &jvm.all),
+                (&mut row.app, &jvm.app),
+                (&mut row.entries, &jvm.entries),
+            ] {
                 for (name, watts) in powers {
                     branches
                         .entry(name.clone())
                         .or_default()
-                        .add(*watts, interval);
+                        .add(*watts, interval, carbon);
                 }
             }
         }
@@ -253,6 +291,7 @@ impl Top {
             }
             Key::Methods => self.list = List::Methods,
             Key::Branches => self.list = List::Branches,
+            Key::Entries => self.list = List::Entries,
             Key::Order => self.order = self.order.next(),
             Key::Set => {
                 self.set = match self.set {
@@ -265,19 +304,21 @@ impl Top {
 
     /// The list of `row`, as chosen and ordered.
     pub fn lines(&self, row: &JvmRow) -> Vec<Line> {
-        let branches = match self.set {
-            BranchSet::All => &row.all,
-            BranchSet::App => &row.app,
+        let branches = match (self.list, self.set) {
+            (List::Entries, _) => &row.entries,
+            (_, BranchSet::All) => &row.all,
+            (_, BranchSet::App) => &row.app,
         };
         let mut by_name: HashMap<&str, Usage> = HashMap::new();
         for (branch, usage) in branches {
             let name = match self.list {
                 List::Methods => branch.rsplit(';').next().unwrap_or(branch),
-                List::Branches => branch.as_str(),
+                List::Branches | List::Entries => branch.as_str(),
             };
             let total = by_name.entry(name).or_default();
             total.watts += usage.watts;
             total.joules += usage.joules;
+            total.grams += usage.grams;
         }
         let mut lines: Vec<Line> = by_name
             .into_iter()
@@ -304,13 +345,27 @@ impl Top {
 
     /// The line that says where the numbers come from.
     pub fn header(&self) -> String {
+        let carbon = match (self.carbon_now, self.carbon) {
+            (Some(now), _) => format!(
+                ", {} g CO2e/kWh ({})",
+                now.grams_per_kwh,
+                now.source.label()
+            ),
+            (None, true) => ", carbon intensity unknown".to_string(),
+            (None, false) => String::new(),
+        };
         format!(
-            "cycle {}: CPU power {:.2} W from {}, {} JVM(s)",
+            "cycle {}: CPU power {:.2} W from {}{carbon}, {} JVM(s)",
             self.cycles,
             self.power_w,
             self.source,
             self.jvms.iter().filter(|row| !row.ended).count()
         )
+    }
+
+    /// The grams of CO2e of `usage`, for a column shown when grams are counted.
+    pub fn grams(&self, usage: &Usage) -> Option<String> {
+        self.carbon.then(|| format_grams(usage.grams))
     }
 
     /// What the list of the selected JVM is, for its title.
@@ -320,10 +375,14 @@ impl Top {
             match self.list {
                 List::Methods => "Methods",
                 List::Branches => "Branches",
+                List::Entries => "Entry points",
             },
             row.pid,
             row.main_class,
-            self.set.describe(),
+            match self.list {
+                List::Entries => BranchSet::All.describe(),
+                _ => self.set.describe(),
+            },
             self.order.describe()
         )
     }
@@ -332,19 +391,25 @@ impl Top {
     /// the JVMs, and the first `top` lines of each JVM's list.
     pub fn plain(&self, top: usize) -> String {
         let mut out = format!("{}\n", self.header());
+        let column = |grams: Option<String>| grams.map_or(String::new(), |g| format!(" {g:>12}"));
         let _ = writeln!(
             out,
-            "{:>8} {:>9} {:>7} {:>11}  JVM",
-            "PID", "W", "share", "J"
+            "{:>8} {:>9} {:>7} {:>11}{}  JVM",
+            "PID",
+            "W",
+            "share",
+            "J",
+            column(self.carbon.then(|| "CO2e".to_string()))
         );
         for row in &self.jvms {
             let _ = writeln!(
                 out,
-                "{:>8} {:>9.3} {:>6.1}% {:>11.3}  {}{}",
+                "{:>8} {:>9.3} {:>6.1}% {:>11.3}{}  {}{}",
                 row.pid,
                 row.usage.watts,
                 100.0 * row.share,
                 row.usage.joules,
+                column(self.grams(&row.usage)),
                 row.main_class,
                 if row.ended { " (ended)" } else { "" }
             );
@@ -354,10 +419,11 @@ impl Top {
             for line in self.lines(row).into_iter().take(top) {
                 let _ = writeln!(
                     out,
-                    "  {:>9.3} {:>6.1}% {:>11.3}  {}",
+                    "  {:>9.3} {:>6.1}% {:>11.3}{}  {}",
                     line.usage.watts,
                     100.0 * line.share,
                     line.usage.joules,
+                    column(self.grams(&line.usage)),
                     line.name
                 );
             }
@@ -383,6 +449,7 @@ mod tests {
                 .filter(|(n, _)| n.contains("app."))
                 .map(|&(n, w)| (n.to_string(), w))
                 .collect(),
+            entries: Vec::new(),
         }
     }
 
@@ -391,6 +458,7 @@ mod tests {
             source: "vm (watts file /w)".into(),
             power_w: 100.0,
             interval: Interval::from_ns(2_000_000_000),
+            carbon: None,
             jvms,
         }
     }
@@ -409,7 +477,8 @@ mod tests {
             top.jvms[0].usage,
             Usage {
                 watts: 50.0,
-                joules: 100.0
+                joules: 100.0,
+                grams: 0.0
             }
         );
         top.key(Key::Down);
@@ -430,7 +499,8 @@ mod tests {
             twenty.usage,
             Usage {
                 watts: 10.0,
-                joules: 120.0
+                joules: 120.0,
+                grams: 0.0
             }
         );
         assert_eq!(top.cycles, 2);
@@ -523,5 +593,123 @@ mod tests {
         );
         assert!(!text.contains("app.A.cold"), "top 1: {text}");
         assert!(text.contains("1 JVM(s)"));
+        assert!(!text.contains("CO2e"), "no grams unless counted: {text}");
+    }
+
+    #[test]
+    fn grams_follow_the_intensity_of_each_cycle() {
+        use joularcode_core::carbon::IntensitySource;
+        let mut top = Top::default();
+        // 2 s cycles: hot 20 W is 40 J a cycle, at 360 then 90 g/kWh (4 mg, then 1 mg), then
+        // with no intensity (the file could not be read).
+        for grams_per_kwh in [Some(360.0), Some(90.0), None] {
+            let mut cycle = snapshot(vec![jvm(
+                1,
+                25.0,
+                &[("t.run;app.A.hot", 20.0), ("t.run;app.A.cold", 5.0)],
+            )]);
+            cycle.carbon = grams_per_kwh.map(|grams_per_kwh| Intensity {
+                grams_per_kwh,
+                source: IntensitySource::File,
+            });
+            top.apply(&cycle);
+            if grams_per_kwh == Some(90.0) {
+                assert!(
+                    top.header()
+                        .contains("W from vm (watts file /w), 90 g CO2e/kWh (file), 1 JVM"),
+                    "{}",
+                    top.header()
+                );
+            }
+        }
+        let row = top.selected().unwrap().clone();
+        assert!((row.usage.grams - 0.00625).abs() < 1e-12, "{:?}", row.usage);
+        let text = top.plain(1);
+        assert!(
+            text.contains("     PID         W   share           J         CO2e  JVM\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("       1    25.000   25.0%     150.000     6.250 mg  m1.Main\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("     20.000   80.0%     120.000     5.000 mg  app.A.hot\n"),
+            "{text}"
+        );
+        assert!(top.header().contains(", carbon intensity unknown, "));
+    }
+
+    #[test]
+    fn entry_points_are_listed_from_all_branches_whatever_the_set() {
+        let mut top = Top::new(List::Entries);
+        let mut jvm = jvm(3, 8.0, &[("t.run;app.A.x", 8.0)]);
+        jvm.entries = vec![
+            ("app.Orders.handle".into(), 3.0),
+            ("app.Users.handle".into(), 1.0),
+            ("app.Orders.handle".into(), 3.0),
+            ("[no entry]".into(), 1.0),
+        ];
+        top.apply(&snapshot(vec![jvm.clone()]));
+        top.apply(&snapshot(vec![jvm]));
+        top.key(Key::Set);
+        let row = top.selected().unwrap().clone();
+        let lines = top.lines(&row);
+        let names: Vec<&str> = lines.iter().map(|line| line.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["app.Orders.handle", "[no entry]", "app.Users.handle"]
+        );
+        assert_eq!(lines[0].usage.watts, 6.0);
+        assert_eq!(lines[0].usage.joules, 24.0, "two cycles of 2 s at 6 W");
+        assert_eq!(lines[0].share, 0.75);
+        assert_eq!(
+            top.list_title(&row),
+            "Entry points of JVM 3 (m3.Main), all branches, by W now"
+        );
+        assert!(
+            top.plain(1)
+                .contains("      6.000   75.0%      24.000  app.Orders.handle\n"),
+            "{}",
+            top.plain(1)
+        );
+        top.key(Key::Methods);
+        assert_eq!(top.lines(&row)[0].name, "app.A.x");
+        top.key(Key::Entries);
+        assert_eq!(top.list, List::Entries);
+    }
+
+    #[test]
+    fn entry_points_have_the_grams_of_each_cycle() {
+        use joularcode_core::carbon::IntensitySource;
+        let mut top = Top::new(List::Entries);
+        let mut jvm = jvm(3, 8.0, &[("t.run;app.A.x", 8.0)]);
+        jvm.entries = vec![
+            ("app.Orders.handle".into(), 6.0),
+            ("app.Users.handle".into(), 2.0),
+        ];
+        // 2 s cycles at 360 then 90 g/kWh: Orders.handle's 12 J a cycle are 1.2 mg then
+        // 0.3 mg of CO2e, Users.handle's 4 J 0.4 mg then 0.1 mg.
+        for grams_per_kwh in [360.0, 90.0] {
+            let mut cycle = snapshot(vec![jvm.clone()]);
+            cycle.carbon = Some(Intensity {
+                grams_per_kwh,
+                source: IntensitySource::Constant,
+            });
+            top.apply(&cycle);
+        }
+        let text = top.plain(2);
+        assert!(
+            text.contains("  Entry points of JVM 3 (m3.Main), all branches, by W now:\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("      6.000   75.0%      24.000     1.500 mg  app.Orders.handle\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("      2.000   25.0%       8.000   500.000 µg  app.Users.handle\n"),
+            "{text}"
+        );
     }
 }

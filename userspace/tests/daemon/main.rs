@@ -12,6 +12,7 @@
 #[cfg(feature = "soak")]
 mod churn;
 mod endpoint;
+mod entries;
 mod failures;
 mod names;
 mod namespaces;

@@ -1,13 +1,14 @@
 //! End-to-end tests of what people look at: the energy flame graphs (differential ones too)
 //! opened in Debian's chromium (driven by playwright-core), the pprof files decoded against
 //! pprof's published `profile.proto` and read by `go tool pprof`, the views of `record --app`,
-//! the comparison of two recordings of a method made twice as cheap, and `top` under tmux with
-//! two JVMs. They run the binary as a user would, as root (the BPF sampler),
+//! the comparison of two recordings of a method made twice as cheap, `top` under tmux with
+//! two JVMs, and the grams of CO2e of a recording whose carbon intensity changes. They run the binary as a user would, as root (the BPF sampler),
 //! with the tools scripts/setup.sh installs, and fail loudly without them.
 //!
 //! The screenshots they take are kept in `target/test-artifacts/`.
 
 mod app;
+mod carbon;
 mod compare;
 mod flamegraph;
 mod pprof;
