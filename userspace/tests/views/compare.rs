@@ -1,4 +1,5 @@
-//! `report --baseline` on two recordings of a method made twice as cheap.
+//! `report --baseline` on two recordings of a method made twice as cheap, and on a fixed-work
+//! benchmark made twice as fast, compared per second, per run and per unit of work.
 
 use super::flamegraph::{assert_lines_fit, open_in_browser, widest_frame};
 use super::*;
@@ -235,4 +236,117 @@ fn the_differential_flame_graph_draws_growth_red_and_savings_blue() {
         cold_fill[0] == 255 && cold_fill[2] < 255 && cold_fill[1] == cold_fill[2],
         "cold grew and is not red: rgb{cold_fill:?}"
     );
+}
+
+/// How many units of work each FixedWork run does: about 1.3 s of CPU time at cost 1 here.
+const FIXED_UNITS: &str = "600";
+
+/// `record -- java FixedWork COST UNITS RESULTS/units.txt` into `results`, with the power
+/// estimate whose energy follows the CPU time and nothing else (as [`record_halved`]): the
+/// benchmark does [`FIXED_UNITS`] units of `cost` rounds each on one thread, so at cost 1 it does
+/// the same work in half the CPU time, at the same power, and writes its units where
+/// `report --per @units.txt` reads them.
+fn record_fixed_work(cost: &str, results: &Path) {
+    std::fs::create_dir_all(results).expect("the run's folder");
+    let units = results.join("units.txt");
+    let java = jdk(17).java();
+    let classes = workload_classes();
+    let output = run(&mut profiler(&[
+        "record",
+        "--power-source-type",
+        "estimate",
+        "--estimate-idle-watts-per-cpu",
+        "0",
+        "--estimate-max-watts-per-cpu",
+        "10",
+        "--results-path",
+        &results.display().to_string(),
+        "--agent-path",
+        &agent_library().display().to_string(),
+        "--",
+        &java.display().to_string(),
+        "-cp",
+        &classes.display().to_string(),
+        "FixedWork",
+        cost,
+        FIXED_UNITS,
+        &units.display().to_string(),
+    ]));
+    assert!(output.status.success(), "record of FixedWork {cost} failed");
+    assert_eq!(
+        std::fs::read_to_string(&units).expect("the benchmark wrote its units"),
+        format!("{FIXED_UNITS}\n")
+    );
+}
+
+/// The total's change in percent, from the comparison's `change:` line, and its unit
+/// (`J/s`, `J/run`, `J/unit`).
+fn total_change(text: &str) -> (f64, String) {
+    let line = text
+        .lines()
+        .find(|line| line.starts_with("change:"))
+        .unwrap_or_else(|| panic!("no change line in\n{text}"));
+    let unit = line
+        .split_whitespace()
+        .nth(2)
+        .unwrap_or_else(|| panic!("no unit in {line}"))
+        .to_string();
+    let percent = line
+        .rsplit_once('(')
+        .and_then(|(_, p)| p.strip_suffix("%)"))
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no percentage in {line}"));
+    (percent, unit)
+}
+
+#[test]
+fn per_run_and_per_unit_see_a_fixed_work_benchmark_made_twice_as_fast() {
+    let _serial = serial();
+    let dir = work_dir().join("fixed-work");
+    let (slow, fast) = (dir.join("slow"), dir.join("fast"));
+    record_fixed_work("2", &slow);
+    record_fixed_work("1", &fast);
+    let (slow, fast) = (slow.display().to_string(), fast.display().to_string());
+    // report BEFORE --baseline AFTER [basis] --fail-above 10: its total's change, unit and status.
+    let compare = |before: &str, after: &str, basis: &[&str]| {
+        let mut args = vec!["report", before, "--baseline", after];
+        args.extend(basis);
+        args.extend(["--fail-above", "10"]);
+        let output = run(&mut profiler(&args));
+        let text = stdout(&output);
+        eprintln!("{args:?}\n{text}");
+        let (change, unit) = total_change(&text);
+        (change, unit, output.status.code())
+    };
+    // Per second, the two runs drew the same power: one busy thread each.
+    let (change, unit, _) = compare(&slow, &fast, &[]);
+    assert_eq!(unit, "J/s");
+    assert!(change.abs() <= 20.0, "per second: {change:+.1}%");
+    // Per run and per unit of work, the fast run used half the energy: the gate passes, and
+    // fails with the runs swapped.
+    let unit_files = format!("@{slow}/units.txt,@{fast}/units.txt");
+    for (basis, expected_unit) in [
+        (&["--per-run"][..], "J/run"),
+        (&["--per", FIXED_UNITS], "J/unit"),
+        (&["--per", "@units.txt"], "J/unit"),
+        (&["--per", &unit_files], "J/unit"),
+    ] {
+        let (change, unit, status) = compare(&slow, &fast, basis);
+        assert_eq!(unit, expected_unit, "{basis:?}");
+        assert!(
+            (-60.0..=-40.0).contains(&change),
+            "{basis:?}: the fast run's energy changed by {change:+.1}%"
+        );
+        assert_eq!(status, Some(0), "{basis:?}: a saving passes the gate");
+        let (change, _, status) = compare(&fast, &slow, basis);
+        assert!(
+            (66.0..=150.0).contains(&change),
+            "{basis:?} swapped: the slow run's energy changed by {change:+.1}%"
+        );
+        assert_eq!(
+            status,
+            Some(3),
+            "{basis:?} swapped: a regression fails the gate"
+        );
+    }
 }
