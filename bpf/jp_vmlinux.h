@@ -26,6 +26,7 @@ enum bpf_map_type {
 	BPF_MAP_TYPE_HASH = 1,
 	BPF_MAP_TYPE_PROG_ARRAY = 3,
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
+	BPF_MAP_TYPE_LRU_HASH = 9,
 	BPF_MAP_TYPE_RINGBUF = 27,
 };
 
@@ -71,6 +72,8 @@ struct task_struct {
 	int tgid;
 	char comm[16];
 	struct signal_struct *signal;
+	struct task_struct *group_leader;
+	__u64 start_time; /* monotonic ns at the task's start */
 };
 
 #pragma clang attribute pop

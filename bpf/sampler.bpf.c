@@ -45,6 +45,20 @@ struct {
 	__type(value, __u8);
 } tracked SEC(".maps");
 
+/*
+ * The tracked processes whose threads have all begun to exit, by tgid: the start time of the
+ * group leader, which tells the process from a later one given the same pid. Each exiting thread
+ * decrements signal->live before its sched_process_exit, so a thread can reach jp_on_exit after
+ * a sibling saw the group dead and untracked it; its final time is still counted. LRU: bounded,
+ * the oldest forgotten.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u64);
+} ending SEC(".maps");
+
 /* tgids whose new child processes are followed and tracked too. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -133,15 +147,19 @@ SEC("tp_btf/sched_process_exit")
 int BPF_PROG(jp_on_exit, struct task_struct *task)
 {
 	__u32 tgid = task->tgid;
+	__u64 leader_start = task->group_leader->start_time;
+	__u64 *ended = bpf_map_lookup_elem(&ending, &tgid);
 
-	if (!is_tracked(tgid))
+	if (!is_tracked(tgid) && !(ended && *ended == leader_start))
 		return 0;
 	__u32 tid = task->pid;
 	account(task, tgid, tid, true);
 	bpf_map_delete_elem(&java_threads, &tid);
-	/* The last thread of the process: it is no longer tracked nor followed (its threads'
-	 * times stay until userspace reads them). */
+	/* Every thread of the process is exiting: it is no longer tracked nor followed (its
+	 * threads' times stay until userspace reads them), and the threads still on their way
+	 * here are counted through `ending`. */
 	if (task->signal->live.counter == 0) {
+		bpf_map_update_elem(&ending, &tgid, &leader_start, BPF_ANY);
 		bpf_map_delete_elem(&tracked, &tgid);
 		bpf_map_delete_elem(&followed, &tgid);
 	}
