@@ -166,9 +166,17 @@ fn an_idle_jvm_profiled_by_the_agent_uses_about_the_cpu_of_one_without_on_every_
         );
         // With signals, no timer fires: the monitor's wake-ups and a reading of the threads'
         // times once a cycle, under 1% of a core. JVMTI reads each thread's state at each
-        // sample: 0.4 to 0.8 µs a thread (debug build), under 10% of a core for 500 threads.
+        // sample: 0.4 to 0.8 µs a thread (debug build), under 10% of a core for 500 threads;
+        // on JDK 25 about 1.8 µs (GetThreadState waits out virtual thread transitions), 89 ms
+        // a second here alone and 104 beside a build, so under 15% there. Reading each
+        // thread's CPU time first instead costs more on every JDK (65 ms a second on JDK 17).
+        let jvmti_bound = if jdk.major >= 25 { 150.0 } else { 100.0 };
         assert!(used[1] - used[0] <= 10.0, "Java {}: {used:?}", jdk.major);
-        assert!(used[2] - used[0] <= 100.0, "Java {}: {used:?}", jdk.major);
+        assert!(
+            used[2] - used[0] <= jvmti_bound,
+            "Java {}: {used:?}",
+            jdk.major
+        );
         // The JVM's own threads (VM thread, GC) use a little CPU now and then, sampled once it
         // adds up to an interval (signals); no Java thread ran (JVMTI)
         for ((run, sampler), first) in runs.iter().zip(["signals", "jvmti"]).zip(first) {
