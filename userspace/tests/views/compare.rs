@@ -4,22 +4,25 @@
 use super::flamegraph::{assert_lines_fit, open_in_browser, widest_frame};
 use super::*;
 
-/// `record` of the EnergyHalved JVM `pid` for `seconds` into `results`, with an estimate of the
-/// power that grows with the CPU time and nothing else (no idle power), so that a method's energy
-/// follows its CPU time whatever else the machine runs.
+/// The power estimate that grows with the CPU time and nothing else (no idle power), so that a
+/// method's energy follows its CPU time whatever else the machine runs.
+const CPU_TIME_ESTIMATE: [&str; 6] = [
+    "--power-source-type",
+    "estimate",
+    "--estimate-idle-watts-per-cpu",
+    "0",
+    "--estimate-max-watts-per-cpu",
+    "10",
+];
+
+/// `record` of the EnergyHalved JVM `pid` for `seconds` into `results`, with
+/// [`CPU_TIME_ESTIMATE`].
 fn record_halved(pid: u32, seconds: &str, results: &Path) -> Command {
-    profiler(&[
-        "record",
-        "--pid",
-        &pid.to_string(),
-        "--duration",
-        seconds,
-        "--power-source-type",
-        "estimate",
-        "--estimate-idle-watts-per-cpu",
-        "0",
-        "--estimate-max-watts-per-cpu",
-        "10",
+    let (pid, results) = (pid.to_string(), results.display().to_string());
+    let agent = agent_library().display().to_string();
+    let mut args = vec!["record", "--pid", &pid, "--duration", seconds];
+    args.extend(CPU_TIME_ESTIMATE);
+    args.extend([
         // 1000 Hz: enough samples of the light workload that a method's share varies by a few
         // percent only
         "--stack-monitoring-sample-rate",
@@ -27,10 +30,11 @@ fn record_halved(pid: u32, seconds: &str, results: &Path) -> Command {
         "--methods-filtering-prefix",
         "EnergyHalved",
         "--results-path",
-        &results.display().to_string(),
+        &results,
         "--agent-path",
-        &agent_library().display().to_string(),
-    ])
+        &agent,
+    ]);
+    profiler(&args)
 }
 
 /// A run of the EnergyHalved workload to record: hot's and cold's costs, how many seconds, and
@@ -241,37 +245,41 @@ fn the_differential_flame_graph_draws_growth_red_and_savings_blue() {
 /// How many units of work each FixedWork run does: about 1.3 s of CPU time at cost 1 here.
 const FIXED_UNITS: &str = "600";
 
-/// `record -- java FixedWork COST UNITS RESULTS/units.txt` into `results`, with the power
-/// estimate whose energy follows the CPU time and nothing else (as [`record_halved`]): the
-/// benchmark does [`FIXED_UNITS`] units of `cost` rounds each on one thread, so at cost 1 it does
-/// the same work in half the CPU time, at the same power, and writes its units where
-/// `report --per @units.txt` reads them.
+/// `record -- java FixedWork COST UNITS RESULTS/units.txt` into `results`, with
+/// [`CPU_TIME_ESTIMATE`]: the benchmark does [`FIXED_UNITS`] units of `cost` rounds each on one
+/// thread, so at cost 1 it does the same work in half the CPU time, at the same power, and
+/// writes its units where `report --per @units.txt` reads them.
 fn record_fixed_work(cost: &str, results: &Path) {
     std::fs::create_dir_all(results).expect("the run's folder");
     let units = results.join("units.txt");
     let java = jdk(17).java();
     let classes = workload_classes();
-    let output = run(&mut profiler(&[
-        "record",
-        "--power-source-type",
-        "estimate",
-        "--estimate-idle-watts-per-cpu",
-        "0",
-        "--estimate-max-watts-per-cpu",
-        "10",
+    let (results, agent) = (
+        results.display().to_string(),
+        agent_library().display().to_string(),
+    );
+    let (java, classes, units_path) = (
+        java.display().to_string(),
+        classes.display().to_string(),
+        units.display().to_string(),
+    );
+    let mut args = vec!["record"];
+    args.extend(CPU_TIME_ESTIMATE);
+    args.extend([
         "--results-path",
-        &results.display().to_string(),
+        &results,
         "--agent-path",
-        &agent_library().display().to_string(),
+        &agent,
         "--",
-        &java.display().to_string(),
+        &java,
         "-cp",
-        &classes.display().to_string(),
+        &classes,
         "FixedWork",
         cost,
         FIXED_UNITS,
-        &units.display().to_string(),
-    ]));
+        &units_path,
+    ]);
+    let output = run(&mut profiler(&args));
     assert!(output.status.success(), "record of FixedWork {cost} failed");
     assert_eq!(
         std::fs::read_to_string(&units).expect("the benchmark wrote its units"),
