@@ -394,9 +394,17 @@ impl Jvm {
 
 impl Drop for Jvm {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        kill_jvm(&mut self.child);
     }
+}
+
+/// Kills the JVM `child` and removes the attach socket it leaves in /tmp if it opened one (a
+/// killed JVM cannot remove it): a later JVM given the same pid could not make its own socket
+/// there, /tmp being sticky, and could not be attached to.
+pub fn kill_jvm(child: &mut Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_file(format!("/tmp/.java_pid{}", child.id()));
 }
 
 /// The ids of the BPF programs that process `pid` ("self" for this one) holds open, read from

@@ -174,8 +174,7 @@ impl Tomcat {
 
 impl Drop for Tomcat {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        crate::kill_jvm(&mut self.child);
     }
 }
 
