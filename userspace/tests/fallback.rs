@@ -195,6 +195,9 @@ fn agent_mode_attached_gives_short_lived_threads_their_share_on_every_jdk() {
 
 /// How many samples of StacksChain's JVM the chain test judges in each run.
 const CHAIN_SAMPLES: u64 = 1000;
+/// The chain test's `stack-monitoring-sample-rate`, in ms: a one-second cycle holds at most
+/// 500 samples of its one busy thread.
+const CHAIN_RATE_MS: u64 = 2;
 
 /// The rows of StacksChain's all file that the chain test judges, and the samples of their
 /// cycles: the cycles after the one in which its main thread reached its loop (before it, the JVM
@@ -229,13 +232,20 @@ fn agent_mode_keeps_the_nine_deep_chain_whole_interpreted_c1_and_c2_on_every_jdk
     for jdk in all_jdks() {
         for (mode, jvm_args) in JIT_MODES {
             let run = Run::new();
-            let mut args = vec!["--stack-monitoring-sample-rate".to_owned(), "5".into()];
+            let mut args = vec![
+                "--stack-monitoring-sample-rate".to_owned(),
+                CHAIN_RATE_MS.to_string(),
+            ];
             args.extend(launch(&jdk, jvm_args, "StacksChain", &[]));
-            // The samples judged and three cycles more: the cycles up to the one in which the
-            // loop starts are left out (one or two; a cycle holds about 200 samples at this
-            // rate, fewer on a loaded machine), and the last one is logged after record ends
-            let output =
-                run.record_until(&strs(&args), CHAIN_SAMPLES + 600, Duration::from_secs(90));
+            // The samples judged and two cycles more: the cycles up to the one in which the
+            // loop starts are left out (one or two, the first holding the JVM's start), and
+            // the last one is logged after record ends
+            let cycle = 1000 / CHAIN_RATE_MS;
+            let output = run.record_until(
+                &strs(&args),
+                CHAIN_SAMPLES + 2 * cycle + 100,
+                Duration::from_secs(90),
+            );
             assert_eq!(output.status.code(), Some(143), "Java {} {mode}", jdk.major);
             // Every branch of the main thread gets energy in proportion to its samples in the
             // thread's cycle: the whole chain's share of the main thread's energy is its share
