@@ -375,7 +375,7 @@ const THREAD_SAMPLES: usize = 100;
 /// small share of a CPU. The JVM is registered with the stack walker first, as the profiler does.
 fn thread_samples(jvm: &Jvm, name: &str, walk: Walk) -> (HotSpot, Vec<Sample>) {
     let tid = thread_named(jvm.pid(), name);
-    let sampler = Sampler::with_walk(100, walk)
+    let sampler = Sampler::with_walk(RATE_HZ, walk)
         .unwrap_or_else(|e| panic!("these tests load BPF programs and need root: {e}"));
     let hotspot = HotSpot::open(jvm.pid()).expect("read the JVM");
     let _walked = WalkedJvm::register(&sampler, &hotspot).expect("the walker takes the JVM");
