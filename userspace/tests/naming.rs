@@ -2,10 +2,12 @@
 //! a class defined by Lookup.defineHiddenClass, a static nested and an anonymous class, a generic
 //! method, and methods of classes in the unnamed and in a named module (NamingKinds), named by
 //! the JVM's own data (VMStructs: nmethods and Method*s), the symbolizer agent's code map and perf
-//! map, the JDK's perf map (Compiler.perfmap), the profiler's stacks, and JFR, each compared with
-//! the name Java gives them (Class.getName).
+//! map, the JDK's perf map (Compiler.perfmap) and the profiler's stacks, each compared with the
+//! name Java gives them (Class.getName). JFR's names of the same workload are compared in
+//! record's tests (`record.rs`).
 //!
-//! They run JVMs and load the BPF sampler (root); they fail, saying so, when something is missing.
+//! They run JVMs and load the BPF sampler (root), and judge names only; they fail, saying so,
+//! when something is missing.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -19,9 +21,8 @@ use joularcode_bpf::sampler::monotonic_ns;
 use joularcode_testkit::branches::{
     assert_same_names, frames_of, java_names, naming_module_options,
 };
-use joularcode_testkit::jfr::{Recording, SamplePeriod};
 use joularcode_testkit::profiler::{java_command, run_stacks, with_command};
-use joularcode_testkit::{agent_library, all_jdks, one_at_a_time, target_dir, Jdk, Jvm};
+use joularcode_testkit::{agent_library, all_jdks, one_at_a_time, Jdk, Jvm};
 
 /// The tests run JVMs and load the BPF sampler: one at a time.
 fn serial() -> MutexGuard<'static, ()> {
@@ -29,18 +30,12 @@ fn serial() -> MutexGuard<'static, ()> {
 }
 
 #[test]
-fn stacks_and_jfr_name_every_kind_of_method_as_java_does() {
+fn stacks_name_every_kind_of_method_as_java_does() {
     let _serial = serial();
     for jdk in all_jdks() {
         for (mode, flags) in [("tiered", &[][..]), ("interpreted", &["-Xint"][..])] {
-            let recording = Recording::new(target_dir().join(format!(
-                "naming-{}-{}-{mode}.jfr",
-                std::process::id(),
-                jdk.major
-            )));
             let mut options: Vec<String> = naming_module_options().to_vec();
             options.extend(flags.iter().map(|flag| flag.to_string()));
-            options.push(recording.jvm_option(SamplePeriod::Ms10));
             let options: Vec<&str> = options.iter().map(String::as_str).collect();
             let command = java_command(&jdk, &options, "NamingKinds", &["4"]);
             let run = run_stacks(
@@ -53,11 +48,7 @@ fn stacks_and_jfr_name_every_kind_of_method_as_java_does() {
             let expected = java_names(&run.stdout);
             let ours = frames_of(run.folded.iter().map(|(stack, _)| stack.as_str()));
             assert_same_names(&format!("{what}, stacks"), &expected, &ours);
-            let profile = recording.read(&jdk);
-            let _ = std::fs::remove_file(recording.path());
-            let theirs = frames_of(profile.branch_counts().keys().map(String::as_str));
-            assert_same_names(&format!("{what}, JFR"), &expected, &theirs);
-            eprintln!("{what}: stacks and JFR name {expected:?} as Java does");
+            eprintln!("{what}: stacks name {expected:?} as Java does");
         }
     }
 }

@@ -1,4 +1,5 @@
-//! What the end-to-end tests that compare with JFR share: a launched command profiled to its end.
+//! What the end-to-end tests that profile a launched command in a session share: a command profiled
+//! to its end.
 
 use std::process::Command;
 use std::sync::Arc;
