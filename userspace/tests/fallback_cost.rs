@@ -3,8 +3,9 @@
 //! beside 500 parked threads, the agent walks only the threads that ran (the cycle log's `walks`),
 //! with either sampler; a JVM whose threads are all parked uses, profiled, about the CPU time the
 //! same JVM uses without the agent (both read from /proc/PID/stat over the same cycles); and a
-//! JVMTI sample that comes late while no thread runs misses nothing. They measure CPU time: one
-//! at a time.
+//! JVMTI sample that comes late while no thread runs misses nothing. The last two measure CPU
+//! time and run alone; the first counts walks against the JVM's own CPU time and the cycles'
+//! length, which a test beside it changes alike (.config/nextest.toml).
 
 use std::io::Read;
 use std::process::Stdio;
