@@ -82,7 +82,7 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 /// threads and memory meanwhile.
 struct Watch {
     stop: Arc<AtomicBool>,
-    handle: JoinHandle<(Vec<String>, usize, Usage)>,
+    handle: JoinHandle<(Vec<String>, usize, Duration, Usage)>,
 }
 
 impl Watch {
@@ -91,11 +91,12 @@ impl Watch {
         let (port, pid) = (daemon.port, daemon.child.id());
         let stopped = stop.clone();
         let handle = std::thread::spawn(move || {
-            let (mut failures, mut scrapes) = (Vec::new(), 0);
+            let (mut failures, mut scrapes, mut slowest) = (Vec::new(), 0, Duration::ZERO);
             let mut most = usage(pid);
             while !stopped.load(Ordering::Relaxed) {
-                if let Err(e) = scrape_once(port) {
-                    failures.push(e);
+                match scrape_once(port) {
+                    Ok(took) => slowest = slowest.max(took),
+                    Err(e) => failures.push(e),
                 }
                 scrapes += 1;
                 let now = usage(pid);
@@ -106,16 +107,17 @@ impl Watch {
                 };
                 sleep(Duration::from_millis(100));
             }
-            (failures, scrapes, most)
+            (failures, scrapes, slowest, most)
         });
         Watch { stop, handle }
     }
 
     /// Ends the watch: every scrape must have answered within [`DEADLINE`]; the most files,
-    /// threads and memory seen.
+    /// threads and memory seen. Prints the slowest scrape and the most used.
     fn end(self) -> Usage {
         self.stop.store(true, Ordering::Relaxed);
-        let (failures, scrapes, most) = self.handle.join().expect("the scraper");
+        let (failures, scrapes, slowest, most) = self.handle.join().expect("the scraper");
+        eprintln!("{scrapes} scrapes, the slowest answered in {slowest:?}; at most {most:?}");
         assert!(scrapes >= 10, "only {scrapes} scrapes");
         assert!(
             failures.is_empty(),
@@ -133,6 +135,7 @@ fn quiet_daemon() -> (Daemon, Usage) {
     sleep(Duration::from_secs(2));
     scrape_once(daemon.port).expect("a first scrape");
     let base = usage(daemon.child.id());
+    eprintln!("settled: {base:?}");
     (daemon, base)
 }
 

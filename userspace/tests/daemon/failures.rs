@@ -67,7 +67,7 @@ fn a_fake_jvm_with_huge_tables_stalls_no_cycle_of_the_daemon() {
     let start = Instant::now();
     let (mut energy, mut cycle) = (0.0, 0.0);
     let mut last_advance = Instant::now();
-    let mut most_memory = 0;
+    let (mut most_memory, mut longest_stop) = (0, Duration::ZERO);
     while start.elapsed() < Duration::from_secs(15) {
         sleep(Duration::from_millis(500));
         assert!(runs(&mut daemon), "the daemon ended: {}", daemon.said());
@@ -76,6 +76,7 @@ fn a_fake_jvm_with_huge_tables_stalls_no_cycle_of_the_daemon() {
             of_pid(&text, "joularcode_jvm_energy_joules_total", real.pid()).unwrap_or(0.0),
             cycles(&text),
         );
+        longest_stop = longest_stop.max(last_advance.elapsed());
         if now.0 > energy && now.1 > cycle {
             last_advance = Instant::now();
         }
@@ -89,6 +90,11 @@ fn a_fake_jvm_with_huge_tables_stalls_no_cycle_of_the_daemon() {
         );
         most_memory = most_memory.max(daemon.memory()[1]);
     }
+    eprintln!(
+        "the real JVM's energy and the cycles stopped for {longest_stop:?} at most; the \
+         daemon's heap at most {} MB",
+        most_memory >> 20
+    );
     assert!(energy > 0.0, "the real JVM is profiled: {}", daemon.said());
     assert!(
         most_memory < 64 << 20,

@@ -233,6 +233,10 @@ fn prometheus_sees_three_jvms_start_run_and_end_and_a_crafted_name_breaks_no_scr
         };
         let early = at(started + 3.0);
         let late = at(ended - 1.0);
+        eprintln!(
+            "JVM {pid}: {:.1} J from +3 s to 1 s before its end",
+            late - early
+        );
         // One busy thread at 100 W on 2 CPUs: about 200 J from +3 s to 1 s before its end; at
         // least 50 J.
         assert!(

@@ -51,6 +51,12 @@ fn a_fake_jvm_with_huge_tables_delays_no_other_jvm() {
         pids_by_cycle.entry(time).or_default().insert(pid);
     }
     let times: Vec<u64> = pids_by_cycle.keys().copied().collect();
+    let widest = times.windows(2).map(|pair| pair[1] - pair[0]).max();
+    eprintln!(
+        "record --duration {duration} took {:?}; {} cycles, at most {widest:?} ms apart",
+        finished.wall,
+        times.len()
+    );
     assert!(times.len() >= duration as usize - 1, "cycles at {times:?}");
     for pair in times.windows(2) {
         assert!(
