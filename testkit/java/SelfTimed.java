@@ -4,6 +4,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.ThreadLocalRandom;
 
 /**
  * The self-time oracle: two worker threads run four phases in turn, each a method of its own
@@ -11,7 +12,9 @@ import java.util.List;
  * arrays; {@code hashing}: a hash over a byte array; {@code strings}: a StringBuilder), and time
  * each call with their own CPU clock ({@code ThreadMXBean.getCurrentThreadCpuTime}), so that
  * each phase's true share of the workers' CPU is known. The phases take unequal shares, each
- * about a fifth to a third.
+ * about a fifth to a third. Each call does a random amount of work, from half to one and a half
+ * times its phase's mean (about a millisecond), so that the phases do not come back at a fixed
+ * period, which a sampler that fires at fixed steps (the kernel's tick) could alias with.
  *
  * <p>Arguments: the CPU seconds each worker runs, and a file. When both workers are done it writes
  * there, and prints, one line {@code PHASE <method> <CPU ns>} per phase (both workers summed),
@@ -50,14 +53,16 @@ public class SelfTimed {
     static void work(long budget, long[] times) {
         long spent = 0;
         long h = Thread.currentThread().getId();
+        ThreadLocalRandom random = ThreadLocalRandom.current();
         while (spent < budget) {
             for (int p = 0; p < PHASES.length; p++) {
+                int percent = random.nextInt(50, 151);
                 long start = CLOCK.getCurrentThreadCpuTime();
                 switch (p) {
-                    case 0 -> h = arithmetic(h);
-                    case 1 -> h = allocation(h);
-                    case 2 -> h = hashing(h);
-                    default -> h = strings(h);
+                    case 0 -> h = arithmetic(h, 1_500 * percent);
+                    case 1 -> h = allocation(h, 600 * percent);
+                    case 2 -> h = hashing(h, 18 * percent / 100);
+                    default -> h = strings(h, 400 * percent);
                 }
                 long took = CLOCK.getCurrentThreadCpuTime() - start;
                 times[p] += took;
@@ -67,17 +72,17 @@ public class SelfTimed {
         }
     }
 
-    static long arithmetic(long h) {
+    static long arithmetic(long h, int rounds) {
         double d = (h & 0xff) + 1.0;
-        for (int i = 1; i < 150_000; i++) {
+        for (int i = 1; i < rounds; i++) {
             d = Math.sqrt(d * i + 1.0) + d * 1e-9;
         }
         return h + (long) d;
     }
 
-    static long allocation(long h) {
+    static long allocation(long h, int rounds) {
         long sum = h;
-        for (int i = 0; i < 60_000; i++) {
+        for (int i = 0; i < rounds; i++) {
             long[] a = new long[8 + (i & 15)];
             a[i & 7] = sum;
             sum += a.length + a[(int) (sum & 7)];
@@ -87,9 +92,9 @@ public class SelfTimed {
 
     static final byte[] DATA = new byte[64 * 1024];
 
-    static long hashing(long h) {
+    static long hashing(long h, int passes) {
         long x = h | 1;
-        for (int round = 0; round < 18; round++) {
+        for (int pass = 0; pass < passes; pass++) {
             for (byte b : DATA) {
                 x = (x ^ b) * 0x100000001b3L;
             }
@@ -98,9 +103,9 @@ public class SelfTimed {
         return x;
     }
 
-    static long strings(long h) {
+    static long strings(long h, int rounds) {
         StringBuilder s = new StringBuilder();
-        for (int i = 0; i < 40_000; i++) {
+        for (int i = 0; i < rounds; i++) {
             s.append(i ^ h).append(',');
             if (s.length() > 4096) {
                 h += s.length();
