@@ -60,12 +60,12 @@ impl Resolver {
         }
         match self.hotspot.blob_at(pc.pc) {
             Some(blob) if !blob.is_nmethod() => Named::Stub,
-            Some(blob) => match self.hotspot.compiled_method_at(pc.pc) {
+            Some(_) => match self.hotspot.compiled_method_at(pc.pc) {
                 Some(compiled) => {
-                    // Native methods' wrappers are not reported to agents: only compiled Java
-                    // code is worth waiting for.
-                    self.unreported |=
-                        matches!(self.jit, JitNames::Agent(_)) && blob.name == "nmethod";
+                    // A native nmethod has no inlined method, so the code cache names it whole:
+                    // only compiled Java code is worth waiting for.
+                    self.unreported |= matches!(self.jit, JitNames::Agent(_))
+                        && compiled.comp_level != NATIVE_TIER;
                     self.tally.code_cache_frames += 1;
                     self.frames
                         .push(branches, &compiled.method.class, &compiled.method.name);

@@ -308,6 +308,8 @@ fn native_nmethods_the_code_map_misnames_are_named_by_the_code_cache() {
     let compiled_code = jvm.nmethod(compiled_code, 13, 0x40);
     let other = jvm.method("demo/Main", "nativeWork");
     let other = jvm.native_nmethod(other, 14, 0x40);
+    let unmapped = jvm.method(handle, "linkToVirtual");
+    let unmapped = jvm.native_nmethod(unmapped, 15, 0x40);
     let mut text = Vec::new();
     joularcode_core::code_map::header(&mut text, 1);
     joularcode_core::code_map::method(&mut text, 0, "java.lang.invoke.MethodHandle.invokeBasic");
@@ -331,4 +333,13 @@ fn native_nmethods_the_code_map_misnames_are_named_by_the_code_cache() {
     assert_eq!(branch(link), "java.lang.invoke.MethodHandle.linkToStatic");
     assert_eq!(branch(compiled_code), UNKNOWN);
     assert_eq!(branch(other), UNKNOWN);
+    // Not in the map yet: nothing inlined to wait for, the code cache names it at once.
+    let early = sample(1000, vec![compiled(unmapped.0 + 8, false)]);
+    let resolved = resolver
+        .resolve_or_wait(&early, None, &mut branches)
+        .expect("a native nmethod does not wait for the agent");
+    assert_eq!(
+        branches.name(resolved.branch),
+        "java.lang.invoke.MethodHandle.linkToVirtual"
+    );
 }
