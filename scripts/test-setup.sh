@@ -4,7 +4,8 @@
 # by scripts/test.sh; safe to run again.
 #
 #   apt: prometheus (a real Prometheus and promtool for the daemon's tests), util-linux (unshare);
-#        tomcat10 and wrk (a real server under load for the tests of entry points);
+#        tomcat10 and wrk (a real server under load for the tests of entry points); jruby (a
+#        real program that runs through method handles and invokedynamic);
 #        for the tests of the views: chromium (opens the flame graphs), tmux (runs `top`), aha
 #        (its screen as HTML), protobuf-compiler and golang-github-google-pprof-dev (protoc and
 #        pprof's published profile.proto, to decode the pprof files), golang-go (`go tool
@@ -26,7 +27,7 @@ extra=()
 command -v npm >/dev/null 2>&1 || extra=(nodejs npm)
 apt_options=""
 apt_install python3-pip chromium tmux aha protobuf-compiler golang-github-google-pprof-dev \
-    golang-go prometheus util-linux tomcat10 wrk
+    golang-go prometheus util-linux tomcat10 wrk jruby
 # Wine without its recommends (fonts, GUI libraries): a console JVM needs none of them
 extra=()
 apt_options="--no-install-recommends"
@@ -77,7 +78,7 @@ if ! command -v cargo-nextest >/dev/null 2>&1; then
     cargo install --locked --quiet cargo-nextest || setup_fail "cargo install cargo-nextest failed"
 fi
 for tool in /usr/bin/chromium tmux aha protoc node prometheus promtool unshare x86_64-w64-mingw32-gcc \
-    /usr/lib/wine/wine64 wrk; do
+    /usr/lib/wine/wine64 wrk jruby; do
     command -v "$tool" >/dev/null 2>&1 || setup_fail "$tool is missing after the installs above"
 done
 export JOULAR_PROFILE_PROTO=/usr/share/gocode/src/github.com/google/pprof/proto/profile.proto

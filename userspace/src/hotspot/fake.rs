@@ -225,11 +225,32 @@ impl FakeJvm {
     /// An nmethod compiling `method` with C2 (compile id `compile_id`) into `code_len` bytes of
     /// code: its code range.
     pub fn nmethod(&mut self, method: u64, compile_id: u32, code_len: u64) -> (u64, u64) {
-        let (begin, end) = self.blob("nmethod", NMETHOD_HEADER, code_len);
+        self.nmethod_at_level(method, compile_id, code_len, 4)
+    }
+
+    /// The native nmethod of `method` (a native method's wrapper, or a method-handle intrinsic:
+    /// tier 0), named `native nmethod` as Java 21 and later name it: its code range.
+    pub fn native_nmethod(&mut self, method: u64, compile_id: u32, code_len: u64) -> (u64, u64) {
+        self.nmethod_at_level(method, compile_id, code_len, 0)
+    }
+
+    fn nmethod_at_level(
+        &mut self,
+        method: u64,
+        compile_id: u32,
+        code_len: u64,
+        level: u8,
+    ) -> (u64, u64) {
+        let kind = if level == 0 {
+            "native nmethod"
+        } else {
+            "nmethod"
+        };
+        let (begin, end) = self.blob(kind, NMETHOD_HEADER, code_len);
         let blob = begin - NMETHOD_HEADER;
         self.mem.write_u64(blob + 64, method);
         self.mem.write_u32(blob + 72, compile_id);
-        self.mem.write(blob + 76, &[4]);
+        self.mem.write(blob + 76, &[level]);
         (begin, end)
     }
 

@@ -1,5 +1,6 @@
 //! Compiled frames: named by the symbolizer agent's code map (with the methods inlined into them)
-//! when an entry was valid at the sample's time and the live code cache agrees, else by the
+//! when an entry was valid at the sample's time and the live code cache agrees (a native nmethod
+//! the map misnames, such as a method-handle intrinsic, by its own `Method*`), else by the
 //! nmethod's outer method from the code cache, else by the JDK's perf map; stubs are no Java
 //! frame, and the continuation's return barrier ends a virtual thread's frames on the stack.
 
@@ -8,7 +9,7 @@ use std::collections::HashMap;
 use joularcode_core::branch::Branches;
 
 use super::{JitNames, Named, Pc, Resolver};
-use crate::hotspot::HotSpot;
+use crate::hotspot::{HotSpot, JavaMethod};
 use crate::jit::codemap::{CodeKind, CodeMap};
 use crate::sampler::monotonic_ns;
 
@@ -33,10 +34,15 @@ impl Resolver {
                     .unload_ns
                     .is_some_and(|unload| unload >= time_ns.saturating_add(UNLOAD_LAG_NS));
                 let root = code.frames().next().unwrap_or_default();
-                if !unloaded_late
-                    && !still_there(&self.hotspot, &mut self.verified, key, pc.pc, root, time_ns)
-                {
-                    return Named::Unknown;
+                if !unloaded_late {
+                    match live_code(&self.hotspot, &mut self.verified, key, pc.pc, root, time_ns) {
+                        Live::Same => {}
+                        Live::Replaced => return Named::Unknown,
+                        Live::Native(method) => {
+                            self.frames.push(branches, &method.class, &method.name);
+                            return Named::Frames;
+                        }
+                    }
                 }
                 let before = self.frames.ids.len();
                 for name in code.frames().rev() {
@@ -54,12 +60,12 @@ impl Resolver {
         }
         match self.hotspot.blob_at(pc.pc) {
             Some(blob) if !blob.is_nmethod() => Named::Stub,
-            Some(blob) => match self.hotspot.compiled_method_at(pc.pc) {
+            Some(_) => match self.hotspot.compiled_method_at(pc.pc) {
                 Some(compiled) => {
-                    // Native methods' wrappers are not reported to agents: only compiled Java
-                    // code is worth waiting for.
-                    self.unreported |=
-                        matches!(self.jit, JitNames::Agent(_)) && blob.name == "nmethod";
+                    // A native nmethod has no inlined method, so the code cache names it whole:
+                    // only compiled Java code is worth waiting for.
+                    self.unreported |= matches!(self.jit, JitNames::Agent(_))
+                        && compiled.comp_level != NATIVE_TIER;
                     self.tally.code_cache_frames += 1;
                     self.frames
                         .push(branches, &compiled.method.class, &compiled.method.name);
@@ -93,8 +99,21 @@ const UNLOAD_LAG_NS: u64 = 250_000_000;
 /// Most code map entries whose presence in the live code cache is remembered.
 const MAX_VERIFIED: usize = 100_000;
 
+/// What the live code cache says of a code map entry at a sample's pc.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Live {
+    /// The entry was the code at the pc, as far as can be told: the map names the frame.
+    Same,
+    /// The entry is a native nmethod (a method-handle intrinsic such as `invokeBasic` or
+    /// `linkToStatic`, or a native method's wrapper) that the map names after another method of
+    /// its class: the code cache's own record names it.
+    Native(JavaMethod),
+    /// Other code replaced the entry at a time the map cannot place: the frame is `[unknown]`.
+    Replaced,
+}
+
 /// Whether the code map's entry `key` (named `root`), which holds `pc`, was still the code at `pc`
-/// at the sample's time `time_ns`, as far as can be told.
+/// at the sample's time `time_ns`, as far as can be told, and which name is right for it.
 ///
 /// The map's load and unload times are when the agent heard of them, after the fact: when code
 /// is freed and its addresses given to new code, the new code can run (and be sampled) before the
@@ -102,37 +121,52 @@ const MAX_VERIFIED: usize = 100_000;
 /// sample is checked against the live code cache: if the code at `pc` now still has the entry's
 /// name, it had it at the sample's time too (it was loaded before then); if no code is there any
 /// more, or compiled code whose method cannot be read (unloaded with its class), nothing else
-/// ran there; if other code is there, it replaced the entry at some point the
-/// map cannot place, and the frame is `[unknown]` rather than perhaps misnamed. A check made after the sample's time answers for it, so each entry is read
-/// from the target about once per batch of samples.
-fn still_there(
+/// ran there; if other code is there, it replaced the entry at some point the map cannot place,
+/// and the frame is `[unknown]` rather than perhaps misnamed. One exception: JVMTI reports every
+/// method-handle intrinsic of a class under one method's name, so a native nmethod (tier 0: no
+/// method is inlined into it) of the entry's class is named by its own `Method*`. A check made
+/// after the sample's time answers for it, so each entry is read from the target about once per
+/// batch of samples.
+fn live_code(
     hotspot: &HotSpot,
-    verified: &mut HashMap<(u64, u64), (u64, bool)>,
+    verified: &mut HashMap<(u64, u64), (u64, Live)>,
     key: (u64, u64),
     pc: u64,
     root: &str,
     time_ns: u64,
-) -> bool {
-    if let Some(&(at, same)) = verified.get(&key) {
-        if at >= time_ns {
-            return same;
+) -> Live {
+    if let Some((at, live)) = verified.get(&key) {
+        if *at >= time_ns {
+            return live.clone();
         }
     }
     let now = monotonic_ns();
-    let same = match hotspot.compiled_method_at(pc) {
+    let live = match hotspot.compiled_method_at(pc) {
         Some(live) => {
-            root.rsplit_once('.') == Some((live.method.class.as_str(), live.method.name.as_str()))
+            let (class, name) = root.rsplit_once('.').unwrap_or(("", root));
+            if (class, name) == (live.method.class.as_str(), live.method.name.as_str()) {
+                Live::Same
+            } else if live.comp_level == NATIVE_TIER && class == live.method.class {
+                Live::Native(live.method)
+            } else {
+                Live::Replaced
+            }
         }
         // Freed and not reused (or the JVM is gone), or compiled code whose method is gone (its
         // class was unloaded, the code awaits flushing): nothing else can have run there.
-        None => hotspot.blob_at(pc).is_none_or(|blob| blob.is_nmethod()),
+        None if hotspot.blob_at(pc).is_none_or(|blob| blob.is_nmethod()) => Live::Same,
+        None => Live::Replaced,
     };
     if verified.len() >= MAX_VERIFIED {
         verified.clear();
     }
-    verified.insert(key, (now, same));
-    same
+    verified.insert(key, (now, live.clone()));
+    live
 }
+
+/// The tier of a native nmethod (HotSpot's `CompLevel_none`): a native method's wrapper or a
+/// method-handle intrinsic, whose code holds no inlined method.
+const NATIVE_TIER: u8 = 0;
 
 /// Names of the continuation return barrier in the code map: the stub that thaws a virtual
 /// thread's next frames (`Cont thaw return barrier` on Java 21, `cont_returnBarrier` on 25).

@@ -128,8 +128,8 @@ pub struct Resolver {
     /// The sample being resolved holds compiled Java code the agent has not reported yet.
     unreported: bool,
     /// Code map entries (start, load time) checked against the live code cache: when, and
-    /// whether the code there still had the entry's name.
-    verified: HashMap<(u64, u64), (u64, bool)>,
+    /// what the code there was.
+    verified: HashMap<(u64, u64), (u64, compiled::Live)>,
     /// What each Method* was when last read from the target (see [`MethodRead`]).
     methods: HashMap<u64, MethodRead>,
     /// When `verified` and `methods` were last rid of what no sample needed for [`KEEP_NS`].

@@ -291,3 +291,55 @@ fn each_pc_gets_the_method_of_its_interpreted_frame() {
         ]
     );
 }
+
+#[test]
+fn native_nmethods_the_code_map_misnames_are_named_by_the_code_cache() {
+    // JVMTI reports every method-handle intrinsic under one name: the agent's map calls both
+    // intrinsics (native nmethods) invokeBasic. A compiled (tier 4) method of the same class, and
+    // a native nmethod of another class, at an address the map gives to another method, are code
+    // that replaced the map's entry: [unknown].
+    let mut jvm = FakeJvm::default();
+    let handle = "java/lang/invoke/MethodHandle";
+    let basic = jvm.method(handle, "invokeBasic");
+    let basic = jvm.native_nmethod(basic, 11, 0x40);
+    let link = jvm.method(handle, "linkToStatic");
+    let link = jvm.native_nmethod(link, 12, 0x40);
+    let compiled_code = jvm.method(handle, "asType");
+    let compiled_code = jvm.nmethod(compiled_code, 13, 0x40);
+    let other = jvm.method("demo/Main", "nativeWork");
+    let other = jvm.native_nmethod(other, 14, 0x40);
+    let unmapped = jvm.method(handle, "linkToVirtual");
+    let unmapped = jvm.native_nmethod(unmapped, 15, 0x40);
+    let mut text = Vec::new();
+    joularcode_core::code_map::header(&mut text, 1);
+    joularcode_core::code_map::method(&mut text, 0, "java.lang.invoke.MethodHandle.invokeBasic");
+    for code in [basic, link, compiled_code, other] {
+        joularcode_core::code_map::compiled_load(&mut text, false, 100, code.0, 0x40, 0, &[]);
+    }
+    let mut map = CodeMap::new("fake.map");
+    map.feed(&text).expect("a well-formed code map");
+    let jit = JitNames::Agent(Box::new(map));
+    let mut resolver = Resolver::new(jvm.open(std::process::id()), jit, false);
+    let mut branches = Branches::new::<&str>(&[]);
+    let mut branch = |code: (u64, u64)| {
+        let resolved = resolver.resolve(
+            &sample(1000, vec![compiled(code.0 + 8, false)]),
+            None,
+            &mut branches,
+        );
+        branches.name(resolved.branch).to_string()
+    };
+    assert_eq!(branch(basic), "java.lang.invoke.MethodHandle.invokeBasic");
+    assert_eq!(branch(link), "java.lang.invoke.MethodHandle.linkToStatic");
+    assert_eq!(branch(compiled_code), UNKNOWN);
+    assert_eq!(branch(other), UNKNOWN);
+    // Not in the map yet: nothing inlined to wait for, the code cache names it at once.
+    let early = sample(1000, vec![compiled(unmapped.0 + 8, false)]);
+    let resolved = resolver
+        .resolve_or_wait(&early, None, &mut branches)
+        .expect("a native nmethod does not wait for the agent");
+    assert_eq!(
+        branches.name(resolved.branch),
+        "java.lang.invoke.MethodHandle.linkToVirtual"
+    );
+}

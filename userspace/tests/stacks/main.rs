@@ -27,6 +27,7 @@ use joularcode_testkit::{
     agent_library, all_jdks, one_at_a_time, workload_classes, Jdk, Jvm, JIT_MODES, STACKS_CHAIN,
 };
 
+mod handles;
 mod unload;
 
 /// The tests load the BPF sampler, run JVMs and measure CPU: one at a time.
