@@ -4,7 +4,7 @@
 //! ([`Counts`]), its threads' kinds, the attach of the agent in progress, and the stack walker's
 //! knowledge of it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -21,7 +21,7 @@ use crate::hotspot::{HotSpot, HotSpotError, UnwindInfo};
 use crate::jit::codemap::CodeMapError;
 use crate::jit::stale;
 use crate::resolve::{JitNames, ResolveStats, Resolver};
-use crate::sampler::{Sample, Sampler, SamplerError, WalkedJvm};
+use crate::sampler::{Sample, Sampler, SamplerError, ThreadTime, WalkedJvm};
 use crate::thread_names::{self, JvmThread};
 
 pub use joularcode_core::threads::ThreadCounts;
@@ -81,7 +81,11 @@ pub struct ProfiledJvm {
     /// the agent had not reported yet ([`Resolver::resolve_or_wait`]).
     waiting: Vec<Sample>,
     counts: Counts,
+    /// The name and kind of each thread sampled, read from /proc at its first sample.
     thread_kinds: HashMap<u32, (String, Option<JvmThread>)>,
+    /// The threads of `thread_kinds` that the sampler's last times showed alive under the same
+    /// name ([`ProfiledJvm::note_threads`]): their names are kept after the next take of counts.
+    named: HashSet<u32>,
     attaching: Option<Attaching>,
     unresolved: u64,
     map_failing_since: Option<Instant>,
@@ -172,6 +176,7 @@ impl ProfiledJvm {
             waiting: Vec::new(),
             counts: Counts::new(now),
             thread_kinds: HashMap::new(),
+            named: HashSet::new(),
             attaching: None,
             unresolved: 0,
             map_failing_since: None,
@@ -485,8 +490,27 @@ impl ProfiledJvm {
             })
             .collect();
         let held = self.counts.threads_held();
-        self.thread_kinds.retain(|tid, _| held.contains(tid));
+        let named = std::mem::take(&mut self.named);
+        self.thread_kinds
+            .retain(|tid, _| held.contains(tid) || named.contains(tid));
         threads
+    }
+
+    /// Notes the sampler's times of its threads (`times`, of this JVM): the names read of the
+    /// threads still alive under the same name (the comm the sampler saw) are kept after the next
+    /// take of counts, rather than read again at their next sample; the others go once their
+    /// samples are taken.
+    pub(super) fn note_threads<'a>(&mut self, times: impl Iterator<Item = &'a ThreadTime>) {
+        let live: HashMap<u32, &str> = times
+            .filter(|time| !time.exited)
+            .map(|time| (time.tid, time.name.as_str()))
+            .collect();
+        self.named = self
+            .thread_kinds
+            .iter()
+            .filter(|(tid, (name, _))| live.get(tid) == Some(&name.as_str()))
+            .map(|(&tid, _)| tid)
+            .collect();
     }
 
     /// Keeps the samples taken before `before_ns` as counts only ([`Counts::settle`]).
@@ -594,13 +618,9 @@ mod tests {
     use joularcode_core::log::Recorded;
     use std::sync::Arc;
 
-    #[test]
-    fn a_jvm_that_cannot_be_read_counts_its_samples_unknown_per_thread() {
-        let pid = std::process::id();
-        let options = SessionOptions::new(Arc::new(Recorded::default()));
-        let mut jvm = ProfiledJvm::new(pid, false, &options);
-        jvm.state = State::Failed;
-        let sample = |tid: u32, time_ns: u64| Sample {
+    /// A sample of thread `tid` of `pid` at `time_ns`, without frames.
+    fn sample(pid: u32, tid: u32, time_ns: u64) -> Sample {
+        Sample {
             pid,
             tid,
             cpu: 0,
@@ -616,9 +636,23 @@ mod tests {
             stack_end: 0,
             end: crate::sampler::WalkEnd::ChainEnd,
             frames: Vec::new(),
-        };
+        }
+    }
+
+    /// A JVM (this process) that could not be read.
+    fn failed_jvm() -> ProfiledJvm {
+        let options = SessionOptions::new(Arc::new(Recorded::default()));
+        let mut jvm = ProfiledJvm::new(std::process::id(), false, &options);
+        jvm.state = State::Failed;
+        jvm
+    }
+
+    #[test]
+    fn a_jvm_that_cannot_be_read_counts_its_samples_unknown_per_thread() {
+        let pid = std::process::id();
+        let mut jvm = failed_jvm();
         for (tid, time_ns) in [(pid, 100), (pid, 200), (u32::MAX, 300)] {
-            jvm.add(sample(tid, time_ns), false, true);
+            jvm.add(sample(pid, tid, time_ns), false, true);
         }
         let first = jvm.take_counts_until(200, None, Instant::now());
         let this = &first[&pid];
@@ -634,5 +668,34 @@ mod tests {
             jvm.thread_kinds.is_empty(),
             "names are read again next time"
         );
+    }
+
+    #[test]
+    fn names_of_threads_alive_under_the_same_name_are_kept_across_cycles() {
+        let pid = std::process::id();
+        let name = thread_names::thread_name(pid, pid).expect("this thread's name");
+        let time = |name: &str, exited: bool| ThreadTime {
+            pid,
+            tid: pid,
+            on_cpu_ns: 1,
+            name: name.to_string(),
+            exited,
+        };
+        let mut jvm = failed_jvm();
+        jvm.add(sample(pid, pid, 100), false, true);
+        jvm.note_threads([time(&name, false)].iter());
+        jvm.take_counts_until(u64::MAX, None, Instant::now());
+        assert!(
+            jvm.thread_kinds.contains_key(&pid),
+            "alive, same name: kept"
+        );
+        jvm.note_threads([time("renamed", false)].iter());
+        jvm.take_counts_until(u64::MAX, None, Instant::now());
+        assert!(jvm.thread_kinds.is_empty(), "renamed: read again");
+        jvm.add(sample(pid, pid, 200), false, true);
+        jvm.note_threads([time(&name, true)].iter());
+        let last = jvm.take_counts_until(u64::MAX, None, Instant::now());
+        assert_eq!(last[&pid].name, name, "its last samples keep its name");
+        assert!(jvm.thread_kinds.is_empty(), "exited: forgotten");
     }
 }
