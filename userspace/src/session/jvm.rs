@@ -4,17 +4,17 @@
 //! ([`Counts`]), its threads' kinds, the attach of the agent in progress, and the stack walker's
 //! knowledge of it.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use joularcode_core::attribution::ThreadKind;
 use joularcode_core::branch::{Branches, UNKNOWN};
 use joularcode_core::log::{Level, Log};
 use joularcode_core::names;
 
 use super::agent::{self, Attacher, Attaching};
 use super::counts::{BranchLimit, Counts, NativeStack};
+use super::thread_kinds::ThreadKinds;
 use super::SessionOptions;
 use crate::discovery;
 use crate::hotspot::{HotSpot, HotSpotError, UnwindInfo};
@@ -22,7 +22,6 @@ use crate::jit::codemap::CodeMapError;
 use crate::jit::stale;
 use crate::resolve::{JitNames, ResolveStats, Resolver};
 use crate::sampler::{Sample, Sampler, SamplerError, ThreadTime, WalkedJvm};
-use crate::thread_names::{self, JvmThread};
 
 pub use joularcode_core::threads::ThreadCounts;
 
@@ -81,11 +80,7 @@ pub struct ProfiledJvm {
     /// the agent had not reported yet ([`Resolver::resolve_or_wait`]).
     waiting: Vec<Sample>,
     counts: Counts,
-    /// The name and kind of each thread sampled, read from /proc at its first sample.
-    thread_kinds: HashMap<u32, (String, Option<JvmThread>)>,
-    /// The threads of `thread_kinds` that the sampler's last times showed alive under the same
-    /// name ([`ProfiledJvm::note_threads`]): their names are kept after the next take of counts.
-    named: HashSet<u32>,
+    thread_kinds: ThreadKinds,
     attaching: Option<Attaching>,
     unresolved: u64,
     map_failing_since: Option<Instant>,
@@ -93,6 +88,7 @@ pub struct ProfiledJvm {
     map_gone_since: Option<Instant>,
     /// When the agent was last attached again.
     reattached: Option<Instant>,
+
     walked: Option<WalkedJvm>,
 }
 
@@ -175,8 +171,7 @@ impl ProfiledJvm {
             },
             waiting: Vec::new(),
             counts: Counts::new(now),
-            thread_kinds: HashMap::new(),
-            named: HashSet::new(),
+            thread_kinds: ThreadKinds::default(),
             attaching: None,
             unresolved: 0,
             map_failing_since: None,
@@ -480,37 +475,18 @@ impl ProfiledJvm {
         let threads = taken
             .into_iter()
             .map(|(tid, counts)| {
-                let (name, kind) = self.thread_kinds.get(&tid).cloned().unwrap_or_default();
-                let kind = if kind.is_some() {
-                    ThreadKind::Jvm
-                } else {
-                    ThreadKind::Java
-                };
+                let (name, kind) = self.thread_kinds.name_and_kind(tid);
                 (tid, ThreadCounts { name, kind, counts })
             })
             .collect();
-        let held = self.counts.threads_held();
-        let named = std::mem::take(&mut self.named);
-        self.thread_kinds
-            .retain(|tid, _| held.contains(tid) || named.contains(tid));
+        self.thread_kinds.retain(&self.counts.threads_held());
         threads
     }
 
-    /// Notes the sampler's times of its threads (`times`, of this JVM): the names read of the
-    /// threads still alive under the same name (the comm the sampler saw) are kept after the next
-    /// take of counts, rather than read again at their next sample; the others go once their
-    /// samples are taken.
+    /// Notes the sampler's times of its threads (`times`, of this JVM): the names of those alive
+    /// under the same name need not be read again ([`ThreadKinds::note`]).
     pub(super) fn note_threads<'a>(&mut self, times: impl Iterator<Item = &'a ThreadTime>) {
-        let live: HashMap<u32, &str> = times
-            .filter(|time| !time.exited)
-            .map(|time| (time.tid, time.name.as_str()))
-            .collect();
-        self.named = self
-            .thread_kinds
-            .iter()
-            .filter(|(tid, (name, _))| live.get(tid) == Some(&name.as_str()))
-            .map(|(&tid, _)| tid)
-            .collect();
+        self.thread_kinds.note(times);
     }
 
     /// Keeps the samples taken before `before_ns` as counts only ([`Counts::settle`]).
@@ -539,15 +515,7 @@ impl ProfiledJvm {
         if let Some(walked) = &mut self.walked {
             walked.saw(&sample);
         }
-        let kind = self
-            .thread_kinds
-            .entry(sample.tid)
-            .or_insert_with(|| {
-                let name = thread_names::thread_name(sample.pid, sample.tid).unwrap_or_default();
-                let kind = thread_names::classify(&name);
-                (name, kind)
-            })
-            .1;
+        let kind = self.thread_kinds.kind(sample.pid, sample.tid);
         let (branch, native) = match &mut self.state {
             State::Opening { pending, .. } => {
                 if pending.len() < MAX_PENDING {
@@ -656,7 +624,7 @@ mod tests {
         }
         let first = jvm.take_counts_until(200, None, Instant::now());
         let this = &first[&pid];
-        assert_eq!(this.kind, ThreadKind::Java);
+        assert_eq!(this.kind, joularcode_core::attribution::ThreadKind::Java);
         assert!(!this.name.is_empty(), "the thread's name is read");
         assert_eq!(this.counts.values().sum::<u64>(), 2);
         let branch = *this.counts.keys().next().expect("a branch");
@@ -668,34 +636,5 @@ mod tests {
             jvm.thread_kinds.is_empty(),
             "names are read again next time"
         );
-    }
-
-    #[test]
-    fn names_of_threads_alive_under_the_same_name_are_kept_across_cycles() {
-        let pid = std::process::id();
-        let name = thread_names::thread_name(pid, pid).expect("this thread's name");
-        let time = |name: &str, exited: bool| ThreadTime {
-            pid,
-            tid: pid,
-            on_cpu_ns: 1,
-            name: name.to_string(),
-            exited,
-        };
-        let mut jvm = failed_jvm();
-        jvm.add(sample(pid, pid, 100), false, true);
-        jvm.note_threads([time(&name, false)].iter());
-        jvm.take_counts_until(u64::MAX, None, Instant::now());
-        assert!(
-            jvm.thread_kinds.contains_key(&pid),
-            "alive, same name: kept"
-        );
-        jvm.note_threads([time("renamed", false)].iter());
-        jvm.take_counts_until(u64::MAX, None, Instant::now());
-        assert!(jvm.thread_kinds.is_empty(), "renamed: read again");
-        jvm.add(sample(pid, pid, 200), false, true);
-        jvm.note_threads([time(&name, true)].iter());
-        let last = jvm.take_counts_until(u64::MAX, None, Instant::now());
-        assert_eq!(last[&pid].name, name, "its last samples keep its name");
-        assert!(jvm.thread_kinds.is_empty(), "exited: forgotten");
     }
 }

@@ -21,6 +21,7 @@
 mod agent;
 pub mod counts;
 pub mod jvm;
+mod thread_kinds;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
