@@ -44,6 +44,9 @@ const MAP_PATIENCE: Duration = Duration::from_secs(10);
 const GONE_WAIT: Duration = Duration::from_secs(2);
 /// How often the agent is attached again at most.
 const REATTACH_EVERY: Duration = Duration::from_secs(10);
+/// How often the code map of a JVM that gets no sample is refreshed: often enough to renew the
+/// agent's lease (it waits 5 s), and to notice a map gone within a second.
+const IDLE_MAP_REFRESH: Duration = Duration::from_secs(1);
 
 /// How far a JVM is from being resolvable.
 enum State {
@@ -88,7 +91,9 @@ pub struct ProfiledJvm {
     map_gone_since: Option<Instant>,
     /// When the agent was last attached again.
     reattached: Option<Instant>,
-
+    /// When its code map was last refreshed, and whether samples came since.
+    map_refreshed: Option<Instant>,
+    sampled_since_refresh: bool,
     walked: Option<WalkedJvm>,
 }
 
@@ -177,6 +182,8 @@ impl ProfiledJvm {
             map_failing_since: None,
             map_gone_since: None,
             reattached: None,
+            map_refreshed: None,
+            sampled_since_refresh: false,
             walked: None,
         }
     }
@@ -391,10 +398,24 @@ impl ProfiledJvm {
     /// far). A map that cannot be read for [`MAP_PATIENCE`] while the JVM runs is given up, once,
     /// for the code cache; a JVM that has just ended takes its map with it, which is no reason to
     /// say anything.
+    ///
+    /// A JVM that got no sample since the last refresh and has none waiting is refreshed once per
+    /// [`IDLE_MAP_REFRESH`] only (which renews the agent's lease in time): the host's idle JVMs
+    /// cost a file check a second each, not one per pass of the loop.
     pub(super) fn refresh_code_map(&mut self, log: &dyn Log, sampled_until: u64) {
         let State::Ready(resolver) = &mut self.state else {
             return;
         };
+        let idle = !self.sampled_since_refresh && self.waiting.is_empty();
+        if idle
+            && self
+                .map_refreshed
+                .is_some_and(|at| at.elapsed() < IDLE_MAP_REFRESH)
+        {
+            return;
+        }
+        self.map_refreshed = Some(Instant::now());
+        self.sampled_since_refresh = false;
         let oldest = self
             .waiting
             .iter()
@@ -512,6 +533,7 @@ impl ProfiledJvm {
     /// `patient`) until the next refresh of the code map if it holds compiled code the agent has
     /// not reported yet.
     pub(super) fn add(&mut self, sample: Sample, native_frames: bool, patient: bool) {
+        self.sampled_since_refresh = true;
         if let Some(walked) = &mut self.walked {
             walked.saw(&sample);
         }
