@@ -17,6 +17,7 @@
 
 use std::borrow::Cow;
 use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use hashbrown::{DefaultHashBuilder, Equivalent, HashMap, HashTable};
@@ -241,8 +242,10 @@ pub fn bounded_branch_name(branch: &str, max_frames: usize, max_bytes: usize) ->
 /// one of the `methods-filtering-prefix` prefixes, oldest first, so that JDK frames called by an
 /// application method collapse onto it. With no prefixes it keeps every Java frame. Pseudo-frames
 /// are never kept, and a branch that keeps no frame has no application name.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Branches {
+    /// This table's identity ([`Branches::table_id`]).
+    table: u64,
     prefixes: Vec<String>,
     frames: Vec<FrameEntry>,
     frame_ids: HashMap<Frame, FrameId>,
@@ -253,6 +256,25 @@ pub struct Branches {
     apps: Stacks,
     /// The most distinct branches the table takes ([`Branches::with_limit`]).
     limit: Option<usize>,
+}
+
+/// The identity of the last table made ([`Branches::table_id`]).
+static LAST_TABLE: AtomicU64 = AtomicU64::new(0);
+
+impl Default for Branches {
+    /// An empty table, with no prefixes and no limit.
+    fn default() -> Branches {
+        Branches {
+            table: LAST_TABLE.fetch_add(1, Ordering::Relaxed) + 1,
+            prefixes: Vec::new(),
+            frames: Vec::new(),
+            frame_ids: HashMap::default(),
+            branches: Stacks::default(),
+            branch_apps: Vec::new(),
+            apps: Stacks::default(),
+            limit: None,
+        }
+    }
 }
 
 /// How many distinct frames a table limited to `branches` branches takes: a branch has several
@@ -390,6 +412,13 @@ impl Branches {
         (kept, Remap { ids })
     }
 
+    /// The identity of this table, unique in the process: a branch id names the same branch in
+    /// every table of the same identity, so what is worked out from a branch's name can be kept
+    /// by (identity, id). A table made by [`Branches::retain`] has a new identity.
+    pub fn table_id(&self) -> u64 {
+        self.table
+    }
+
     /// The branch's name in the all file: every frame, oldest first, joined by `;`.
     pub fn name(&self, branch: BranchId) -> &str {
         self.branches.name(branch.0, &self.frames)
@@ -516,6 +545,16 @@ mod tests {
         let one = format!("a.B.c;{}", "x".repeat(5000));
         let cut = bounded_branch_name(&one, 10, 1024);
         assert!(cut.len() <= 1024 && cut.split(';').count() == 2, "{cut}");
+    }
+
+    #[test]
+    fn every_table_has_an_identity_of_its_own() {
+        let one = Branches::new(&["a."]);
+        let two = Branches::default();
+        let (kept, _) = one.retain(|_| true);
+        assert_ne!(one.table_id(), two.table_id());
+        assert_ne!(one.table_id(), kept.table_id());
+        assert_ne!(two.table_id(), kept.table_id());
     }
 
     #[test]

@@ -20,11 +20,12 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Unit;
 
 use super::container::Container;
+use super::labels::LabelCache;
 use super::ranked::Ranked;
 use super::selfstat::SelfStat;
-use crate::profile::{BranchSet, NO_ENTRY};
+use crate::profile::BranchSet;
 use crate::record::sink::CycleView;
-use joularcode_core::branch::{bounded_branch_name, MAX_BRANCH_FRAMES, UNKNOWN};
+use joularcode_core::branch::{bounded_branch_name, MAX_BRANCH_FRAMES};
 use joularcode_core::carbon::Intensity;
 use joularcode_core::entry::EntryRule;
 use joularcode_core::names;
@@ -61,6 +62,8 @@ struct Jvm {
     methods_grams: Ranked,
     branches_grams: Ranked,
     entries_grams: Ranked,
+    /// The label values of its branches.
+    names: LabelCache,
 }
 
 /// Everything the endpoint exports.
@@ -149,32 +152,32 @@ impl Metrics {
                     methods_grams: Ranked::default(),
                     branches_grams: Ranked::default(),
                     entries_grams: Ranked::default(),
+                    names: LabelCache::default(),
                 }
             });
             state.watts = jvm.result.result.jvm_power.watts();
             state.energy_j += jvm.result.result.jvm_energy().joules();
             state.grams += grams(jvm.result.result.jvm_energy());
+            let table = jvm.branches.table_id();
             for branch in jvm.powers(BranchSet::All) {
+                let Some(id) = branch.id else {
+                    continue;
+                };
                 let joules = branch.energy.joules();
-                let method = label(branch.name.rsplit(';').next().unwrap_or(branch.name));
-                let branch_name = branch_label(branch.name);
-                state.methods.add(&method, joules, now);
-                state.branches.add(&branch_name, joules, now);
-                let entry = label(
-                    self.options
-                        .entries
-                        .find(branch.name)
-                        .map_or(NO_ENTRY, |entry| entry.method),
-                );
-                state.entries.add(&entry, joules, now);
+                let names = state
+                    .names
+                    .get(table, id, branch.name, &self.options.entries);
+                state.methods.add(&names.method, joules, now);
+                state.branches.add(&names.branch, joules, now);
+                state.entries.add(&names.entry, joules, now);
                 if cycle.carbon.is_some() {
                     let grams = grams(branch.energy);
-                    state.methods_grams.add(&method, grams, now);
-                    state.branches_grams.add(&branch_name, grams, now);
-                    state.entries_grams.add(&entry, grams, now);
+                    state.methods_grams.add(&names.method, grams, now);
+                    state.branches_grams.add(&names.branch, grams, now);
+                    state.entries_grams.add(&names.entry, grams, now);
                 }
                 self.samples += branch.samples;
-                if branch.name.split(';').any(|frame| frame == UNKNOWN) {
+                if names.unknown {
                     self.samples_unknown += branch.samples;
                 }
             }

@@ -5,6 +5,7 @@
 
 pub mod basic_auth;
 pub mod container;
+pub mod labels;
 pub mod metrics;
 pub mod ranked;
 pub mod selfstat;

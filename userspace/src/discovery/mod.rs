@@ -125,6 +125,8 @@ pub struct Discovery {
     target: Scope,
     jvms: BTreeSet<u32>,
     host: Host,
+    /// For [`Scope::Pid`]: the identity of the JVM given, checked when the discovery was made.
+    given: Option<String>,
 }
 
 /// What [`Scope::All`] knows of the host's processes between rescans.
@@ -154,14 +156,16 @@ impl Discovery {
         proc_root: impl Into<PathBuf>,
         target: Scope,
     ) -> Result<Discovery, DiscoveryError> {
-        let discovery = Discovery {
+        let mut discovery = Discovery {
             proc_root: proc_root.into(),
             target,
             jvms: BTreeSet::new(),
             host: Host::default(),
+            given: None,
         };
         if let Scope::Pid(pid) = discovery.target {
             check_jvm(&discovery.proc_root, pid)?;
+            discovery.given = live_identity(&discovery.proc_root, pid);
         }
         Ok(discovery)
     }
@@ -171,13 +175,20 @@ impl Discovery {
         &self.jvms
     }
 
-    /// Scans /proc and returns the JVMs that started and ended since the previous scan.
+    /// Scans /proc and returns the JVMs that started and ended since the previous scan. The JVM
+    /// of a [`Scope::Pid`] has ended once its process is gone, a zombie, or another one (its pid
+    /// reused, or an exec): one small read of its stat, not of its maps.
     pub fn rescan(&mut self) -> Changes {
         let now: BTreeSet<u32> = match &self.target {
-            Scope::Pid(pid) => match check_jvm(&self.proc_root, *pid) {
-                Ok(()) => BTreeSet::from([*pid]),
-                Err(_) => BTreeSet::new(),
-            },
+            Scope::Pid(pid) => {
+                let same =
+                    self.given.is_some() && live_identity(&self.proc_root, *pid) == self.given;
+                if same {
+                    BTreeSet::from([*pid])
+                } else {
+                    BTreeSet::new()
+                }
+            }
             Scope::All(cgroups) => self.host.jvms(&self.proc_root, cgroups),
         };
         let changes = Changes {
@@ -267,9 +278,22 @@ impl Host {
 /// Start time and name of a process (from /proc/PID/stat): they change when the pid is reused
 /// or the process execs another program.
 fn identity(proc_root: &Path, pid: u32) -> Option<String> {
-    let text = fs::read_to_string(proc_root.join(format!("{pid}/stat"))).ok()?;
+    identity_and_state(&proc_root.join(format!("{pid}/stat"))).map(|(identity, _)| identity)
+}
+
+/// [`identity`] of a process that has not ended (not a zombie), read from its main thread's stat
+/// (`/proc/PID/task/PID/stat`: the same fields, without the sums over every thread that
+/// `/proc/PID/stat` makes, which cost a JVM of a thousand threads a thousand steps).
+fn live_identity(proc_root: &Path, pid: u32) -> Option<String> {
+    identity_and_state(&proc_root.join(format!("{pid}/task/{pid}/stat")))
+        .and_then(|(identity, state)| (state != 'Z').then_some(identity))
+}
+
+/// [`identity`] and the state letter of the stat file at `path`.
+fn identity_and_state(path: &Path) -> Option<(String, char)> {
+    let text = fs::read_to_string(path).ok()?;
     let stat = parse_stat(&text)?;
-    Some(format!("{} {}", stat.start_time, stat.name))
+    Some((format!("{} {}", stat.start_time, stat.name), stat.state))
 }
 
 /// The fields of `/proc/PID/stat` read here.
@@ -368,6 +392,9 @@ mod tests {
             fs::create_dir_all(&dir).expect("process dir");
             let stat =
                 format!("{pid} ({comm}) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 {start} 0 0");
+            let task = dir.join(format!("task/{pid}"));
+            fs::create_dir_all(&task).expect("task dir");
+            fs::write(task.join("stat"), &stat).expect("task stat");
             fs::write(dir.join("stat"), stat).expect("stat");
             fs::write(dir.join("maps"), maps).expect("maps");
         }
@@ -423,6 +450,30 @@ mod tests {
             matches!(missing, DiscoveryError::NoProcess(12)),
             "{missing:?}"
         );
+    }
+
+    #[test]
+    fn a_given_jvm_ends_when_its_pid_is_gone_or_reused() {
+        let proc = FakeProc::new("given");
+        proc.process(10, "java", 5, JVM_MAPS);
+        let mut discovery = Discovery::with_proc_root(&proc.0, Scope::Pid(10)).expect("a JVM");
+        let started = Changes {
+            started: vec![10],
+            ended: vec![],
+        };
+        let ended = Changes {
+            started: vec![],
+            ended: vec![10],
+        };
+        assert_eq!(discovery.rescan(), started);
+        assert_eq!(discovery.rescan(), Changes::default());
+        // Its pid reused by another JVM: not the one given.
+        proc.process(10, "java", 9, JVM_MAPS);
+        assert_eq!(discovery.rescan(), ended);
+        let mut discovery = Discovery::with_proc_root(&proc.0, Scope::Pid(10)).expect("a JVM");
+        assert_eq!(discovery.rescan(), started);
+        proc.end(10);
+        assert_eq!(discovery.rescan(), ended);
     }
 
     #[test]

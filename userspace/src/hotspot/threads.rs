@@ -12,6 +12,9 @@ pub const JAVA_THREAD_VTABLE_SYMBOL: &str = "_ZTV10JavaThread";
 
 /// More Java threads than this reader accepts in one list.
 const MAX_THREADS: u32 = 100_000;
+/// The most bytes between the first and the last field of a JavaThread read (they lie within a
+/// few words of each other in every HotSpot).
+const MAX_FIELD_SPAN: u64 = 4096;
 
 /// One Java thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,16 +63,39 @@ impl ThreadReader {
     }
 
     /// The Java threads alive now. Empty if the list cannot be read (the JVM may be replacing it).
+    /// Two reads of the target per thread: its fields at once, then its OS thread's id.
     pub fn threads(&self, mem: &dyn Memory) -> Vec<JavaThread> {
         self.thread_pointers(mem)
             .unwrap_or_default()
             .into_iter()
-            .map(|thread| JavaThread {
-                address: thread,
-                tid: self.tid(mem, thread),
-                stack: self.stack(mem, thread),
+            .map(|thread| {
+                let fields = self.fields(mem, thread);
+                let fields = fields.as_ref().map(|(low, bytes)| (*low, bytes.as_slice()));
+                JavaThread {
+                    address: thread,
+                    tid: fields.and_then(|fields| self.tid(mem, fields)),
+                    stack: fields.and_then(|fields| self.stack(fields)),
+                }
             })
             .collect()
+    }
+
+    /// The bytes of `thread` that hold the fields read (`_osthread`, `_stack_base`,
+    /// `_stack_size`), read at once, and the offset they start at.
+    fn fields(&self, mem: &dyn Memory, thread: u64) -> Option<(u64, Vec<u8>)> {
+        let offsets: Vec<u64> = self
+            .os_thread
+            .map(|(os_thread, _)| os_thread)
+            .into_iter()
+            .chain(self.stack.into_iter().flat_map(|(base, size)| [base, size]))
+            .collect();
+        let low = *offsets.iter().min()?;
+        let high = offsets.iter().max()?.checked_add(8)?;
+        if high - low > MAX_FIELD_SPAN {
+            return None;
+        }
+        let bytes = mem.read_bytes(thread.checked_add(low)?, (high - low) as usize)?;
+        Some((low, bytes))
     }
 
     fn thread_pointers(&self, mem: &dyn Memory) -> Option<Vec<u64>> {
@@ -88,20 +114,19 @@ impl ThreadReader {
         )
     }
 
-    /// `[_stack_base - _stack_size, _stack_base)`, if plausible.
-    fn stack(&self, mem: &dyn Memory, thread: u64) -> Option<(u64, u64)> {
+    /// `[_stack_base - _stack_size, _stack_base)`, if plausible, from the thread's `fields`.
+    fn stack(&self, (low, fields): (u64, &[u8])) -> Option<(u64, u64)> {
         let (base, size) = self.stack?;
-        let high = mem.read_u64(thread.checked_add(base)?)?;
-        let size = mem.read_u64(thread.checked_add(size)?)?;
+        let high = word(fields, base - low)?;
+        let size = word(fields, size - low)?;
         let low = high.checked_sub(size)?;
         (size > 0 && low > 0).then_some((low, high))
     }
 
-    fn tid(&self, mem: &dyn Memory, thread: u64) -> Option<u32> {
+    /// The OS thread id of the thread of `fields`.
+    fn tid(&self, mem: &dyn Memory, (low, fields): (u64, &[u8])) -> Option<u32> {
         let (os_thread, thread_id) = self.os_thread?;
-        let os = mem
-            .read_u64(thread.checked_add(os_thread)?)
-            .filter(|&p| p != 0)?;
+        let os = word(fields, os_thread - low).filter(|&p| p != 0)?;
         let bytes = mem.read_bytes(os.checked_add(thread_id)?, 4)?;
         let tid = i32::from_ne_bytes(array_at(&bytes, 0)?);
         u32::try_from(tid).ok().filter(|&t| t != 0)

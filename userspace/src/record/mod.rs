@@ -488,7 +488,9 @@ impl Recorder<'_> {
         now_ns: u64,
         log: &dyn Log,
     ) -> Result<(), RecordError> {
-        let uses = self.threads.cycle(session.sampler().thread_times());
+        let times = session.sampler().thread_times();
+        session.note_threads(&times);
+        let uses = self.threads.cycle(times);
         let measures = engine.measure(now_ns, log);
         // A sample reaches the session up to one consumer pass after it was taken, in about the
         // order they were taken: the samples of this cycle are in once one taken after its end

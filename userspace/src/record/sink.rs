@@ -52,6 +52,9 @@ pub struct JvmView<'a> {
 /// The power and energy of one branch in a cycle.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BranchPower<'a> {
+    /// The branch's id in the JVM's [`Branches`] (for [`BranchSet::All`]; `None` for the
+    /// application's names).
+    pub id: Option<BranchId>,
     /// The branch's name: its frames, oldest first, joined by `;`.
     pub name: &'a str,
     /// Its power over the cycle.
@@ -82,6 +85,7 @@ impl<'a> JvmView<'a> {
                 .all
                 .iter()
                 .map(|&(branch, power)| BranchPower {
+                    id: Some(branch),
                     name: self.branches.name(branch),
                     power,
                     energy: result.energy(power),
@@ -105,6 +109,7 @@ impl<'a> JvmView<'a> {
                     .app
                     .iter()
                     .map(|&(app, power)| BranchPower {
+                        id: None,
                         name: self.branches.app_name(app),
                         power,
                         energy: result.energy(power),
@@ -214,12 +219,14 @@ mod tests {
             view.powers(BranchSet::All),
             [
                 BranchPower {
+                    id: Some(app_branch),
                     name: "java.lang.Thread.run;a.A.work",
                     power: watts(2.0),
                     energy: Energy::from_joules(1.0),
                     samples: 4
                 },
                 BranchPower {
+                    id: Some(gc_branch),
                     name: "[GC]",
                     power: watts(1.0),
                     energy: Energy::from_joules(0.5),
@@ -230,6 +237,7 @@ mod tests {
         assert_eq!(
             view.powers(BranchSet::App),
             [BranchPower {
+                id: None,
                 name: "a.A.work",
                 power: watts(2.0),
                 energy: Energy::from_joules(1.0),

@@ -2,7 +2,7 @@
 //! Java threads with their JavaThread and stack (map `java_threads`, `struct jp_java_thread`),
 //! kept up to date as threads start and end ([`WalkedJvm`]).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use libbpf_rs::{MapCore, MapFlags};
@@ -94,8 +94,8 @@ fn java_thread_record(pid: u32, thread: u64, stack: (u64, u64)) -> JavaThreadRec
 #[derive(Debug)]
 pub struct WalkedJvm {
     pid: u32,
-    /// The threads in the map `java_threads`.
-    threads: HashSet<u32>,
+    /// The threads in the map `java_threads`, with what they were told.
+    threads: HashMap<u32, JavaThreadRecord>,
     /// Threads of the JVM that were not Java threads at the last listing (GC, compiler...).
     others: HashSet<u32>,
     /// Threads sampled since the last listing that are in neither set.
@@ -134,7 +134,7 @@ impl WalkedJvm {
             .map_err(|e| unsupported(format!("map jvms: {e}")))?;
         let mut jvm = WalkedJvm {
             pid,
-            threads: HashSet::new(),
+            threads: HashMap::new(),
             others: HashSet::new(),
             unknown: HashSet::new(),
             listed_at: Instant::now(),
@@ -165,31 +165,37 @@ impl WalkedJvm {
         }
     }
 
+    /// Lists the Java threads and tells the walker of those new or changed since the last
+    /// listing (a thread already told of costs no system call), and forgets those gone. An entry
+    /// the BPF side deleted meanwhile (its thread exited) whose tid a new thread took with the
+    /// very same JavaThread and stack is not told again: the sampler finds that thread in r15.
     fn list_threads(&mut self, sampler: &Sampler, hotspot: &HotSpot) {
         let map = &sampler.skel.maps.java_threads;
-        let mut now = HashSet::new();
+        let mut now = HashMap::new();
         for thread in hotspot.java_threads() {
             let (Some(tid), Some(stack)) = (thread.tid, thread.stack) else {
                 continue;
             };
             let value = java_thread_record(self.pid, thread.address, stack);
-            if map
-                .update(
-                    &tid.to_ne_bytes(),
-                    bytemuck::bytes_of(&value),
-                    MapFlags::ANY,
-                )
-                .is_ok()
-            {
-                now.insert(tid);
+            let told = self.threads.get(&tid) == Some(&value)
+                || map
+                    .update(
+                        &tid.to_ne_bytes(),
+                        bytemuck::bytes_of(&value),
+                        MapFlags::ANY,
+                    )
+                    .is_ok();
+            if told {
+                now.insert(tid, value);
             }
         }
-        for gone in self.threads.difference(&now) {
+        for gone in self.threads.keys().filter(|tid| !now.contains_key(tid)) {
             // A missing key is no error: the entry may have been replaced.
             let _ = map.delete(&gone.to_ne_bytes());
         }
-        self.others.extend(self.unknown.difference(&now).copied());
-        self.others.retain(|tid| !now.contains(tid));
+        self.others
+            .extend(self.unknown.iter().filter(|tid| !now.contains_key(tid)));
+        self.others.retain(|tid| !now.contains_key(tid));
         self.unknown.clear();
         self.threads = now;
         self.listed_at = Instant::now();
@@ -198,7 +204,7 @@ impl WalkedJvm {
     /// Makes the walker forget this JVM (it has ended, or is no longer sampled).
     pub fn forget(self, sampler: &Sampler) {
         let _ = sampler.skel.maps.jvms.delete(&self.pid.to_ne_bytes());
-        for tid in &self.threads {
+        for tid in self.threads.keys() {
             let _ = sampler.skel.maps.java_threads.delete(&tid.to_ne_bytes());
         }
     }

@@ -7,6 +7,7 @@
 //! Nothing is sampled until a process is tracked ([`Sampler::track`], [`Sampler::follow`]).
 //! Dropping the sampler detaches and unloads everything; the process's exit does too.
 
+mod batch;
 pub mod jvm;
 pub mod perf;
 pub mod privileges;
@@ -336,8 +337,20 @@ impl Sampler {
         program_stats(program.as_fd())
     }
 
+    /// Every entry of the map `threads`: in a few batches, else key by key.
     fn read_threads(&self) -> Vec<(u32, ThreadRecord)> {
         let map = &self.skel.maps.threads;
+        if let Some(entries) = batch::lookup_all(map) {
+            return entries
+                .iter()
+                .filter_map(|(key, value)| {
+                    Some((
+                        u32::from_ne_bytes(key.try_into().ok()?),
+                        ThreadRecord::parse(value)?,
+                    ))
+                })
+                .collect();
+        }
         map.keys()
             .filter_map(|key| {
                 let tid = u32::from_ne_bytes(key.as_slice().try_into().ok()?);

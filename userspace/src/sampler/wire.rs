@@ -448,7 +448,7 @@ same_layout!(
 /// `struct jp_java_thread`: a Java thread of a JVM (the value of map `java_threads`, keyed by
 /// tid).
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Pod, Zeroable)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
 pub(super) struct JavaThreadRecord {
     /// Its process.
     pub pid: u32,

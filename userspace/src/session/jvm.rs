@@ -8,21 +8,20 @@ use std::collections::HashMap;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use joularcode_core::attribution::ThreadKind;
 use joularcode_core::branch::{Branches, UNKNOWN};
 use joularcode_core::log::{Level, Log};
 use joularcode_core::names;
 
 use super::agent::{self, Attacher, Attaching};
 use super::counts::{BranchLimit, Counts, NativeStack};
+use super::thread_kinds::ThreadKinds;
 use super::SessionOptions;
 use crate::discovery;
 use crate::hotspot::{HotSpot, HotSpotError, UnwindInfo};
 use crate::jit::codemap::CodeMapError;
 use crate::jit::stale;
 use crate::resolve::{JitNames, ResolveStats, Resolver};
-use crate::sampler::{Sample, Sampler, SamplerError, WalkedJvm};
-use crate::thread_names::{self, JvmThread};
+use crate::sampler::{Sample, Sampler, SamplerError, ThreadTime, WalkedJvm};
 
 pub use joularcode_core::threads::ThreadCounts;
 
@@ -45,6 +44,9 @@ const MAP_PATIENCE: Duration = Duration::from_secs(10);
 const GONE_WAIT: Duration = Duration::from_secs(2);
 /// How often the agent is attached again at most.
 const REATTACH_EVERY: Duration = Duration::from_secs(10);
+/// How often the code map of a JVM that gets no sample is refreshed: often enough to renew the
+/// agent's lease (it waits 5 s), and to notice a map gone within a second.
+const IDLE_MAP_REFRESH: Duration = Duration::from_secs(1);
 
 /// How far a JVM is from being resolvable.
 enum State {
@@ -81,7 +83,7 @@ pub struct ProfiledJvm {
     /// the agent had not reported yet ([`Resolver::resolve_or_wait`]).
     waiting: Vec<Sample>,
     counts: Counts,
-    thread_kinds: HashMap<u32, (String, Option<JvmThread>)>,
+    thread_kinds: ThreadKinds,
     attaching: Option<Attaching>,
     unresolved: u64,
     map_failing_since: Option<Instant>,
@@ -89,6 +91,9 @@ pub struct ProfiledJvm {
     map_gone_since: Option<Instant>,
     /// When the agent was last attached again.
     reattached: Option<Instant>,
+    /// When its code map was last refreshed, and whether samples came since.
+    map_refreshed: Option<Instant>,
+    sampled_since_refresh: bool,
     walked: Option<WalkedJvm>,
 }
 
@@ -171,12 +176,14 @@ impl ProfiledJvm {
             },
             waiting: Vec::new(),
             counts: Counts::new(now),
-            thread_kinds: HashMap::new(),
+            thread_kinds: ThreadKinds::default(),
             attaching: None,
             unresolved: 0,
             map_failing_since: None,
             map_gone_since: None,
             reattached: None,
+            map_refreshed: None,
+            sampled_since_refresh: false,
             walked: None,
         }
     }
@@ -391,10 +398,24 @@ impl ProfiledJvm {
     /// far). A map that cannot be read for [`MAP_PATIENCE`] while the JVM runs is given up, once,
     /// for the code cache; a JVM that has just ended takes its map with it, which is no reason to
     /// say anything.
+    ///
+    /// A JVM that got no sample since the last refresh and has none waiting is refreshed once per
+    /// [`IDLE_MAP_REFRESH`] only (which renews the agent's lease in time): the host's idle JVMs
+    /// cost a file check a second each, not one per pass of the loop.
     pub(super) fn refresh_code_map(&mut self, log: &dyn Log, sampled_until: u64) {
         let State::Ready(resolver) = &mut self.state else {
             return;
         };
+        let idle = !self.sampled_since_refresh && self.waiting.is_empty();
+        if idle
+            && self
+                .map_refreshed
+                .is_some_and(|at| at.elapsed() < IDLE_MAP_REFRESH)
+        {
+            return;
+        }
+        self.map_refreshed = Some(Instant::now());
+        self.sampled_since_refresh = false;
         let oldest = self
             .waiting
             .iter()
@@ -475,18 +496,18 @@ impl ProfiledJvm {
         let threads = taken
             .into_iter()
             .map(|(tid, counts)| {
-                let (name, kind) = self.thread_kinds.get(&tid).cloned().unwrap_or_default();
-                let kind = if kind.is_some() {
-                    ThreadKind::Jvm
-                } else {
-                    ThreadKind::Java
-                };
+                let (name, kind) = self.thread_kinds.name_and_kind(tid);
                 (tid, ThreadCounts { name, kind, counts })
             })
             .collect();
-        let held = self.counts.threads_held();
-        self.thread_kinds.retain(|tid, _| held.contains(tid));
+        self.thread_kinds.retain(&self.counts.threads_held());
         threads
+    }
+
+    /// Notes the sampler's times of its threads (`times`, of this JVM): the names of those alive
+    /// under the same name need not be read again ([`ThreadKinds::note`]).
+    pub(super) fn note_threads<'a>(&mut self, times: impl Iterator<Item = &'a ThreadTime>) {
+        self.thread_kinds.note(times);
     }
 
     /// Keeps the samples taken before `before_ns` as counts only ([`Counts::settle`]).
@@ -512,18 +533,11 @@ impl ProfiledJvm {
     /// `patient`) until the next refresh of the code map if it holds compiled code the agent has
     /// not reported yet.
     pub(super) fn add(&mut self, sample: Sample, native_frames: bool, patient: bool) {
+        self.sampled_since_refresh = true;
         if let Some(walked) = &mut self.walked {
             walked.saw(&sample);
         }
-        let kind = self
-            .thread_kinds
-            .entry(sample.tid)
-            .or_insert_with(|| {
-                let name = thread_names::thread_name(sample.pid, sample.tid).unwrap_or_default();
-                let kind = thread_names::classify(&name);
-                (name, kind)
-            })
-            .1;
+        let kind = self.thread_kinds.kind(sample.pid, sample.tid);
         let (branch, native) = match &mut self.state {
             State::Opening { pending, .. } => {
                 if pending.len() < MAX_PENDING {
@@ -594,13 +608,9 @@ mod tests {
     use joularcode_core::log::Recorded;
     use std::sync::Arc;
 
-    #[test]
-    fn a_jvm_that_cannot_be_read_counts_its_samples_unknown_per_thread() {
-        let pid = std::process::id();
-        let options = SessionOptions::new(Arc::new(Recorded::default()));
-        let mut jvm = ProfiledJvm::new(pid, false, &options);
-        jvm.state = State::Failed;
-        let sample = |tid: u32, time_ns: u64| Sample {
+    /// A sample of thread `tid` of `pid` at `time_ns`, without frames.
+    fn sample(pid: u32, tid: u32, time_ns: u64) -> Sample {
+        Sample {
             pid,
             tid,
             cpu: 0,
@@ -616,13 +626,27 @@ mod tests {
             stack_end: 0,
             end: crate::sampler::WalkEnd::ChainEnd,
             frames: Vec::new(),
-        };
+        }
+    }
+
+    /// A JVM (this process) that could not be read.
+    fn failed_jvm() -> ProfiledJvm {
+        let options = SessionOptions::new(Arc::new(Recorded::default()));
+        let mut jvm = ProfiledJvm::new(std::process::id(), false, &options);
+        jvm.state = State::Failed;
+        jvm
+    }
+
+    #[test]
+    fn a_jvm_that_cannot_be_read_counts_its_samples_unknown_per_thread() {
+        let pid = std::process::id();
+        let mut jvm = failed_jvm();
         for (tid, time_ns) in [(pid, 100), (pid, 200), (u32::MAX, 300)] {
-            jvm.add(sample(tid, time_ns), false, true);
+            jvm.add(sample(pid, tid, time_ns), false, true);
         }
         let first = jvm.take_counts_until(200, None, Instant::now());
         let this = &first[&pid];
-        assert_eq!(this.kind, ThreadKind::Java);
+        assert_eq!(this.kind, joularcode_core::attribution::ThreadKind::Java);
         assert!(!this.name.is_empty(), "the thread's name is read");
         assert_eq!(this.counts.values().sum::<u64>(), 2);
         let branch = *this.counts.keys().next().expect("a branch");

@@ -21,6 +21,7 @@
 mod agent;
 pub mod counts;
 pub mod jvm;
+mod thread_kinds;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -37,7 +38,7 @@ use crate::discovery::{
 };
 use crate::jit::stale;
 use crate::launch::{self, LaunchError};
-use crate::sampler::{Sampler, SamplerError};
+use crate::sampler::{Sampler, SamplerError, ThreadTime};
 use agent::Attacher;
 
 pub use agent::AgentArgs;
@@ -307,6 +308,20 @@ impl Session {
                 (pid, jvm.take_counts_until(until_ns, limit, now))
             })
             .collect()
+    }
+
+    /// Notes the threads' times the sampler gave (`times`, of every JVM): the names of the
+    /// threads still alive under the same name need not be read again from /proc at the next
+    /// cycle ([`ProfiledJvm::note_threads`]).
+    pub fn note_threads(&mut self, times: &[ThreadTime]) {
+        let mut by_pid: HashMap<u32, Vec<&ThreadTime>> = HashMap::new();
+        for time in times {
+            by_pid.entry(time.pid).or_default().push(time);
+        }
+        for (pid, jvm) in &mut self.jvms {
+            let times = by_pid.remove(pid).unwrap_or_default();
+            jvm.note_threads(times.into_iter());
+        }
     }
 
     /// Takes out every sample counted so far ([`Session::take_counts_until`] with no limit).
