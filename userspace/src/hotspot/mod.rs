@@ -11,6 +11,7 @@ pub mod libjvm;
 pub mod maps;
 pub mod memory;
 pub mod method;
+pub mod scopes;
 pub mod threads;
 pub mod unwind;
 pub mod vmstructs;
@@ -27,6 +28,7 @@ use flags::Flags;
 use libjvm::Libjvm;
 use memory::{Memory, ProcessMemory};
 use method::{MethodReader, METHOD_VTABLE_SYMBOL, VTABLE_ADDRESS_POINT};
+use scopes::{ScopeLayout, Scopes};
 use threads::{ThreadReader, JAVA_THREAD_VTABLE_SYMBOL};
 use vmstructs::VmStructs;
 
@@ -77,6 +79,8 @@ pub struct HotSpot {
     version: JdkVersion,
     methods: MethodReader,
     code: CodeCache,
+    /// Where nmethods keep their debug information, or why it is not known for this JVM.
+    scope_layout: Result<ScopeLayout, HotSpotError>,
     threads: ThreadReader,
     /// What the first word of a plain JavaThread holds, if libjvm names its vtable.
     java_thread_vtable: Option<u64>,
@@ -109,6 +113,7 @@ impl HotSpot {
             shared_range(&*mem, &vm),
         )?;
         let code = CodeCache::read(&*mem, &vm)?;
+        let scope_layout = ScopeLayout::read(&vm, version.major);
         let threads = ThreadReader::new(&vm)?;
         let java_thread_vtable = libjvm
             .symbol(JAVA_THREAD_VTABLE_SYMBOL)
@@ -121,6 +126,7 @@ impl HotSpot {
             version,
             methods,
             code,
+            scope_layout,
             threads,
             java_thread_vtable,
             flags,
@@ -203,6 +209,18 @@ impl HotSpot {
             code_begin: blob.code_begin,
             code_end: blob.code_end,
         })
+    }
+
+    /// Where this JVM's nmethods keep their debug information, or why it is not known.
+    pub fn scope_layout(&self) -> Result<&ScopeLayout, &HotSpotError> {
+        self.scope_layout.as_ref()
+    }
+
+    /// The debug information of the nmethod `blob`, read now: the methods inlined at each of its
+    /// pcs. `None` for another kind of blob, a JVM whose layout is not known, tables that cannot
+    /// be read or are implausible, or an nmethod freed while it was read.
+    pub fn scopes(&self, blob: &CodeBlob) -> Option<Scopes> {
+        self.scope_layout.as_ref().ok()?.scopes(&*self.mem, blob)
     }
 
     /// The value of boolean JVM flag `name` (`PreserveFramePointer`, `DisableAttachMechanism`,
