@@ -1,7 +1,8 @@
 //! Compiled frames: named by the symbolizer agent's code map (with the methods inlined into them)
 //! when an entry was valid at the sample's time and the live code cache agrees, else by the
-//! nmethod's outer method from the code cache, else by the JDK's perf map; stubs are no Java
-//! frame, and the continuation's return barrier ends a virtual thread's frames on the stack.
+//! nmethod's scopes in the code cache (with the methods inlined at the pc) or its outer method,
+//! else by the JDK's perf map; stubs are no Java frame, and the continuation's return barrier
+//! ends a virtual thread's frames on the stack.
 
 use std::collections::HashMap;
 
@@ -61,8 +62,10 @@ impl Resolver {
                     self.unreported |=
                         matches!(self.jit, JitNames::Agent(_)) && blob.name == "nmethod";
                     self.tally.code_cache_frames += 1;
-                    self.frames
-                        .push(branches, &compiled.method.class, &compiled.method.name);
+                    if !self.scoped(&blob, &compiled, pc, time_ns, branches) {
+                        self.frames
+                            .push(branches, &compiled.method.class, &compiled.method.name);
+                    }
                     Named::Frames
                 }
                 None => self.named_by_perf_map(at, branches),
