@@ -100,3 +100,73 @@ impl Resolver {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hotspot::scopes::{DebugInfo, Encoding};
+    use crate::hotspot::JavaMethod;
+
+    /// The compiled frame of the nmethod at `nmethod` with compile id `compile_id`.
+    fn compiled(nmethod: u64, compile_id: u32) -> CompiledFrame {
+        CompiledFrame {
+            method: JavaMethod {
+                class: "demo.Hot".into(),
+                name: "compute".into(),
+            },
+            method_ptr: 0x1000,
+            compile_id,
+            comp_level: 4,
+            nmethod,
+            code_begin: nmethod + 0x100,
+            code_end: nmethod + 0x200,
+        }
+    }
+
+    /// Tables of `data_len` bytes of scopes data, as read for `compiled`.
+    fn scopes(compiled: &CompiledFrame, data_len: usize) -> Option<Scopes> {
+        Some(Scopes {
+            nmethod: compiled.nmethod,
+            compile_id: compiled.compile_id,
+            code_begin: compiled.code_begin,
+            info: DebugInfo {
+                pcs: Vec::new(),
+                data: vec![0xFF; data_len],
+                metadata: vec![compiled.method_ptr],
+                method: compiled.method_ptr,
+                encoding: Encoding::Unsigned5,
+            },
+        })
+    }
+
+    #[test]
+    fn an_nmethods_tables_are_read_once_per_compile_id_and_dropped_unused() {
+        let mut cache = ScopeCache::default();
+        let first = compiled(0x10_000, 7);
+        assert!(cache.get(|| scopes(&first, 100), &first, 10).is_some());
+        // Known: not read again.
+        assert!(cache.get(|| panic!("read again"), &first, 20).is_some());
+        // The same address, other code: read afresh; tables of another compile id are refused.
+        let reused = compiled(0x10_000, 8);
+        assert!(cache.get(|| scopes(&first, 100), &reused, 30).is_none());
+        assert!(cache.get(|| scopes(&reused, 50), &reused, 30).is_some());
+        assert_eq!(cache.entries.len(), 2);
+        // The first nmethod's tables, unused since 20, go.
+        cache.forget_unused(25);
+        assert_eq!(cache.entries.len(), 1);
+        assert_eq!(cache.bytes, 50 + 8);
+    }
+
+    #[test]
+    fn the_tables_kept_are_bounded() {
+        let mut cache = ScopeCache::default();
+        for nmethod in 1..=5 {
+            let frame = compiled(nmethod << 20, 1);
+            assert!(cache
+                .get(|| scopes(&frame, MAX_BYTES / 3), &frame, 1)
+                .is_some());
+            assert!(cache.bytes <= MAX_BYTES, "{} bytes", cache.bytes);
+        }
+        assert!(cache.entries.len() < 5);
+    }
+}
