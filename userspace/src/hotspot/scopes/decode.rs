@@ -6,9 +6,11 @@
 //! What HotSpot writes (`code/debugInfoRec.cpp`, `code/scopeDesc.cpp`, `code/pcDesc.hpp`):
 //!
 //! - PcDescs, sorted by their pc offset (from the nmethod's code begin). The first is a sentinel
-//!   at offset -1, the last one at `i32::MAX`. A PcDesc at offset P describes the instructions
-//!   after the previous PcDesc up to and including P: the PcDesc of an offset `o` is the first
-//!   whose offset is `>= o` (`nmethod.cpp`, `match_desc`, approximate).
+//!   at offset -1; the last one, without a scope, lies just past the code (written at
+//!   `i32::MAX`, moved there by `nmethod::copy_scopes_pcs`, and copied into the table's rounding
+//!   gap). A PcDesc at offset P describes the instructions after the previous PcDesc up to and
+//!   including P: the PcDesc of an offset `o` is the first whose offset is `>= o` (`nmethod.cpp`,
+//!   `match_desc`, approximate).
 //! - A PcDesc's scope decode offset leads to its innermost scope record in the scopes data; 0
 //!   (`DebugInformationRecorder::serialized_null`) means the nmethod's own method alone.
 //! - A scope record starts with three compressed integers: the sender's (caller's) record offset
