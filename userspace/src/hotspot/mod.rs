@@ -186,7 +186,7 @@ impl HotSpot {
 
     /// The compiled method whose code holds `pc`, named by its outer method.
     pub fn compiled_method_at(&self, pc: u64) -> Option<CompiledFrame> {
-        self.compiled_frame(self.blob_at(pc)?)
+        self.compiled_method(&self.blob_at(pc)?)
     }
 
     /// Every compiled method in the code cache now.
@@ -194,12 +194,14 @@ impl HotSpot {
         self.code
             .blobs(&*self.mem)
             .into_iter()
-            .filter_map(|blob| self.compiled_frame(blob))
+            .filter_map(|blob| self.compiled_method(&blob))
             .collect()
     }
 
-    fn compiled_frame(&self, blob: CodeBlob) -> Option<CompiledFrame> {
-        let info = self.code.nmethod(&*self.mem, &blob)?;
+    /// The compiled method of the code blob `blob` (found by [`HotSpot::blob_at`]), if it is an
+    /// nmethod, named by its outer method.
+    pub fn compiled_method(&self, blob: &CodeBlob) -> Option<CompiledFrame> {
+        let info = self.code.nmethod(&*self.mem, blob)?;
         Some(CompiledFrame {
             method: self.method(info.method)?,
             method_ptr: info.method,

@@ -55,7 +55,7 @@ impl Resolver {
         }
         match self.hotspot.blob_at(pc.pc) {
             Some(blob) if !blob.is_nmethod() => Named::Stub,
-            Some(blob) => match self.hotspot.compiled_method_at(pc.pc) {
+            Some(blob) => match self.hotspot.compiled_method(&blob) {
                 Some(compiled) => {
                     // Native methods' wrappers are not reported to agents: only compiled Java
                     // code is worth waiting for.
