@@ -74,9 +74,16 @@ fn resolver(pid: u32, agent: bool, native: bool) -> Resolver {
     resolver
 }
 
-/// Resolves `samples` once, says the deepest branch and the resolver's counts, then measures
-/// resolving them in turn as `name`.
-fn measure(c: &mut Criterion, name: &str, mut resolver: Resolver, samples: &[Sample]) {
+/// For each resolver and its name: resolves `samples` once, says the deepest branch and the
+/// resolver's counts, then measures resolving them in turn.
+fn measure(c: &mut Criterion, resolvers: [Resolver; 2], names: [&str; 2], samples: &[Sample]) {
+    for (resolver, name) in resolvers.into_iter().zip(names) {
+        measure_one(c, name, resolver, samples);
+    }
+}
+
+/// Resolves `samples` once with `resolver`, says what it found, then measures it as `name`.
+fn measure_one(c: &mut Criterion, name: &str, mut resolver: Resolver, samples: &[Sample]) {
     let mut branches = Branches::new(&[] as &[&str]);
     let resolved: Vec<_> = samples
         .iter()
@@ -124,9 +131,7 @@ fn bench(c: &mut Criterion) {
         "resolve a 22-frame mixed sample",
         "resolve a 22-frame mixed sample, native frames named",
     ];
-    for (resolver, name) in resolvers.into_iter().zip(names) {
-        measure(c, name, resolver, &samples);
-    }
+    measure(c, resolvers, names, &samples);
     drop(jvm);
 }
 
@@ -145,9 +150,7 @@ fn bench_inlined(c: &mut Criterion) {
         "resolve an inlined sample from the code map",
         "resolve an inlined sample from the nmethods' scopes",
     ];
-    for (resolver, name) in resolvers.into_iter().zip(names) {
-        measure(c, name, resolver, &samples);
-    }
+    measure(c, resolvers, names, &samples);
     drop(jvm);
 }
 
