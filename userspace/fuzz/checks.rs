@@ -9,6 +9,8 @@ use joularcode_bpf::discovery::parse_stat;
 use joularcode_bpf::hotspot::libjvm::Libjvm;
 use joularcode_bpf::hotspot::maps::parse_maps;
 use joularcode_bpf::hotspot::memory::{readable_range, Memory};
+use joularcode_bpf::hotspot::scopes::{Bound, Encoding, ScopeLayout, Table, MAX_DEPTH, MAX_TABLE};
+use joularcode_bpf::hotspot::CodeBlob;
 use joularcode_bpf::hotspot::{libjvm_symbols, HotSpot};
 use joularcode_bpf::jit::codemap::CodeMap;
 use joularcode_bpf::jit::perfmap::PerfMap;
@@ -210,6 +212,74 @@ pub fn hotspot_open(bytes: &[u8]) {
     let _ = HotSpot::read(1, Box::new(image), &Libjvm::with_symbols(symbols));
     let read = read.load(Ordering::Relaxed);
     assert!(read <= MAX_OPEN_READ, "{read} bytes read");
+}
+
+/// Bytes of the nmethod header that [`nmethod_scopes`] reads.
+const SCOPES_HEADER: u64 = 256;
+
+/// An nmethod's debug information read from a memory of any bytes (an [`Image`]), through a
+/// layout that the bytes choose too, as a JVM's VMStructs could: the first byte picks the
+/// integer encoding, the next 22 the header fields (bases and int32 offsets of each table's
+/// bounds, the compile id, the Method*, the PcDesc fields and size). The nmethod is at an address
+/// that reads the image from its first byte, its code 256 bytes further. Whatever the bytes,
+/// reading ends without a panic, within two headers and three tables' bytes, and every chain
+/// found at a pc of the code has at most [`MAX_DEPTH`] methods.
+pub fn nmethod_scopes(bytes: &[u8]) {
+    let Some((choice, _)) = bytes.split_first_chunk::<23>() else {
+        return;
+    };
+    let field = |i: usize| u64::from(choice[i]);
+    let bound = |i: usize| Bound {
+        base: (choice[i] & 1 == 1).then(|| field(i + 1)),
+        plus: (choice[i] & 2 == 2).then(|| field(i + 2)),
+    };
+    let table = |i: usize| Table {
+        begin: bound(i),
+        end: bound(i + 3),
+    };
+    let layout = ScopeLayout {
+        header_size: SCOPES_HEADER,
+        compile_id: field(1),
+        method: field(2),
+        pcs: table(3),
+        data: table(9),
+        metadata: table(15),
+        pc_desc_size: field(21) % 32,
+        pc_offset: field(22) % 16,
+        scope_offset: field(22) / 16,
+        encoding: if choice[0] & 1 == 0 {
+            Encoding::Pack200
+        } else {
+            Encoding::Unsigned5
+        },
+    };
+    let read = Arc::new(AtomicU64::new(0));
+    let image = Image {
+        bytes: bytes.to_vec(),
+        read: read.clone(),
+    };
+    // An address that reads the image from its first byte.
+    let nmethod = bytes.len() as u64 * 4096;
+    let blob = CodeBlob {
+        address: nmethod,
+        name: "nmethod".into(),
+        code_begin: nmethod + SCOPES_HEADER,
+        code_end: nmethod + SCOPES_HEADER + 1024,
+        end: nmethod + SCOPES_HEADER + 1024,
+        frame_size: 4,
+    };
+    if let Some(scopes) = layout.scopes(&image, &blob) {
+        for pc in (blob.code_begin - 1..=blob.code_end).step_by(7) {
+            if let Some(chain) = scopes.at(pc) {
+                assert!(!chain.is_empty() && chain.len() <= MAX_DEPTH);
+            }
+        }
+    }
+    let read = read.load(Ordering::Relaxed);
+    assert!(
+        read <= 2 * SCOPES_HEADER + 3 * MAX_TABLE,
+        "{read} bytes read"
+    );
 }
 
 /// The daemon's endpoint (`daemon::server`): any bytes as the input of one connection, the

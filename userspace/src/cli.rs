@@ -356,7 +356,8 @@ impl RawArgs {
 #[command(group(ArgGroup::new("target").required(true).args(["pids", "all", "command"])))]
 #[command(mut_arg("no_attach", |arg| arg.help(
     "Do not load the symbolizer agent into running JVMs (`--pid`, `--all`): their compiled \
-     frames are then named by their outer methods only"
+     frames are then named from their code caches, with the methods inlined into them at calls \
+     and safepoints only"
 )))]
 pub struct StacksArgs {
     /// Which running JVMs.
@@ -388,7 +389,8 @@ pub struct StacksArgs {
 #[command(group(ArgGroup::new("views").args(["flamegraph", "pprof"]).multiple(true)))]
 #[command(mut_arg("no_attach", |arg| arg.help(
     "Do not load the symbolizer agent into running JVMs (--pid, --all): their compiled frames \
-     are then named from their code caches, by their outer methods only"
+     are then named from their code caches, with the methods inlined into them at calls and \
+     safepoints only"
 )))]
 pub struct RecordArgs {
     /// Which running JVMs.

@@ -17,6 +17,7 @@ joularcode_testkit::fuzz_checks!(
     main_class,
     agent_options,
     hotspot_open,
+    nmethod_scopes,
     endpoint,
 );
 

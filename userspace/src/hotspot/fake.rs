@@ -109,6 +109,7 @@ const TYPES: &[(&str, u64)] = &[
     ("GrowableArray<int>", 16),
     ("ThreadsList", 16),
     ("JVMFlag", 32),
+    ("PcDesc", 16),
 ];
 
 /// Instance fields, JDK 17's way (code pointers in CodeBlob): type, field, C++ type, offset.
@@ -139,6 +140,12 @@ const FIELDS: &[(&str, &str, &str, u64)] = &[
     ("nmethod", "_method", "Method*", 64),
     ("nmethod", "_compile_id", "int", 72),
     ("nmethod", "_comp_level", "CompLevel", 76),
+    ("CompiledMethod", "_scopes_data_begin", "address", 80),
+    ("nmethod", "_metadata_offset", "int", 88),
+    ("nmethod", "_scopes_pcs_offset", "int", 92),
+    ("nmethod", "_dependencies_offset", "int", 96),
+    ("PcDesc", "_pc_offset", "int", 0),
+    ("PcDesc", "_scope_decode_offset", "int", 4),
     ("StubQueue", "_stub_buffer", "address", 0),
     ("StubQueue", "_buffer_limit", "int", 8),
     ("StubQueue", "_queue_end", "int", 12),
@@ -252,6 +259,48 @@ impl FakeJvm {
         self.mem.write_u32(blob + 72, compile_id);
         self.mem.write(blob + 76, &[level]);
         (begin, end)
+    }
+
+    /// Debug information for the nmethod whose code starts at `code_begin`, as HotSpot records
+    /// it: the methods `chain` (Method*s, outermost first: the nmethod's own, then each one
+    /// inlined into the one before) run at the code offsets `inlined`, the nmethod's method alone
+    /// elsewhere. As in the agent's inline ranges, a PcDesc at offset P describes the instruction
+    /// that ends at P + 1: so PcDescs at `inlined.start - 1` (the outer method) and
+    /// `inlined.end - 1` (the chain).
+    pub fn scopes(&mut self, code_begin: u64, inlined: std::ops::Range<i32>, chain: &[u64]) {
+        let blob = code_begin - NMETHOD_HEADER;
+        // The stream starts with one byte, so that no record is at offset 0 (no scope); each
+        // record: its sender's offset, its Method*'s place in the metadata (from 1), its bci + 1.
+        let mut data = vec![0xFF];
+        let mut sender = 0;
+        for index in 1..=chain.len() {
+            let offset = data.len() as i32;
+            for value in [sender, index as i32, 1] {
+                data.push(u8::try_from(value + 1).expect("small numbers"));
+            }
+            sender = offset;
+        }
+        let pcs: Vec<u8> = [(-1, 0), (inlined.start - 1, 0), (inlined.end - 1, sender)]
+            .into_iter()
+            .chain([(i32::MAX, 0)])
+            .flat_map(|(pc, scope)| [pc, scope, 0, 0])
+            .flat_map(i32::to_ne_bytes)
+            .collect();
+        let metadata: Vec<u8> = chain.iter().flat_map(|m| m.to_ne_bytes()).collect();
+        let tables = self
+            .mem
+            .alloc((metadata.len() + data.len() + pcs.len()) as u64, 8);
+        let data_at = tables + metadata.len() as u64;
+        let pcs_at = data_at + data.len() as u64;
+        self.mem.write(tables, &metadata);
+        self.mem.write(data_at, &data);
+        self.mem.write(pcs_at, &pcs);
+        let offset = |at: u64| u32::try_from(at - blob).expect("tables after the nmethod");
+        self.mem.write_u64(blob + 80, data_at);
+        self.mem.write_u32(blob + 88, offset(tables));
+        self.mem.write_u32(blob + 92, offset(pcs_at));
+        self.mem
+            .write_u32(blob + 96, offset(pcs_at + pcs.len() as u64));
     }
 
     /// A stub named `name` with `code_len` bytes of code: its code range.

@@ -11,6 +11,7 @@ pub mod libjvm;
 pub mod maps;
 pub mod memory;
 pub mod method;
+pub mod scopes;
 pub mod threads;
 pub mod unwind;
 pub mod vmstructs;
@@ -27,6 +28,7 @@ use flags::Flags;
 use libjvm::Libjvm;
 use memory::{Memory, ProcessMemory};
 use method::{MethodReader, METHOD_VTABLE_SYMBOL, VTABLE_ADDRESS_POINT};
+use scopes::{ScopeLayout, Scopes};
 use threads::{ThreadReader, JAVA_THREAD_VTABLE_SYMBOL};
 use vmstructs::VmStructs;
 
@@ -77,6 +79,8 @@ pub struct HotSpot {
     version: JdkVersion,
     methods: MethodReader,
     code: CodeCache,
+    /// Where nmethods keep their debug information, or why it is not known for this JVM.
+    scope_layout: Result<ScopeLayout, HotSpotError>,
     threads: ThreadReader,
     /// What the first word of a plain JavaThread holds, if libjvm names its vtable.
     java_thread_vtable: Option<u64>,
@@ -109,6 +113,7 @@ impl HotSpot {
             shared_range(&*mem, &vm),
         )?;
         let code = CodeCache::read(&*mem, &vm)?;
+        let scope_layout = ScopeLayout::read(&vm, version.major);
         let threads = ThreadReader::new(&vm)?;
         let java_thread_vtable = libjvm
             .symbol(JAVA_THREAD_VTABLE_SYMBOL)
@@ -121,6 +126,7 @@ impl HotSpot {
             version,
             methods,
             code,
+            scope_layout,
             threads,
             java_thread_vtable,
             flags,
@@ -180,7 +186,7 @@ impl HotSpot {
 
     /// The compiled method whose code holds `pc`, named by its outer method.
     pub fn compiled_method_at(&self, pc: u64) -> Option<CompiledFrame> {
-        self.compiled_frame(self.blob_at(pc)?)
+        self.compiled_method(&self.blob_at(pc)?)
     }
 
     /// Every compiled method in the code cache now.
@@ -188,12 +194,14 @@ impl HotSpot {
         self.code
             .blobs(&*self.mem)
             .into_iter()
-            .filter_map(|blob| self.compiled_frame(blob))
+            .filter_map(|blob| self.compiled_method(&blob))
             .collect()
     }
 
-    fn compiled_frame(&self, blob: CodeBlob) -> Option<CompiledFrame> {
-        let info = self.code.nmethod(&*self.mem, &blob)?;
+    /// The compiled method of the code blob `blob` (found by [`HotSpot::blob_at`]), if it is an
+    /// nmethod, named by its outer method.
+    pub fn compiled_method(&self, blob: &CodeBlob) -> Option<CompiledFrame> {
+        let info = self.code.nmethod(&*self.mem, blob)?;
         Some(CompiledFrame {
             method: self.method(info.method)?,
             method_ptr: info.method,
@@ -203,6 +211,18 @@ impl HotSpot {
             code_begin: blob.code_begin,
             code_end: blob.code_end,
         })
+    }
+
+    /// Where this JVM's nmethods keep their debug information, or why it is not known.
+    pub fn scope_layout(&self) -> Result<&ScopeLayout, &HotSpotError> {
+        self.scope_layout.as_ref()
+    }
+
+    /// The debug information of the nmethod `blob`, read now: the methods inlined at each of its
+    /// pcs. `None` for another kind of blob, a JVM whose layout is not known, tables that cannot
+    /// be read or are implausible, or an nmethod freed while it was read.
+    pub fn scopes(&self, blob: &CodeBlob) -> Option<Scopes> {
+        self.scope_layout.as_ref().ok()?.scopes(&*self.mem, blob)
     }
 
     /// The value of boolean JVM flag `name` (`PreserveFramePointer`, `DisableAttachMechanism`,

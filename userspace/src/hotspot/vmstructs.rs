@@ -330,6 +330,24 @@ impl VmStructs {
     }
 }
 
+/// Tables made by hand, for the unit tests of the readers that use them.
+#[cfg(test)]
+impl VmStructs {
+    /// Tables holding the instance fields `fields` (type, field, offset) and the types `types`
+    /// (type, size).
+    pub fn with(fields: &[(&str, &str, u64)], types: &[(&str, u64)]) -> VmStructs {
+        let mut vm = VmStructs::default();
+        for &(ty, field, offset) in fields {
+            vm.fields
+                .insert((ty.to_string(), field.to_string()), Field::Offset(offset));
+        }
+        for &(ty, size) in types {
+            vm.types.insert(ty.to_string(), size);
+        }
+        vm
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

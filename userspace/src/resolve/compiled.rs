@@ -1,8 +1,9 @@
 //! Compiled frames: named by the symbolizer agent's code map (with the methods inlined into them)
 //! when an entry was valid at the sample's time and the live code cache agrees (a native nmethod
 //! the map misnames, such as a method-handle intrinsic, by its own `Method*`), else by the
-//! nmethod's outer method from the code cache, else by the JDK's perf map; stubs are no Java
-//! frame, and the continuation's return barrier ends a virtual thread's frames on the stack.
+//! nmethod's scopes in the code cache (with the methods inlined at the pc) or its outer method,
+//! else by the JDK's perf map; stubs are no Java frame, and the continuation's return barrier
+//! ends a virtual thread's frames on the stack.
 
 use std::collections::HashMap;
 
@@ -60,15 +61,17 @@ impl Resolver {
         }
         match self.hotspot.blob_at(pc.pc) {
             Some(blob) if !blob.is_nmethod() => Named::Stub,
-            Some(_) => match self.hotspot.compiled_method_at(pc.pc) {
+            Some(blob) => match self.hotspot.compiled_method(&blob) {
                 Some(compiled) => {
                     // A native nmethod has no inlined method, so the code cache names it whole:
                     // only compiled Java code is worth waiting for.
                     self.unreported |= matches!(self.jit, JitNames::Agent(_))
                         && compiled.comp_level != NATIVE_TIER;
                     self.tally.code_cache_frames += 1;
-                    self.frames
-                        .push(branches, &compiled.method.class, &compiled.method.name);
+                    if !self.scoped(&blob, &compiled, pc, time_ns, branches) {
+                        self.frames
+                            .push(branches, &compiled.method.class, &compiled.method.name);
+                    }
                     Named::Frames
                 }
                 None => self.named_by_perf_map(at, branches),

@@ -1,5 +1,6 @@
-//! Interpreted frames, named by the `Method*` their frame holds, read through VMStructs; what a
-//! Method* was named when last read still names the last samples of a JVM that has ended.
+//! Interpreted frames, named by the `Method*` their frame holds, read through VMStructs (as are
+//! the methods of compiled frames' scopes); what a Method* was named when last read still names
+//! the last samples of a JVM that has ended.
 
 use joularcode_core::branch::Branches;
 
@@ -24,14 +25,23 @@ pub(super) struct MethodRead {
 
 impl Resolver {
     /// An interpreted frame, by the Method* in its frame, taken at `time_ns`.
+    pub(super) fn interpreted(&mut self, pc: Pc, time_ns: u64, branches: &mut Branches) -> Named {
+        let Some(name) = pc
+            .method_slot
+            .and_then(|method| self.method_at(method, time_ns))
+        else {
+            return Named::Unknown;
+        };
+        self.frames.push(branches, &name.class, &name.name);
+        Named::Frames
+    }
+
+    /// The name of the Method* `method_ptr` in a sample taken at `time_ns`.
     ///
     /// A read of the Method* made after the sample's time answers for it, as a read made now
     /// would: so each Method* is read from the target about once per batch of samples, not once
     /// per frame.
-    pub(super) fn interpreted(&mut self, pc: Pc, time_ns: u64, branches: &mut Branches) -> Named {
-        let Some(method_ptr) = pc.method_slot else {
-            return Named::Unknown;
-        };
+    pub(super) fn method_at(&mut self, method_ptr: u64, time_ns: u64) -> Option<JavaMethod> {
         let fresh = self
             .methods
             .get(&method_ptr)
@@ -52,11 +62,11 @@ impl Resolver {
         let read = &self.methods[&method_ptr];
         // An unreadable Method* is named only in the last samples of a JVM that has ended: its
         // memory is gone, but nothing can have reused its Methods since they were last read.
-        let name = match &read.name {
-            Some(name) if read.readable || !discovery::alive(self.hotspot.pid()) => name,
-            _ => return Named::Unknown,
-        };
-        self.frames.push(branches, &name.class, &name.name);
-        Named::Frames
+        match &read.name {
+            Some(name) if read.readable || !discovery::alive(self.hotspot.pid()) => {
+                Some(name.clone())
+            }
+            _ => None,
+        }
     }
 }

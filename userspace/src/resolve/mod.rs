@@ -6,8 +6,10 @@
 //!   words) names it through VMStructs;
 //! - a pc in JIT-compiled code: the symbolizer agent's code map, at the sample's time, names the
 //!   compiled method and the methods inlined into it; without an entry valid at that time (the
-//!   agent is missing, or its load line is not written yet), the nmethod's own `Method*` read
-//!   from the live code cache names the outer method, then the JDK's perf map if there is one;
+//!   agent is missing, or its load line is not written yet), the nmethod's debug information in
+//!   the live code cache names the compiled method and the methods inlined at that pc (its
+//!   scopes, [`crate::hotspot::scopes`]), else its own `Method*` the outer method alone, then the
+//!   JDK's perf map if there is one;
 //! - a stub or adapter of the code cache is no Java frame and is left out;
 //! - a pc outside the code cache is native code: left out of the branch, and named by blazesym
 //!   when native frames are asked for (the native frames newer than the newest Java frame).
@@ -30,6 +32,7 @@
 mod compiled;
 mod interpreted;
 pub mod native;
+mod scopes;
 mod stack;
 
 use std::collections::HashMap;
@@ -44,6 +47,7 @@ use crate::sampler::{FrameKind, Sample};
 use crate::thread_names::JvmThread;
 use interpreted::MethodRead;
 use native::NativeNames;
+use scopes::ScopeCache;
 use stack::Stack;
 
 /// How long a Method* read or a code map check that no sample needs is remembered.
@@ -83,7 +87,8 @@ pub struct ResolveStats {
     pub samples: u64,
     /// Java frames named.
     pub java_frames: u64,
-    /// Java frames named from the agent's inline records (methods inlined into compiled code).
+    /// Java frames of methods inlined into compiled code, named from the agent's inline records
+    /// or from the nmethods' scopes in memory.
     pub inlined_frames: u64,
     /// Compiled frames named from the live code cache, because no code map entry was valid at
     /// the sample's time.
@@ -132,6 +137,8 @@ pub struct Resolver {
     verified: HashMap<(u64, u64), (u64, compiled::Live)>,
     /// What each Method* was when last read from the target (see [`MethodRead`]).
     methods: HashMap<u64, MethodRead>,
+    /// The debug information of the nmethods met, when no code map names their code.
+    scopes: ScopeCache,
     /// When `verified` and `methods` were last rid of what no sample needed for [`KEEP_NS`].
     swept_ns: u64,
     /// Scratch space reused by every sample: frames newest first, leaf-side native pcs.
@@ -205,6 +212,7 @@ impl Resolver {
             unreported: false,
             verified: HashMap::new(),
             methods: HashMap::new(),
+            scopes: ScopeCache::default(),
             swept_ns: 0,
             frames: Stack::default(),
             native_pcs: Vec::with_capacity(16),
@@ -279,8 +287,8 @@ impl Resolver {
         Some(resolved)
     }
 
-    /// Every [`KEEP_NS`] / 3 of samples' time, drops the Method* reads and code map checks that no
-    /// sample needed for [`KEEP_NS`]: those of classes unloaded since, in a JVM that loads
+    /// Every [`KEEP_NS`] / 3 of samples' time, drops the Method* reads, code map checks and
+    /// nmethods' tables that no sample needed for [`KEEP_NS`]: those of classes unloaded since, in a JVM that loads
     /// ever-new ones, would otherwise pile up to the caps.
     fn forget_unused(&mut self, now_ns: u64) {
         if now_ns < self.swept_ns.saturating_add(KEEP_NS / 3) {
@@ -290,6 +298,7 @@ impl Resolver {
         let cutoff = now_ns.saturating_sub(KEEP_NS);
         self.methods.retain(|_, read| read.at_ns >= cutoff);
         self.verified.retain(|_, (at, _)| *at >= cutoff);
+        self.scopes.forget_unused(cutoff);
     }
 
     /// Resolves `sample`, counting what it meets in `tally`.

@@ -57,6 +57,16 @@ fn compiled(pc: u64, caller: bool) -> StackFrame {
 
 /// A JVM image with `demo.Main.run` (interpreted), `demo.Hot.compute` compiled, into which
 /// `demo.Hot.square` is inlined at code offsets 0x40..0x80, and a stub.
+///
+/// How its compiled code is named: by the agent's code map, by the nmethod's scopes, or by the
+/// nmethod's outer method alone (an nmethod without scopes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Naming {
+    Agent,
+    Scopes,
+    Outer,
+}
+
 struct Image {
     resolver: Resolver,
     branches: Branches,
@@ -87,15 +97,19 @@ fn code_map(compute: (u64, u64)) -> JitNames {
 }
 
 impl Image {
-    fn new(agent: bool) -> Image {
+    fn new(naming: Naming) -> Image {
         let mut jvm = FakeJvm::default();
         let run = jvm.method("demo/Main", "run");
         let compute_method = jvm.method("demo/Hot", "compute");
+        let square = jvm.method("demo/Hot", "square");
         let compute = jvm.nmethod(compute_method, 7, 0x100);
+        if naming == Naming::Scopes {
+            jvm.scopes(compute.0, 0x40..0x80, &[compute_method, square]);
+        }
         let (stub, _) = jvm.stub("StubRoutines (1)", 0x40);
         let interpreter = jvm.interpreter().0 + 0x10;
         let free = jvm.free_code();
-        let jit = if agent {
+        let jit = if naming == Naming::Agent {
             code_map(compute)
         } else {
             JitNames::CodeCache
@@ -132,7 +146,7 @@ impl Image {
 
 #[test]
 fn an_interpreted_frame_is_named_by_its_method() {
-    let mut image = Image::new(false);
+    let mut image = Image::new(Naming::Outer);
     let (run, pc) = (image.run, image.interpreter);
     let (branch, stats) = image.resolve(vec![interpreted(pc, run, false), native(0x1000, true)]);
     assert_eq!(branch, "demo.Main.run");
@@ -140,74 +154,82 @@ fn an_interpreted_frame_is_named_by_its_method() {
 }
 
 #[test]
-fn a_compiled_frame_without_the_agent_is_named_by_its_nmethod() {
-    let mut image = Image::new(false);
+fn a_compiled_frame_without_the_agent_or_scopes_is_named_by_its_nmethod() {
+    let mut image = Image::new(Naming::Outer);
     let (run, pc, code) = (image.run, image.interpreter, image.compute.0);
     let (branch, stats) = image.resolve(vec![
         compiled(code + 0x50, false),
         interpreted(pc, run, true),
     ]);
-    // Without the agent, the inlined square is not known: the outer method names the frame.
+    // Neither the agent nor the nmethod's scopes say that square is inlined: the outer method
+    // names the frame.
     assert_eq!(branch, "demo.Main.run;demo.Hot.compute");
     assert_eq!((stats.java_frames, stats.code_cache_frames), (2, 1));
 }
 
 #[test]
-fn the_agents_code_map_names_the_inlined_methods() {
-    let mut image = Image::new(true);
-    let (run, pc, code) = (image.run, image.interpreter, image.compute.0);
-    let (branch, stats) = image.resolve(vec![
-        compiled(code + 0x50, false),
-        interpreted(pc, run, true),
-    ]);
-    assert_eq!(branch, "demo.Main.run;demo.Hot.compute;demo.Hot.square");
-    assert_eq!(
-        (
-            stats.java_frames,
-            stats.inlined_frames,
-            stats.code_cache_frames
-        ),
-        (3, 1, 0)
-    );
-    // A return address right after the inlined range is the call's: still in square.
-    let (branch, _) = image.resolve(vec![
-        native(0x1000, false),
-        compiled(code + 0x80, true),
-        interpreted(pc, run, true),
-    ]);
-    assert_eq!(branch, "demo.Main.run;demo.Hot.compute;demo.Hot.square");
-    // Outside the inlined range, compute alone.
-    let (branch, _) = image.resolve(vec![compiled(code + 0x10, false)]);
-    assert_eq!(branch, "demo.Hot.compute");
+fn the_agents_code_map_or_the_nmethods_scopes_name_the_inlined_methods() {
+    for naming in [Naming::Agent, Naming::Scopes] {
+        let mut image = Image::new(naming);
+        let (run, pc, code) = (image.run, image.interpreter, image.compute.0);
+        let (branch, stats) = image.resolve(vec![
+            compiled(code + 0x50, false),
+            interpreted(pc, run, true),
+        ]);
+        assert_eq!(branch, "demo.Main.run;demo.Hot.compute;demo.Hot.square");
+        assert_eq!(
+            (
+                stats.java_frames,
+                stats.inlined_frames,
+                stats.code_cache_frames
+            ),
+            (3, 1, u64::from(naming == Naming::Scopes)),
+            "{naming:?}"
+        );
+        // A return address right after the inlined range is the call's: still in square.
+        let (branch, _) = image.resolve(vec![
+            native(0x1000, false),
+            compiled(code + 0x80, true),
+            interpreted(pc, run, true),
+        ]);
+        assert_eq!(branch, "demo.Main.run;demo.Hot.compute;demo.Hot.square");
+        // Outside the inlined range, compute alone.
+        let (branch, _) = image.resolve(vec![compiled(code + 0x10, false)]);
+        assert_eq!(branch, "demo.Hot.compute", "{naming:?}");
+    }
 }
 
 #[test]
 fn the_newest_frame_is_looked_up_as_hotspot_does_and_a_caller_at_its_call() {
     // Descriptors at every instruction, as with the agent: the inline range [0x40, 0x80) is
-    // square's instructions from the one ending at 0x40 to the one ending at 0x7f.
-    let mut image = Image::new(true);
-    let code = image.compute.0;
-    let resolve = |image: &mut Image, pc: u64, caller: bool| {
-        let frames = if caller {
-            vec![native(0x1000, false), compiled(code + pc, true)]
-        } else {
-            vec![compiled(code + pc, false)]
+    // square's instructions from the one ending at 0x40 to the one ending at 0x7f. The code map
+    // and the nmethod's scopes are looked up alike.
+    for naming in [Naming::Agent, Naming::Scopes] {
+        let mut image = Image::new(naming);
+        let code = image.compute.0;
+        let resolve = |image: &mut Image, pc: u64, caller: bool| {
+            let frames = if caller {
+                vec![native(0x1000, false), compiled(code + pc, true)]
+            } else {
+                vec![compiled(code + pc, false)]
+            };
+            image.resolve(frames).0
         };
-        image.resolve(frames).0
-    };
-    let (square, compute) = ("demo.Hot.compute;demo.Hot.square", "demo.Hot.compute");
-    // The newest frame is about to run the instruction at its pc: 0x3f starts square's first
-    // instruction, 0x7f starts the first one after square.
-    assert_eq!(resolve(&mut image, 0x3f, false), square);
-    assert_eq!(resolve(&mut image, 0x7f, false), compute);
-    // A caller's pc is the end of its call: at 0x40 the call was compute's, at 0x80 square's.
-    assert_eq!(resolve(&mut image, 0x40, true), compute);
-    assert_eq!(resolve(&mut image, 0x80, true), square);
+        let (square, compute) = ("demo.Hot.compute;demo.Hot.square", "demo.Hot.compute");
+        // The newest frame is about to run the instruction at its pc: 0x3f starts square's
+        // first instruction, 0x7f starts the first one after square.
+        assert_eq!(resolve(&mut image, 0x3f, false), square, "{naming:?}");
+        assert_eq!(resolve(&mut image, 0x7f, false), compute, "{naming:?}");
+        // A caller's pc is the end of its call: at 0x40 the call was compute's, at 0x80
+        // square's.
+        assert_eq!(resolve(&mut image, 0x40, true), compute, "{naming:?}");
+        assert_eq!(resolve(&mut image, 0x80, true), square, "{naming:?}");
+    }
 }
 
 #[test]
 fn compiled_code_the_agent_has_not_reported_yet_waits() {
-    let mut image = Image::new(true);
+    let mut image = Image::new(Naming::Agent);
     // A sample before the code map's load line: the agent had not reported the code yet.
     let early = sample(50, vec![compiled(image.compute.0 + 0x50, false)]);
     assert_eq!(
@@ -224,7 +246,7 @@ fn compiled_code_the_agent_has_not_reported_yet_waits() {
 
 #[test]
 fn stubs_and_native_frames_are_left_out() {
-    let mut image = Image::new(false);
+    let mut image = Image::new(Naming::Outer);
     let (run, pc, stub) = (image.run, image.interpreter, image.stub);
     let (branch, stats) = image.resolve(vec![
         native(0x1000, false),
@@ -241,7 +263,7 @@ fn stubs_and_native_frames_are_left_out() {
 
 #[test]
 fn frames_that_cannot_be_named_are_unknown() {
-    let mut image = Image::new(false);
+    let mut image = Image::new(Naming::Outer);
     let (run, pc, free) = (image.run, image.interpreter, image.free);
     // A Method* that is no Method, then a run of two pcs in no blob: one [unknown] each run.
     let (branch, stats) = image.resolve(vec![
@@ -260,7 +282,7 @@ fn frames_that_cannot_be_named_are_unknown() {
 
 #[test]
 fn a_jvm_thread_gets_its_pseudo_frame() {
-    let mut image = Image::new(false);
+    let mut image = Image::new(Naming::Outer);
     let resolved = image.resolver.resolve(
         &sample(1000, vec![native(0x1000, false)]),
         Some(JvmThread::Gc),

@@ -69,7 +69,7 @@ impl Attacher<'_> {
             Err(e) => {
                 if !std::mem::replace(self.said_no_agent, true) {
                     let message = format!(
-                        "{e}; compiled frames are named from the JVMs' code caches, by their outer methods only"
+                        "{e}; compiled frames are named from the JVMs' code caches, with the methods inlined into them at calls and safepoints only"
                     );
                     self.options.log.log(Level::Warning, &message);
                 }
@@ -119,17 +119,17 @@ fn attach_agent(
         Ok(()) => return (JitNames::Agent(Box::new(map)), None),
         Err(e) => e,
     };
-    let outer_only = "compiled frames are named by their outer method only (methods inlined into them are not shown)";
+    let from_scopes = "compiled frames are named from their nmethods' debug information, which places the methods inlined into them at calls and safepoints only";
     if !matches!(refused, AttachError::AttachDisabled(_)) {
         if let Ok(perf_map) = jvm.perf_map() {
             let message = format!(
-                "{name}: the symbolizer agent cannot be loaded ({refused}); {outer_only}, from its code cache and its perf map (Compiler.perfmap)"
+                "{name}: the symbolizer agent cannot be loaded ({refused}); {from_scopes}, from its code cache and its perf map (Compiler.perfmap)"
             );
             return (JitNames::PerfMap(perf_map), Some(message));
         }
     }
     let message = format!(
-        "{name}: the symbolizer agent cannot be loaded ({refused}); {outer_only}, from its code cache (VMStructs)"
+        "{name}: the symbolizer agent cannot be loaded ({refused}); {from_scopes}, from its code cache (VMStructs)"
     );
     (JitNames::CodeCache, Some(message))
 }

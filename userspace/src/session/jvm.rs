@@ -423,7 +423,7 @@ impl ProfiledJvm {
             .fold(sampled_until, u64::min);
         let give_up = |e: &dyn std::fmt::Display| {
             format!(
-                "JVM {} ({}): {e}; compiled frames are named from its code cache (outer methods only)",
+                "JVM {} ({}): {e}; compiled frames are named from its code cache (with the methods inlined at calls and safepoints)",
                 self.pid, self.main_class
             )
         };

@@ -10,6 +10,8 @@ use joularcode_testkit::{all_jdks, one_at_a_time, Jvm};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
+mod scopes;
+
 /// The tests run JVMs: one at a time.
 fn serial() -> MutexGuard<'static, ()> {
     one_at_a_time("the HotSpot reader reads other processes' memory")
