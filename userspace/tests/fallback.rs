@@ -195,9 +195,10 @@ fn agent_mode_attached_gives_short_lived_threads_their_share_on_every_jdk() {
 
 /// How many samples of StacksChain's JVM the chain test judges in each run.
 const CHAIN_SAMPLES: u64 = 1000;
-/// The chain test's `stack-monitoring-sample-rate`, in ms: a one-second cycle holds at most
-/// 500 samples of its one busy thread.
-const CHAIN_RATE_MS: u64 = 2;
+/// The chain test's `stack-monitoring-sample-rate`, in ms: the kernel's tick with HZ=250, the
+/// finest a thread's CPU timer fires at (docs/fallback.md), so a one-second cycle holds at most
+/// 250 samples of its one busy thread.
+const CHAIN_RATE_MS: u64 = 4;
 
 /// The rows of StacksChain's all file that the chain test judges, and the samples of their
 /// cycles: the cycles after the one in which its main thread reached its loop (before it, the JVM
