@@ -2,8 +2,22 @@
 //! effective user and capabilities, the signals it catches, and its pid in its innermost PID
 //! namespace (the kernel escapes the line ends of a name its owner chose; a field missing or that
 //! does not parse is `None`, never a panic). `/proc/PID/maps`: whether a line maps libjvm.so.
+//! `/proc/PID/cmdline`: a JVM's main class.
 
 use std::path::Path;
+
+use joularcode_core::names;
+
+/// The main class of JVM `pid`, from its command line ([`names::main_class`]).
+pub fn main_class(pid: u32) -> String {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let args: Vec<String> = cmdline
+        .split(|&b| b == 0)
+        .filter(|arg| !arg.is_empty())
+        .map(|arg| String::from_utf8_lossy(arg).into_owned())
+        .collect();
+    names::main_class(&args)
+}
 
 /// The text of one process's `/proc/PID/status`.
 #[derive(Debug, Clone, Default)]

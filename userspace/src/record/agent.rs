@@ -21,7 +21,8 @@ use super::results::folder_name;
 use super::Recording;
 use crate::attach::{self, AttachError};
 use crate::launch::{self, LaunchError};
-use crate::session::{main_class_of, Targets};
+use crate::proc_files;
+use crate::session::Targets;
 use crate::signals::{self, SignalError};
 
 /// How often the loop looks at the JVMs and the clock.
@@ -203,7 +204,7 @@ fn attach_all(
     let mut attached = Vec::new();
     for &pid in args.pids() {
         let results: PathBuf = if args.pids().len() > 1 {
-            root.join(folder_name(pid, &main_class_of(pid)))
+            root.join(folder_name(pid, &proc_files::main_class(pid)))
         } else {
             root.clone()
         };

@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 
 use joularcode_core::branch::{Branches, UNKNOWN};
 use joularcode_core::log::{Level, Log};
-use joularcode_core::names;
 
 use super::agent::{self, Attacher, Attaching};
 use super::counts::{BranchLimit, Counts, NativeStack};
@@ -20,6 +19,7 @@ use crate::discovery;
 use crate::hotspot::{HotSpot, HotSpotError, UnwindInfo};
 use crate::jit::codemap::CodeMapError;
 use crate::jit::stale;
+use crate::proc_files;
 use crate::resolve::{JitNames, ResolveStats, Resolver};
 use crate::sampler::{Sample, Sampler, SamplerError, ThreadTime, WalkedJvm};
 
@@ -162,7 +162,7 @@ impl ProfiledJvm {
         };
         ProfiledJvm {
             pid,
-            main_class: main_class_of(pid),
+            main_class: proc_files::main_class(pid),
             launched,
             tracked: launched,
             ended: false,
@@ -574,17 +574,6 @@ impl ProfiledJvm {
         let native = native_frames.then(|| native.into());
         self.counts.add(sample.time_ns, sample.tid, branch, native);
     }
-}
-
-/// The main class of JVM `pid`, from its command line ([`names::main_class`]).
-pub fn main_class_of(pid: u32) -> String {
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    let args: Vec<String> = cmdline
-        .split(|&b| b == 0)
-        .filter(|arg| !arg.is_empty())
-        .map(|arg| String::from_utf8_lossy(arg).into_owned())
-        .collect();
-    names::main_class(&args)
 }
 
 /// A JVM read, with what the stack walker needs of it (or why that could not be read).

@@ -43,7 +43,7 @@ use agent::Attacher;
 
 pub use agent::AgentArgs;
 pub use counts::{BranchLimit, NativeStack};
-pub use jvm::{main_class_of, ProfiledJvm, ThreadCounts};
+pub use jvm::{ProfiledJvm, ThreadCounts};
 
 /// Samples counted this long before the newest one received are kept as counts only, without
 /// their times: [`Session::take_counts_until`] takes them whatever its time. Bounds the memory of
