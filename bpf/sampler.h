@@ -22,13 +22,15 @@
 #define JP_SAMPLE_SCANNED 8     /* native code without frame pointers was left by a stack scan */
 #define JP_SAMPLE_THREAD_R15 16 /* the JavaThread was not in java_threads: it was found in r15 */
 
-/* jp_sample.stop: why the walk ended. */
-#define JP_STOP_ENTRY 1      /* at the call stub of the thread's first Java call: whole */
-#define JP_STOP_CHAIN_END 2  /* a native frame pointer chain ended (null, or not above) */
-#define JP_STOP_MAX_FRAMES 3 /* JP_MAX_FRAMES frames */
-#define JP_STOP_READ 4       /* memory that could not be read */
-#define JP_STOP_NO_BLOB 5    /* a pc in a code heap that is in no code blob */
-#define JP_STOP_BAD_FRAME 6  /* a Java frame whose caller is implausible */
+/* jp_sample.stop: why the walk ended (userspace's WalkEnd, userspace/src/sampler/wire.rs). */
+enum jp_stop {
+	JP_STOP_ENTRY = 1,      /* at the call stub of the thread's first Java call: whole */
+	JP_STOP_CHAIN_END = 2,  /* a native frame pointer chain ended (null, or not above) */
+	JP_STOP_MAX_FRAMES = 3, /* JP_MAX_FRAMES frames */
+	JP_STOP_READ = 4,       /* memory that could not be read */
+	JP_STOP_NO_BLOB = 5,    /* a pc in a code heap that is in no code blob */
+	JP_STOP_BAD_FRAME = 6,  /* a Java frame whose caller is implausible */
+};
 
 /* jp_frame.kind */
 #define JP_FRAME_NATIVE 0      /* outside the code cache (id 0) */
@@ -62,7 +64,7 @@ struct jp_sample {
 	__u64 bp;
 	__u64 stack_end; /* the stack pointer of the deepest frame reached */
 	__u16 nframes;
-	__u8 stop;       /* JP_STOP_* */
+	__u8 stop;       /* enum jp_stop, 0 while the walk goes on */
 	__u8 pad[5];
 	struct jp_frame frames[JP_MAX_FRAMES];
 };

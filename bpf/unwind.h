@@ -97,7 +97,7 @@ __noinline int jp_scan(void)
 
 /* Ends a walk in native code with `stop`, unless the thread's anchor or a scan of the stack
  * leads back into its Java frames. */
-static __always_inline long jp_native_end(struct jp_walk_ctx *c, __u32 stop)
+static __always_inline long jp_native_end(struct jp_walk_ctx *c, enum jp_stop stop)
 {
 	if (jp_take_anchor(&c->s->w) || jp_scan())
 		return 0;
@@ -118,7 +118,7 @@ static __always_inline long jp_native(struct jp_walk_ctx *c)
 	__u64 sp = fp + 16;
 	__u64 link[2];
 	__u64 method_slot = 0;
-	__u32 stop;
+	enum jp_stop stop;
 
 	/*
 	 * A JVM not registered yet (its first tenths of a second) is walked by frame pointers: keep
@@ -164,6 +164,14 @@ static __always_inline __u64 jp_sender_sp(const struct jp_walk *w)
 	return w->sp + 8;
 }
 
+/* jmp r13 (41 FF E5), `op` holding the bytes at pc: an interpreted method's return
+ * (TemplateTable::_return), once InterpreterMacroAssembler::remove_activation has removed its
+ * frame and left the return address in r13 (rbcp). */
+static __always_inline bool jp_at_interpreter_return(const __u8 *op)
+{
+	return op[0] == 0x41 && op[1] == 0xFF && op[2] == 0xE5;
+}
+
 /* An interpreted frame: Method* and caller from the slots around its frame pointer. */
 static __always_inline long jp_interpreted(struct jp_walk_ctx *c)
 {
@@ -190,8 +198,8 @@ static __always_inline long jp_interpreted(struct jp_walk_ctx *c)
 		__u64 ra = jp_read_word(w->sp, &ok);
 		__u8 op[3];
 
-		if (jp_read(op, sizeof(op), w->pc) == 0 && op[0] == 0x41 && op[1] == 0xFF &&
-		    op[2] == 0xE5 && jp_in_code(c->jvm, w->r13)) {
+		if (jp_read(op, sizeof(op), w->pc) == 0 && jp_at_interpreter_return(op) &&
+		    jp_in_code(c->jvm, w->r13)) {
 			w->pc = w->r13;
 			w->leaf = 0;
 			return 0;
@@ -208,113 +216,218 @@ static __always_inline long jp_interpreted(struct jp_walk_ctx *c)
 }
 
 /*
+ * The machine-code patterns that tell where the sampled frame's return address is when its pc
+ * lies where the frame is not (or no longer) built (x86_64, as HotSpot's assemblers emit them;
+ * docs/sampler.md, "How frames are unwound"). Each reads `b`, the bytes from pc - 1: b[0] is the
+ * byte before pc, b[1] the first of the instruction at pc.
+ */
+
+/* ret (C3): the last instruction of an epilogue, C2's (x86_64.ad, MachEpilogNode), C1's
+ * (LIR_Assembler::return_op), a native wrapper's or a stub's: the frame is gone. */
+static __always_inline bool jp_at_ret(const __u8 *b)
+{
+	return b[1] == 0xC3;
+}
+
+/* cmp rsp,[r15+disp] (49 3B A7 disp32, or 49 3B 67 disp8): the return poll that C1 and C2 emit
+ * after `pop rbp` (MacroAssembler::safepoint_poll with at_return, against the thread's polling
+ * word): the frame is gone. */
+static __always_inline bool jp_at_return_poll(const __u8 *b)
+{
+	return b[1] == 0x49 && b[2] == 0x3B && (b[3] == 0xA7 || b[3] == 0x67);
+}
+
+/* ja or jne rel32, then ret (0F 87|85 rel32, C3): the return poll's branch, or the branch of a
+ * native wrapper's pending exception check (SharedRuntime::generate_native_wrapper, after
+ * `leave`): the frame is gone. */
+static __always_inline bool jp_at_branch_before_ret(const __u8 *b)
+{
+	return b[1] == 0x0F && (b[2] == 0x87 || b[2] == 0x85) && b[7] == 0xC3;
+}
+
+/* jmp rel32 just after pop rbp (5D, E9 rel32): a jump out of compiled code once its frame is
+ * popped, as C2 leaves for the rethrow stub (x86_64.ad, RethrowException): the frame is gone. */
+static __always_inline bool jp_at_jmp_after_pop_rbp(const __u8 *b)
+{
+	return b[0] == 0x5D && b[1] == 0xE9;
+}
+
+/* cmpq [r15+disp8],imm32 then jne (49 81 7F disp8 imm32, 0F 85): a native wrapper's pending
+ * exception check after `leave` (SharedRuntime::generate_native_wrapper): the frame is gone. */
+static __always_inline bool jp_at_pending_exception_check(const __u8 *b)
+{
+	return b[1] == 0x49 && b[2] == 0x81 && b[3] == 0x7F && b[9] == 0x0F && b[10] == 0x85;
+}
+
+/* mov [rsp-disp32],eax (89 84 24 disp32): the stack bang that starts a frame
+ * (MacroAssembler::bang_stack_with_offset, in C1's, C2's and the native wrappers' entries):
+ * nothing is pushed yet. */
+static __always_inline bool jp_at_stack_bang(const __u8 *b)
+{
+	return b[1] == 0x89 && b[2] == 0x84 && b[3] == 0x24;
+}
+
+/* pop rbp (5D): the end of an epilogue (C2's MachEpilogNode, C1's remove_frame): only the
+ * saved rbp is left of the frame. */
+static __always_inline bool jp_at_pop_rbp(const __u8 *b)
+{
+	return b[1] == 0x5D;
+}
+
+/* push rbp (55): the first instruction of a stub's frame (MacroAssembler::enter): nothing is
+ * pushed yet. */
+static __always_inline bool jp_at_push_rbp(const __u8 *b)
+{
+	return b[1] == 0x55;
+}
+
+/* mov rbp,rsp just after push rbp (55, then 48 89 E5 or 48 8B EC): the second instruction of a
+ * stub's frame (MacroAssembler::enter): rbp is pushed. */
+static __always_inline bool jp_at_mov_rbp_rsp_after_push(const __u8 *b)
+{
+	return b[0] == 0x55 && b[1] == 0x48 &&
+	       ((b[2] == 0x89 && b[3] == 0xE5) || (b[2] == 0x8B && b[3] == 0xEC));
+}
+
+/* sub rsp,imm (48 83 EC imm8, or 48 81 EC imm32): a prologue allocating its frame, C1's
+ * (MacroAssembler::build_frame) after push rbp, or C2's without a stack bang
+ * (MacroAssembler::verified_entry) with nothing pushed; `b[0] == 0x55` tells them apart. */
+static __always_inline bool jp_at_sub_rsp(const __u8 *b)
+{
+	return b[1] == 0x48 && (b[2] == 0x83 || b[2] == 0x81) && b[3] == 0xEC;
+}
+
+/* mov [rsp+disp],rbp (48 89 6C 24 disp8, or 48 89 AC 24 disp32): C2's prologue without a stack
+ * bang (MacroAssembler::verified_entry), its frame allocated but rbp not saved yet. */
+static __always_inline bool jp_at_save_rbp_in_frame(const __u8 *b)
+{
+	return b[1] == 0x48 && b[2] == 0x89 && (b[3] == 0x6C || b[3] == 0xAC) && b[4] == 0x24;
+}
+
+/* Where the sampled frame's return address is. */
+enum jp_leaf_at {
+	/* The frame is built: by its frame size, as any frame. */
+	JP_LEAF_BUILT,
+	/* Gone or not begun: on top of the stack; the caller's fp is still in rbp. */
+	JP_LEAF_RA_ON_TOP,
+	/* Only the saved rbp is left, on top of the stack: the return address one word up. */
+	JP_LEAF_RBP_ON_TOP,
+	/* Allocated, rbp not saved yet: at sp + frame size - 1 word; the caller's fp in rbp. */
+	JP_LEAF_RBP_UNSAVED,
+};
+
+/*
  * Where the caller of the sampled frame is, when the frame's pc lies where its frame is not (or
  * no longer) built: in an nmethod's prologue, before its frame is complete, or in an epilogue
- * after the frame is popped, recognised by its instructions; in a stub without a fixed frame.
+ * after the frame is popped, recognised by the patterns above; in a stub without a fixed frame.
  * Each guess is checked: the return address it finds must lie in the code cache (or, for a stub,
- * be non-zero), and the saved fp it finds must be the fp the frame still has. Returns the number
- * of bytes above sp where the return address is, with rbp saved just below it when `saved_fp`
- * is set; -1 to unwind the frame normally.
+ * be non-zero), and the saved fp it finds must be the fp the frame still has.
  */
-static __always_inline int jp_leaf_guess(struct jp_walk_ctx *c, __u64 code_begin, __s64 complete,
-					 __u32 frame_bytes, bool nmethod, bool *saved_fp)
+static __always_inline enum jp_leaf_at jp_leaf_guess(struct jp_walk_ctx *c, __u64 code_begin,
+						     __s64 complete, __u32 frame_bytes,
+						     bool nmethod)
 {
 	struct jp_walk *w = &c->s->w;
 	__u8 b[16];
 	__u64 top[2];
-	int guess = -1;
+	enum jp_leaf_at at = JP_LEAF_BUILT;
 
-	*saved_fp = false;
-	/* b[0] is the byte before pc. */
 	if (jp_read(b, sizeof(b), w->pc - 1) || jp_read(top, sizeof(top), w->sp))
-		return -1;
-	if (b[1] == 0xC3 || (b[1] == 0x49 && b[2] == 0x3B && (b[3] == 0xA7 || b[3] == 0x67)) ||
-	    (b[1] == 0x0F && (b[2] == 0x87 || b[2] == 0x85) && b[7] == 0xC3) ||
-	    (b[0] == 0x5D && b[1] == 0xE9) ||
-	    (b[1] == 0x49 && b[2] == 0x81 && b[3] == 0x7F && b[9] == 0x0F && b[10] == 0x85) ||
-	    (b[1] == 0x89 && b[2] == 0x84 && b[3] == 0x24)) {
-		/* ret; the return poll after `pop rbp` (cmp rsp,[r15+disp]; ja), or a native
-		 * wrapper's pending exception check after `leave` (cmpq $0,[r15+disp8]; jne); jmp
-		 * after `pop rbp`; the stack bang that starts a frame (mov [rsp-disp32],eax). */
-		guess = 0;
-	} else if (b[1] == 0x5D) {
-		/* pop rbp: the frame is gone but for the saved rbp. */
-		guess = 8;
+		return JP_LEAF_BUILT;
+	if (jp_at_ret(b) || jp_at_return_poll(b) || jp_at_branch_before_ret(b) ||
+	    jp_at_jmp_after_pop_rbp(b) || jp_at_pending_exception_check(b) || jp_at_stack_bang(b)) {
+		at = JP_LEAF_RA_ON_TOP;
+	} else if (jp_at_pop_rbp(b)) {
+		at = JP_LEAF_RBP_ON_TOP;
 	} else if (!nmethod) {
-		/* A stub: push rbp or mov rbp,rsp of its prologue; without a fixed frame, nothing
-		 * pushed (a return address on top), else a frame pointer set up just above sp. */
-		if (b[1] == 0x55)
-			guess = 0;
-		else if (b[0] == 0x55 && b[1] == 0x48 &&
-			 ((b[2] == 0x89 && b[3] == 0xE5) || (b[2] == 0x8B && b[3] == 0xEC)))
-			guess = 8;
+		/* A stub: without a fixed frame, nothing pushed yet or a frame pointer being set up
+		 * just above sp. */
+		if (jp_at_push_rbp(b))
+			at = JP_LEAF_RA_ON_TOP;
+		else if (jp_at_mov_rbp_rsp_after_push(b))
+			at = JP_LEAF_RBP_ON_TOP;
 	} else if (!frame_bytes) {
-		/* A method handle intrinsic: no frame, it jumps to its target. */
-		guess = 0;
-	} else if (b[1] == 0x48 && (b[2] == 0x83 || b[2] == 0x81) && b[3] == 0xEC) {
-		/* sub rsp,imm of a prologue: after push rbp, or with nothing pushed yet. */
-		guess = b[0] == 0x55 ? 8 : 0;
-	} else if (b[1] == 0x48 && b[2] == 0x89 && (b[3] == 0x6C || b[3] == 0xAC) && b[4] == 0x24) {
-		/* mov [rsp+disp],rbp of a prologue: the frame is allocated, rbp not saved yet. */
-		guess = frame_bytes - 8;
+		/* A method handle intrinsic (MethodHandles::generate_method_handle_dispatch): no
+		 * frame, it jumps to its target. */
+		at = JP_LEAF_RA_ON_TOP;
+	} else if (jp_at_sub_rsp(b)) {
+		at = b[0] == 0x55 ? JP_LEAF_RBP_ON_TOP : JP_LEAF_RA_ON_TOP;
+	} else if (jp_at_save_rbp_in_frame(b)) {
+		at = JP_LEAF_RBP_UNSAVED;
 	} else if (complete < 0 || w->pc - code_begin < (__u64)complete) {
-		/* Before the frame is complete: built (entry barrier), rbp pushed, or nothing yet. */
+		/* Before the frame is complete (the nmethod entry barrier of JDK 21+): built, rbp
+		 * pushed, or nothing yet, the first whose return address lies in the code cache. */
 		__u64 built[2];
 		if (jp_read(built, sizeof(built), w->sp + frame_bytes - 16) == 0 &&
 		    built[0] == w->fp && jp_in_code(c->jvm, built[1]))
-			guess = -1;
+			at = JP_LEAF_BUILT;
 		else if ((top[0] == w->fp || w->fp == w->sp) && jp_in_code(c->jvm, top[1]))
-			guess = 8;
+			at = JP_LEAF_RBP_ON_TOP;
 		else if (jp_in_code(c->jvm, top[0]))
-			guess = 0;
+			at = JP_LEAF_RA_ON_TOP;
 	}
 	/* Java code returns into the code cache only. */
-	if (guess >= 0 && guess <= 8 && nmethod && !jp_in_code(c->jvm, guess ? top[1] : top[0]))
-		guess = -1;
-	*saved_fp = guess == 8;
-	return guess;
+	if (nmethod && ((at == JP_LEAF_RA_ON_TOP && !jp_in_code(c->jvm, top[0])) ||
+			(at == JP_LEAF_RBP_ON_TOP && !jp_in_code(c->jvm, top[1]))))
+		at = JP_LEAF_BUILT;
+	return at;
 }
 
+/* Where the return address of a stub without a fixed frame is. */
+enum jp_stub_at {
+	/* Through the frame pointer the stub set up: at fp + 1 word. */
+	JP_STUB_BY_FP,
+	/* In one of the words on top of the stack, at the offset given. */
+	JP_STUB_ON_STACK,
+	/* Nowhere plausible: the walk ends here. */
+	JP_STUB_LOST,
+};
+
 /*
- * Where the return address of a stub without a fixed frame is: -1 through its frame pointer,
- * which it set up if it lies just above sp and leads to a frame that fits (maybe past the entry
- * barrier's -1, see jp_code_blob); else the offset from sp of the first of the words on top of
- * the stack that leads to a frame that fits (a stub that calls the VM without a frame, or pushed
+ * Where the return address of a stub without a fixed frame is: through its frame pointer, which
+ * it set up if it lies just above sp and leads to a frame that fits (maybe past the entry
+ * barrier's -1, see jp_code_blob); else on the stack, at the first of the words on top of it
+ * that leads to a frame that fits (a stub that calls the VM without a frame, or pushed
  * registers, or aligned the stack; *args are the bytes of arguments its caller pushed), or
- * returns into the interpreter from one of the first two; else -1 through the frame pointer
- * again, for a stub that native code called; -2 if nothing is plausible. Reads over s->blob.
+ * returns into the interpreter from one of the first two, *offset bytes above sp; else through
+ * the frame pointer again, for a stub that native code called. Reads over s->blob.
  */
-static __always_inline int jp_frameless_stub(struct jp_walk_ctx *c, __u64 *args)
+static __always_inline enum jp_stub_at jp_frameless_stub(struct jp_walk_ctx *c, __u64 *offset,
+							 __u64 *args)
 {
 	struct jp_walk *w = &c->s->w;
 	const struct jp_jvm *jvm = c->jvm;
 	__u64 words[JP_STUB_WORDS];
 	bool fp_ok = w->fp >= w->sp && !(w->fp & 7);
 
+	*offset = 0;
 	*args = 0;
 	if (fp_ok && w->fp - w->sp < JP_MAX_STUB_FRAME && jp_read(words, 24, w->fp) == 0) {
 		bool cookie = words[1] == ~0ULL;
 		__u64 ra = cookie ? words[2] : words[1];
 		if (jp_in_code(jvm, ra) && (jp_in_interpreter(jvm, ra) ||
 					    jp_frame_fits(ra, w->fp + (cookie ? 24 : 16)) == 1))
-			return -1;
+			return JP_STUB_BY_FP;
 	}
 	if (jp_read(words, sizeof(words), w->sp))
-		return fp_ok ? -1 : -2;
+		return fp_ok ? JP_STUB_BY_FP : JP_STUB_LOST;
 	for (int i = 0; i < JP_STUB_WORDS; i++) {
 		if (!jp_in_code(jvm, words[i]))
 			continue;
-		if (i < 2 && jp_in_interpreter(jvm, words[i]))
-			return 8 * i;
+		if (i < 2 && jp_in_interpreter(jvm, words[i])) {
+			*offset = 8 * i;
+			return JP_STUB_ON_STACK;
+		}
 		int fits = jp_frame_fits(words[i], w->sp + 8 * i + 8);
 		if (fits > 0) {
+			*offset = 8 * i;
 			*args = 8 * (fits - 1);
-			return 8 * i;
+			return JP_STUB_ON_STACK;
 		}
 	}
 	if (jp_in_code(jvm, words[0]))
-		return 0;
-	return fp_ok ? -1 : -2;
+		return JP_STUB_ON_STACK;
+	return fp_ok ? JP_STUB_BY_FP : JP_STUB_LOST;
 }
 
 /*
@@ -432,29 +545,35 @@ static __always_inline long jp_code_blob(struct jp_walk_ctx *c, int heap)
 
 	__u64 ra_at;
 	bool saved_fp = false;
-	int guess = w->leaf ? jp_leaf_guess(c, (__u64)jp_field(s, jvm->code_begin, blob),
-					    jp_field(s, jvm->frame_complete, blob), frame_bytes,
-					    nmethod, &saved_fp)
-			    : -1;
+	enum jp_leaf_at leaf = w->leaf ? jp_leaf_guess(c, (__u64)jp_field(s, jvm->code_begin, blob),
+						       jp_field(s, jvm->frame_complete, blob),
+						       frame_bytes, nmethod)
+				       : JP_LEAF_BUILT;
 	bool by_fp = false;
 	__u64 args = 0;
-	if (guess >= 0) {
-		ra_at = w->sp + guess;
+	if (leaf == JP_LEAF_RA_ON_TOP) {
+		ra_at = w->sp;
+	} else if (leaf == JP_LEAF_RBP_ON_TOP) {
+		ra_at = w->sp + 8;
+		saved_fp = true;
+	} else if (leaf == JP_LEAF_RBP_UNSAVED) {
+		ra_at = w->sp + frame_bytes - 8;
 	} else if (frame_bytes) {
 		ra_at = w->sp + frame_bytes - 8;
 		saved_fp = true;
 	} else {
 		/* No fixed frame: through the frame pointer the stub set up, else the return
 		 * address on top of the stack (or one word above, after an alignment). */
-		int at = jp_frameless_stub(c, &args);
-		if (at == -2)
+		__u64 offset;
+		enum jp_stub_at at = jp_frameless_stub(c, &offset, &args);
+		if (at == JP_STUB_LOST)
 			return jp_end_or_anchor(w, JP_STOP_BAD_FRAME);
-		if (at < 0) {
+		if (at == JP_STUB_BY_FP) {
 			ra_at = w->fp + 8;
 			saved_fp = true;
 			by_fp = true;
 		} else {
-			ra_at = w->sp + at;
+			ra_at = w->sp + offset;
 		}
 	}
 	/* The caller's fp, then the return address. */

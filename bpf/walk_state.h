@@ -47,7 +47,7 @@ struct jp_walk {
 	__u64 anchor_fp;
 	__u64 stack_high; /* one past the thread's stack, when known (0: unknown) */
 	__u32 leaf;        /* the frame is the sampled one: pc is exact, and may be in a prologue */
-	__u32 stop;        /* JP_STOP_*, once the walk has ended */
+	__u32 stop;        /* enum jp_stop, once the walk has ended (0 before) */
 	__u32 java_frames; /* Java frames pushed so far */
 	__u32 scanned;     /* the stack was scanned for a return into Java code (jp_scan) */
 };
@@ -243,7 +243,7 @@ static __always_inline bool jp_take_anchor(struct jp_walk *w)
 }
 
 /* Ends the walk with `stop`, unless the thread's anchor leads back into its Java frames. */
-static __always_inline long jp_end_or_anchor(struct jp_walk *w, __u32 stop)
+static __always_inline long jp_end_or_anchor(struct jp_walk *w, enum jp_stop stop)
 {
 	if (jp_take_anchor(w))
 		return 0;
