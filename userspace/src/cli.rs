@@ -354,11 +354,6 @@ impl RawArgs {
 /// `joularcode-bpf stacks`.
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("target").required(true).args(["pids", "all", "command"])))]
-#[command(mut_arg("no_attach", |arg| arg.help(
-    "Do not load the symbolizer agent into running JVMs (`--pid`, `--all`): their compiled \
-     frames are then named from their code caches, with the methods inlined into them at calls \
-     and safepoints only"
-)))]
 pub struct StacksArgs {
     /// Which running JVMs.
     #[command(flatten)]
@@ -387,11 +382,6 @@ pub struct StacksArgs {
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("what").required(true).args(["pids", "all", "command"])))]
 #[command(group(ArgGroup::new("views").args(["flamegraph", "pprof"]).multiple(true)))]
-#[command(mut_arg("no_attach", |arg| arg.help(
-    "Do not load the symbolizer agent into running JVMs (--pid, --all): their compiled frames \
-     are then named from their code caches, with the methods inlined into them at calls and \
-     safepoints only"
-)))]
 pub struct RecordArgs {
     /// Which running JVMs.
     #[command(flatten)]

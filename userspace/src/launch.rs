@@ -95,14 +95,21 @@ pub fn java_tool_options(existing: Option<&OsStr>, agent: &Path) -> Result<OsStr
     Ok(value)
 }
 
-/// Starts `command` with the agent in its JVMs' options, followed by `sampler` from its first
-/// instant. Should the profiler die without ending it ([`end`]), killed itself, the command is
-/// killed too (`PR_SET_PDEATHSIG`): it is never left running on its own.
-pub fn spawn(mut command: Command, agent: &Path, sampler: &Sampler) -> Result<Child, LaunchError> {
+/// Starts `command`, with the agent in its JVMs' options when one is given (`--no-attach` gives
+/// none), followed by `sampler` from its first instant. Should the profiler die without ending
+/// it ([`end`]), killed itself, the command is killed too (`PR_SET_PDEATHSIG`): it is never left
+/// running on its own.
+pub fn spawn(
+    mut command: Command,
+    agent: Option<&Path>,
+    sampler: &Sampler,
+) -> Result<Child, LaunchError> {
     use std::os::unix::process::CommandExt;
-    let existing = std::env::var_os("JAVA_TOOL_OPTIONS");
-    let options = java_tool_options(existing.as_deref(), agent)?;
-    command.env("JAVA_TOOL_OPTIONS", options);
+    if let Some(agent) = agent {
+        let existing = std::env::var_os("JAVA_TOOL_OPTIONS");
+        let options = java_tool_options(existing.as_deref(), agent)?;
+        command.env("JAVA_TOOL_OPTIONS", options);
+    }
     let parent = std::process::id();
     // SAFETY: between fork and exec the closure only makes async-signal-safe calls (prctl,
     // getppid) and allocates nothing.

@@ -1,7 +1,8 @@
 //! How a JVM's compiled code gets its names: the symbolizer agent's code map (a launched JVM has
 //! the agent from its start; a running one gets it attached, in the background), or, when the
 //! agent cannot be loaded, a fallback the session says once: the JDK's perf map when the JVM
-//! refuses agents but not attach, else its code cache.
+//! refuses agents but not attach, else its code cache. With `--no-attach`, no JVM gets the
+//! agent: each is named from its code cache.
 
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -25,8 +26,9 @@ pub struct AgentArgs {
     /// /run/joularcode-bpf).
     #[arg(long, value_name = "FILE")]
     pub agent_path: Option<PathBuf>,
-    /// Do not load the symbolizer agent into the JVMs: their compiled frames are then named from
-    /// their code caches, by their outer methods only.
+    /// Do not load the symbolizer agent into the JVMs, launched or running: their compiled frames
+    /// are then named from the nmethods' debug information in their memory, which places the
+    /// methods inlined into them at calls and safepoints only.
     #[arg(long)]
     pub no_attach: bool,
 }
@@ -49,10 +51,10 @@ pub type Attaching = attach::Background<(JitNames, Option<String>)>;
 
 /// Starts the attaches of the agent to running JVMs.
 pub struct Attacher<'a> {
-    /// The session's options (whether to attach; where messages go).
+    /// The session's options (where messages go).
     pub options: &'a SessionOptions,
-    /// The agent library, or why there is none.
-    pub agent: &'a Result<PathBuf, LaunchError>,
+    /// The agent library, or why there is none; `None` when it is not to be loaded.
+    pub agent: &'a Option<Result<PathBuf, LaunchError>>,
     /// Whether the absence of the agent was said already (it is said once).
     pub said_no_agent: &'a mut bool,
 }
@@ -61,10 +63,7 @@ impl Attacher<'_> {
     /// Starts attaching the agent to a running JVM, in the background; `None` when it is not
     /// asked for or not available.
     pub fn start(&mut self, pid: u32, main_class: &str) -> Option<Attaching> {
-        if !self.options.attach_agent {
-            return None;
-        }
-        let agent = match self.agent {
+        let agent = match self.agent.as_ref()? {
             Ok(agent) => agent.clone(),
             Err(e) => {
                 if !std::mem::replace(self.said_no_agent, true) {

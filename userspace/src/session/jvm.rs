@@ -277,7 +277,7 @@ impl ProfiledJvm {
                         options.log.log(Level::Warning, &message);
                     }
                 }
-                let jit = if self.launched {
+                let jit = if self.launched && options.attach_agent {
                     agent::code_map(self.pid)
                 } else {
                     JitNames::CodeCache

@@ -75,7 +75,8 @@ pub struct SessionOptions {
     pub prefixes: Vec<String>,
     /// The agent library (`--agent-path`); by default found beside the executable.
     pub agent_path: Option<PathBuf>,
-    /// Attach the agent to running JVMs (`--pid`, `--all`).
+    /// Load the agent into the JVMs: launched with it, attached to running ones (`--pid`,
+    /// `--all`); without it, their inlined frames are named from the nmethods' scopes.
     pub attach_agent: bool,
     /// Also name native frames (for `--native` output).
     pub native_frames: bool,
@@ -134,8 +135,9 @@ pub struct Session {
     source: Source,
     jvms: HashMap<u32, ProfiledJvm>,
     options: SessionOptions,
-    /// The agent library, or why there is none (said once, when a JVM would have had it).
-    agent: Result<PathBuf, LaunchError>,
+    /// The agent library, or why there is none (said once, when a JVM would have had it);
+    /// `None` when the JVMs are not to get it (`--no-attach`).
+    agent: Option<Result<PathBuf, LaunchError>>,
     said_no_agent: bool,
     sampled_until: u64,
 }
@@ -163,11 +165,14 @@ impl Session {
         options: &SessionOptions,
         sampler: Option<Sampler>,
     ) -> Result<Session, SessionError> {
-        // The agent is required when it is named, and to launch a command.
-        let agent = match launch::find_agent(options.agent_path.as_deref()) {
-            Ok(agent) => Ok(agent),
-            Err(e) if options.agent_path.is_some() => return Err(e.into()),
-            Err(e) => Err(e),
+        // The agent is required when it is named, and to launch a command with it; without
+        // the agent, nothing is written for the JVMs either.
+        let agent = match options
+            .attach_agent
+            .then(|| launch::find_agent(options.agent_path.as_deref()))
+        {
+            Some(Err(e)) if options.agent_path.is_some() => return Err(e.into()),
+            agent => agent,
         };
         let all = matches!(targets, Targets::All(_));
         let (discoveries, command) = match targets {
@@ -182,11 +187,12 @@ impl Session {
             Targets::Launch(command) => (Vec::new(), Some(command)),
         };
         let (agent, launch_with) = match (agent, command) {
-            (Ok(agent), Some(command)) => {
+            (Some(Ok(agent)), Some(command)) => {
                 launch::java_tool_options(None, &agent)?;
-                (Ok(agent.clone()), Some((command, agent)))
+                (Some(Ok(agent.clone())), Some((command, Some(agent))))
             }
-            (Err(e), Some(_)) => return Err(e.into()),
+            (Some(Err(e)), Some(_)) => return Err(e.into()),
+            (None, Some(command)) => (None, Some((command, None))),
             (agent, None) => (agent, None),
         };
         let sampler = match sampler {
@@ -195,7 +201,7 @@ impl Session {
         };
         let source = match launch_with {
             Some((command, agent)) => Source::Launch {
-                child: launch::spawn(command, &agent, &sampler)?,
+                child: launch::spawn(command, agent.as_deref(), &sampler)?,
                 exit: None,
                 launched: Launched::default(),
             },
