@@ -12,7 +12,7 @@ use crate::record::options::ConfigOptions;
 use crate::record::{Mode, Recording};
 use crate::report::per::{self, WorkUnits};
 use crate::report::{By, Root};
-use crate::session::{AgentArgs, BranchLimit, Targets};
+use crate::session::{AgentArgs, BranchLimit, DaemonAgentArgs, Targets};
 use crate::top::state::List;
 
 /// What `--version` says after the name: the version of Cargo.toml and the git commit built
@@ -151,7 +151,7 @@ pub struct DaemonArgs {
     pub cgroups: Vec<CgroupPath>,
     /// The symbolizer agent's options.
     #[command(flatten)]
-    pub agent: AgentArgs,
+    pub agent: DaemonAgentArgs,
     /// The keys of joularcodejava.properties. Joular's CSV files are written (one folder per JVM)
     /// only when --results-path is given.
     #[command(flatten)]
@@ -171,7 +171,7 @@ impl DaemonArgs {
                 Targets::All(Cgroups::new(self.cgroups.clone())),
                 None,
                 self.config.clone(),
-                &self.agent,
+                &self.agent.agent_args(),
                 self.options.clone(),
             )
         }
@@ -610,6 +610,41 @@ mod tests {
             report(&["b", "--baseline", "a", "--per-run"])
                 .unwrap()
                 .per_run
+        );
+    }
+
+    #[test]
+    fn the_daemon_loads_nothing_into_the_jvms_unless_asked() {
+        let daemon = |args: &[&str]| {
+            let cli = Cli::try_parse_from(["joularcode-bpf", "daemon"].iter().chain(args))?;
+            match cli.command {
+                Command::Daemon(daemon) => Ok::<DaemonArgs, clap::Error>(daemon),
+                other => panic!("daemon parsed as {other:?}"),
+            }
+        };
+        let default = daemon(&[]).expect("valid").recording().agent;
+        assert!(default.no_attach && default.agent_path.is_none());
+        let attach = daemon(&["--attach", "--agent-path", "a.so"]).expect("valid");
+        let agent = attach.recording().agent;
+        assert!(!agent.no_attach);
+        assert_eq!(agent.agent_path, Some(PathBuf::from("a.so")));
+        for bad in [&["--agent-path", "a.so"][..], &["--no-attach"]] {
+            assert!(daemon(bad).is_err(), "{bad:?}");
+        }
+        // The other commands load it unless told not to.
+        assert!(
+            !record(&["--all"])
+                .expect("valid")
+                .recording()
+                .agent
+                .no_attach
+        );
+        assert!(
+            record(&["--no-attach", "--", "java"])
+                .expect("valid")
+                .recording()
+                .agent
+                .no_attach
         );
     }
 

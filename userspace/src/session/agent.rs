@@ -1,8 +1,8 @@
 //! How a JVM's compiled code gets its names: the symbolizer agent's code map (a launched JVM has
 //! the agent from its start; a running one gets it attached, in the background), or, when the
 //! agent cannot be loaded, a fallback the session says once: the JDK's perf map when the JVM
-//! refuses agents but not attach, else its code cache. With `--no-attach`, no JVM gets the
-//! agent: each is named from its code cache.
+//! refuses agents but not attach, else its code cache. With `--no-attach` (and in the daemon,
+//! unless `--attach`), no JVM gets the agent: each is named from its code cache.
 
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -31,6 +31,31 @@ pub struct AgentArgs {
     /// methods inlined into them at calls and safepoints only.
     #[arg(long)]
     pub no_attach: bool,
+}
+
+/// The daemon's options of the symbolizer agent: unlike the other commands, it loads nothing into
+/// the JVMs of the host unless `--attach` is given (docs/daemon.md says what each gives).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct DaemonAgentArgs {
+    /// Load the symbolizer agent into every JVM profiled: inlined frames are then placed at every
+    /// instruction, not only at calls and safepoints. Without it, nothing is loaded into the JVMs
+    /// and their compiled frames are named from the nmethods' debug information in their memory.
+    #[arg(long)]
+    pub attach: bool,
+    /// The symbolizer agent library to load with --attach (default: the one this program
+    /// carries, written to /run/joularcode-bpf).
+    #[arg(long, value_name = "FILE", requires = "attach")]
+    pub agent_path: Option<PathBuf>,
+}
+
+impl DaemonAgentArgs {
+    /// The same choice in the options every command's session starts from.
+    pub fn agent_args(&self) -> AgentArgs {
+        AgentArgs {
+            agent_path: self.agent_path.clone(),
+            no_attach: !self.attach,
+        }
+    }
 }
 
 impl AgentArgs {

@@ -41,7 +41,7 @@ use crate::launch::{self, LaunchError};
 use crate::sampler::{Sampler, SamplerError, ThreadTime};
 use agent::Attacher;
 
-pub use agent::AgentArgs;
+pub use agent::{AgentArgs, DaemonAgentArgs};
 pub use counts::{BranchLimit, NativeStack};
 pub use jvm::{ProfiledJvm, ThreadCounts};
 

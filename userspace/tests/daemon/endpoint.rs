@@ -13,8 +13,8 @@ use std::thread::JoinHandle;
 
 use super::*;
 
-/// The daemon's options in these tests: no JVM (an empty cgroup), no agent.
-const QUIET: [&str; 3] = ["--cgroup", "/joularcode-endpoint-test", "--no-attach"];
+/// The daemon's options in these tests: no JVM (an empty cgroup); by default, no agent.
+const QUIET: [&str; 2] = ["--cgroup", "/joularcode-endpoint-test"];
 /// The most connections the daemon keeps open (`server::MAX_CONNECTIONS`).
 const MAX_CONNECTIONS: usize = 256;
 /// How long a client may take to send a request head (`server::HEAD_TIMEOUT`).
@@ -131,7 +131,7 @@ impl Watch {
 
 /// The daemon, with no JVM, after it has settled: it and what it uses.
 fn quiet_daemon() -> (Daemon, Usage) {
-    let daemon = Daemon::start(&QUIET);
+    let daemon = Daemon::agentless(&QUIET);
     sleep(Duration::from_secs(2));
     scrape_once(daemon.port).expect("a first scrape");
     let base = usage(daemon.child.id());
@@ -343,7 +343,7 @@ fn a_huge_request_head_is_refused_without_growing_the_daemon() {
 #[test]
 fn healthz_answers_ok() {
     let _serial = serial();
-    let daemon = Daemon::start(&QUIET);
+    let daemon = Daemon::agentless(&QUIET);
     assert_eq!(get(daemon.port, "/healthz", ""), (200, "ok\n".to_string()));
 }
 
@@ -408,7 +408,7 @@ fn with_a_web_configuration_the_endpoint_speaks_tls_and_asks_for_a_password() {
     )
     .expect("write");
     let web = web.to_str().expect("a UTF-8 path");
-    let daemon = Daemon::start(&[&QUIET[..], &["--web-config-file", web]].concat());
+    let daemon = Daemon::agentless(&[&QUIET[..], &["--web-config-file", web]].concat());
     let port = daemon.port;
     let (status, body) = get_tls(port, &key.cert, "/metrics", "");
     assert_eq!(status, 401, "{body}");

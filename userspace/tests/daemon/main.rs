@@ -2,13 +2,15 @@
 //! reading a constant 100 W from a file, scraped by a real Prometheus (Debian's package, from
 //! scripts/setup.sh). They need root (the BPF sampler, cgroups) and fail loudly without it.
 //!
-//! The daemon profiles every JVM of the host, and attaches its agent to each: that is what is
-//! tested, so it is not narrowed for the tests but in those of `--cgroup`. The tests run one at a
+//! The daemon profiles every JVM of the host; the tests run it with `--attach` (which gives each
+//! the agent), but for those of its default, where nothing is loaded into the JVMs
+//! (`agentless.rs`). It is not narrowed for the tests but in those of `--cgroup`. The tests run one at a
 //! time (`SERIAL`). Each judges only its own JVMs (by pid, or by main class and container id):
 //! run on a machine shared with other JVMs, a daemon without `--cgroup` profiles and attaches to
 //! those too. The ten-minute churn soak (`churn.rs`) is built only with the `soak` feature and
 //! run by bench/churn.sh.
 
+mod agentless;
 #[cfg(feature = "soak")]
 mod churn;
 mod endpoint;
@@ -141,19 +143,31 @@ struct Daemon {
 }
 
 impl Daemon {
+    /// The daemon with `--attach` (this build's agent) and `args`.
     fn start(args: &[&str]) -> Daemon {
+        let agent = agent_library().to_str().expect("a UTF-8 path");
+        let with_agent = [&["--attach", "--agent-path", agent], args].concat();
+        Daemon::launch(Command::new(binary()), &with_agent)
+    }
+
+    /// The daemon with its default options (nothing loaded into the JVMs) and `args`.
+    fn agentless(args: &[&str]) -> Daemon {
+        Daemon::launch(Command::new(binary()), args)
+    }
+
+    /// `daemon` run by `command` (the profiler, or a program that runs it) with `args`, the
+    /// `vm` power source at 100 W and a port of its own.
+    fn launch(mut command: Command, args: &[&str]) -> Daemon {
         let dir = tempfile::tempdir().expect("a temporary folder");
         std::fs::write(dir.path().join("watts"), "100\n").expect("the watts file");
         let port = free_port();
         let stderr = std::fs::File::create(dir.path().join("stderr")).expect("the daemon's stderr");
-        let child = Command::new(binary())
+        let child = command
             .current_dir(dir.path())
             .arg("daemon")
             .args(["--power-source-type", "vm", "--vm-power-format", "watts"])
             .arg("--vm-power-file")
             .arg(dir.path().join("watts"))
-            .arg("--agent-path")
-            .arg(agent_library())
             .arg("--listen")
             .arg(format!("127.0.0.1:{port}"))
             .args(args)
