@@ -33,8 +33,12 @@ fn profile(jdk: &Jdk, main: &str, args: &[&str]) -> Profiled {
         .arg(main)
         .args(args)
         .stdout(std::process::Stdio::null());
-    let mut session =
-        common::profile_to_end(command, RATE_HZ, &format!("Java {}: {main}", jdk.major));
+    let mut session = common::profile_to_end(
+        command,
+        RATE_HZ,
+        true,
+        &format!("Java {}: {main}", jdk.major),
+    );
     let counts = session.take_native_counts();
     assert_eq!(counts.len(), 1, "one JVM: {:?}", counts.keys());
     let (&pid, samples) = counts.iter().next().expect("one JVM");
