@@ -184,6 +184,10 @@ fn an_idle_jvm_profiled_by_the_agent_uses_about_the_cpu_of_one_without_on_every_
             let judged = &run.cycles_so_far()[first..];
             let due = sum(judged, "jvm_cpu_ns") / (RATE_MS * 1_000_000) as f64;
             let walks = sum(judged, "walks");
+            eprintln!(
+                "Java {} {sampler}, idle: {walks} walks, {due:.1} due",
+                jdk.major
+            );
             assert!(walks <= due + 2.0, "{sampler}: {walks} walks: {judged:?}");
         }
     }
@@ -220,6 +224,11 @@ fn a_jvmti_sample_late_while_no_thread_runs_misses_nothing() {
     );
     // The cycle of the stop, and those after
     let judged = &run.cycles_so_far()[before..];
+    eprintln!(
+        "{} samples lost in {} cycles",
+        sum(judged, "lost_samples"),
+        judged.len()
+    );
     assert!(judged.len() >= 3, "{judged:?}");
     assert_eq!(sum(judged, "lost_samples"), 0.0, "{judged:?}");
 }
