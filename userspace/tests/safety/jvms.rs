@@ -69,6 +69,11 @@ fn a_fake_jvm_with_huge_tables_delays_no_other_jvm() {
         .values()
         .filter(|pids| pids.contains(&real_pid))
         .count();
+    eprintln!(
+        "the real JVM in {with_real} of {} cycles; record's peak resident memory {} KiB",
+        times.len(),
+        finished.peak_rss_kib
+    );
     assert!(
         with_real + 1 >= times.len(),
         "the real JVM has a row in {with_real} of {} cycles",
