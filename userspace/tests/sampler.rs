@@ -226,6 +226,7 @@ fn busy_threads_on_cpu_time_matches_schedstat_and_sets_the_sample_count() {
     for name in SLEEPERS {
         let (tid, _) = window.sched_after[name];
         let slept = window.on_cpu_ns(tid);
+        println!("{name} on CPU {slept} ns while asleep");
         assert!(
             slept < 1_000_000,
             "{name} was on CPU {slept} ns while asleep"
