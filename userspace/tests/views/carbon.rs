@@ -121,6 +121,7 @@ fn grams_follow_a_changing_intensity_file_into_report_and_its_flame_graph() {
         })
         .map(|(total, _)| grams(total))
         .expect("the total grams in the table");
+    eprintln!("the table's {total} g, within {low}..{high} g");
     // Printed with three decimals of a unit in which it is at least 1.
     assert!(
         total >= low * (1.0 - 1e-3) && total <= high * (1.0 + 1e-3),
