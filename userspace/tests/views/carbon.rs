@@ -62,6 +62,8 @@ fn expected_grams(csv: &Path, switched_ms: i64, slack_ms: i64) -> (f64, f64) {
     (low, high)
 }
 
+/// Its margin is not known from the ten runs here: the table's grams and their range are printed
+/// from now on.
 #[test]
 fn grams_follow_a_changing_intensity_file_into_report_and_its_flame_graph() {
     let _serial = serial();
