@@ -124,6 +124,10 @@ fn beside_500_parked_threads_the_agent_walks_only_the_threads_that_ran_on_every_
 /// How many cycles the idle JVMs' CPU time is compared over.
 const IDLE_CYCLES: usize = 8;
 
+/// In ten runs here, the agent added 3.3 to 5.6 CPU ms a second with signals (10 allowed), 14.6 to
+/// 26.0 with JVMTI on Java 17 and 21 (100 allowed) and 52.8 to 88.7 on Java 25 (150 allowed): at
+/// least 4.4, 74 and 61 ms a second inside; the walks against those due are not known from these
+/// runs (printed from now on).
 #[test]
 fn an_idle_jvm_profiled_by_the_agent_uses_about_the_cpu_of_one_without_on_every_jdk() {
     let _serial = serial();
@@ -184,11 +188,17 @@ fn an_idle_jvm_profiled_by_the_agent_uses_about_the_cpu_of_one_without_on_every_
             let judged = &run.cycles_so_far()[first..];
             let due = sum(judged, "jvm_cpu_ns") / (RATE_MS * 1_000_000) as f64;
             let walks = sum(judged, "walks");
+            eprintln!(
+                "Java {} {sampler}, idle: {walks} walks, {due:.1} due",
+                jdk.major
+            );
             assert!(walks <= due + 2.0, "{sampler}: {walks} walks: {judged:?}");
         }
     }
 }
 
+/// In ten runs here, every run passed, so no sample was lost (none is allowed: there is no margin
+/// to keep); the count is printed from now on.
 #[test]
 fn a_jvmti_sample_late_while_no_thread_runs_misses_nothing() {
     let _serial = serial();
@@ -220,6 +230,11 @@ fn a_jvmti_sample_late_while_no_thread_runs_misses_nothing() {
     );
     // The cycle of the stop, and those after
     let judged = &run.cycles_so_far()[before..];
+    eprintln!(
+        "{} samples lost in {} cycles",
+        sum(judged, "lost_samples"),
+        judged.len()
+    );
     assert!(judged.len() >= 3, "{judged:?}");
     assert_eq!(sum(judged, "lost_samples"), 0.0, "{judged:?}");
 }

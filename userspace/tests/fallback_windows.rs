@@ -9,6 +9,8 @@ use joularcode_testkit::results::{assert_conservation, cycles, energy_of, rows_e
 use joularcode_testkit::wine::{windows_agent, windows_path, Windows};
 use joularcode_testkit::workload_classes;
 
+/// In ten runs here, each thread had 13.1 J at least (more than 0 required); the estimate's power
+/// and the cycles with energy are not known from these runs (printed from now on).
 #[test]
 fn a_windows_jvm_under_wine_profiles_itself_into_both_files() {
     let windows = Windows::get();
@@ -76,12 +78,22 @@ fn a_windows_jvm_under_wine_profiles_itself_into_both_files() {
     // The estimate's power: 2 CPUs or more, between the idle and the full-load model
     let cycles = cycles(&cycle_log);
     assert_conservation(&cycles, None);
-    for cycle in &cycles {
-        let watts = cycle["source_power_w"].as_f64().expect("the power");
-        assert!((0.74 * 1.0..=3.5 * 256.0).contains(&watts), "{cycle}");
-    }
+    let watts: Vec<f64> = cycles
+        .iter()
+        .map(|cycle| cycle["source_power_w"].as_f64().expect("the power"))
+        .collect();
     let busy = cycles
         .iter()
-        .filter(|c| c["jvm_energy_j"].as_f64() > Some(0.0));
-    assert!(busy.count() >= 2, "{cycles:?}");
+        .filter(|c| c["jvm_energy_j"].as_f64() > Some(0.0))
+        .count();
+    eprintln!(
+        "the estimate gave {:.2} to {:.2} W in {} cycles, {busy} with the JVM's energy",
+        watts.iter().copied().fold(f64::INFINITY, f64::min),
+        watts.iter().copied().fold(0.0, f64::max),
+        cycles.len()
+    );
+    for (cycle, watts) in cycles.iter().zip(&watts) {
+        assert!((0.74 * 1.0..=3.5 * 256.0).contains(watts), "{cycle}");
+    }
+    assert!(busy >= 2, "{cycles:?}");
 }

