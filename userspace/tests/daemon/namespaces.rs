@@ -14,7 +14,8 @@ fn a_jvm_in_its_own_namespaces_and_a_docker_cgroup_gets_its_container_id() {
         &format!("/docker/{id}"),
         &format!("/system.slice/docker-{id}.scope"),
     );
-    let daemon = Daemon::start(&[]);
+    // Narrowed to the container's cgroup: no other JVM of the host is profiled or attached to.
+    let daemon = Daemon::start(&["--cgroup", &cgroup.path]);
     let mut jvm = Command::new("unshare");
     jvm.args(["--pid", "--mount", "--fork", "--mount-proc"])
         .arg(jdk(17).java())
