@@ -6,7 +6,8 @@
 #
 #   sudo -E bash bench/soak.sh [MINUTES]       # default 10
 #
-# JOULAR_BENCH_BIN names another binary (the agent is taken from its folder). Limits: systemd is
+# The daemon runs with --attach (JOULAR_BENCH_BIN names another binary; the agent is taken from
+# its folder), so that the agents of the churning JVMs are soaked too. Limits: systemd is
 # not needed (nor, mostly, PID 1 where this runs): the open files limit is the unit's LimitNOFILE,
 # else systemd's default of 1024, set with prlimit; the unit's MemoryMax is set on a memory cgroup
 # made for the run (cgroup v2's memory.max, else v1's memory.limit_in_bytes), and RSS is read from
@@ -55,7 +56,7 @@ fi
 sh -c '[ -n "$0" ] && echo $$ > "$0/cgroup.procs"; exec "$@"' "$cgroup" \
     prlimit --nofile="$nofile:$nofile" "$bin" daemon --listen "127.0.0.1:$port" \
     --power-source-type vm --vm-power-format watts --vm-power-file "$work/watts" \
-    --agent-path "$agent" 2> "$work/daemon.log" &
+    --attach --agent-path "$agent" 2> "$work/daemon.log" &
 daemon=$!
 children+=("$daemon")
 for _ in $(seq 100); do
