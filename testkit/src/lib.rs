@@ -232,6 +232,15 @@ pub fn one_at_a_time(what: &str) -> MutexGuard<'static, ()> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// The path of the symbolizer agent library process `pid` maps, if it maps one (any profiler's).
+pub fn mapped_agent(pid: u32) -> Option<String> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    maps.lines()
+        .filter_map(|line| line.split_whitespace().nth(5))
+        .find(|path| path.contains("symbolizer_agent"))
+        .map(str::to_owned)
+}
+
 /// The pids of the processes whose command line holds `text`.
 pub fn processes_with(text: &str) -> Vec<u32> {
     std::fs::read_dir("/proc")

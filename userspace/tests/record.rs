@@ -22,7 +22,8 @@ use joularcode_testkit::profiler::{java_command, with_command};
 use joularcode_testkit::record_run::RecordRun;
 use joularcode_testkit::results::{assert_conservation, energy_of, rows, Row};
 use joularcode_testkit::{
-    all_jdks, jdk, one_at_a_time, one_error_line, processes_with, Jdk, Jvm, STACKS_CHAIN,
+    all_jdks, jdk, mapped_agent, one_at_a_time, one_error_line, processes_with, Jdk, Jvm,
+    STACKS_CHAIN,
 };
 use regex::Regex;
 
@@ -729,8 +730,8 @@ fn without_the_agent_inlined_chains_are_named_from_the_jvms_memory() {
         .matches("named from their nmethods' debug information")
         .count();
     assert_eq!(fallback, 1, "{stderr}");
-    let maps = std::fs::read_to_string(format!("/proc/{}/maps", jvm.pid())).expect("it runs");
-    assert!(!maps.contains("symbolizer"), "the JVM got the agent");
+    let agent = mapped_agent(jvm.pid());
+    assert!(agent.is_none(), "the JVM got the agent: {agent:?}");
     let share = whole_chain_share(&run.results().join("methods-power-all.csv"));
     assert!(share >= 0.9, "attach refused: {share:.4}");
 

@@ -2,7 +2,7 @@
 //! methods inlined into them, are named from the nmethods' scopes in their memory.
 
 use joularcode_testkit::host::User;
-use joularcode_testkit::STACKS_CHAIN;
+use joularcode_testkit::{mapped_agent, STACKS_CHAIN};
 
 use super::*;
 
@@ -14,13 +14,7 @@ const AGENTLESS_CAPABILITIES: &str = "-all,+bpf,+perfmon,+sys_resource,+sys_ptra
 /// code map, or the attach socket HotSpot opens when asked to (none of them when nothing is
 /// loaded).
 fn traces_in(pid: u32) -> Vec<String> {
-    let mut traces = Vec::new();
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("the JVM runs");
-    traces.extend(
-        maps.lines()
-            .filter(|line| line.contains("joularcode") || line.contains("symbolizer"))
-            .map(str::to_owned),
-    );
+    let mut traces: Vec<String> = mapped_agent(pid).into_iter().collect();
     let root = format!("/proc/{pid}/root/tmp");
     for file in [
         format!("joularcode-{pid}.map"),

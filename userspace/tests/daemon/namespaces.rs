@@ -1,6 +1,8 @@
 //! JVMs in their own namespaces: the container id label from a Docker-named cgroup, and the
 //! kernel's process events by host pid.
 
+use joularcode_testkit::mapped_agent;
+
 use super::*;
 
 #[test]
@@ -127,11 +129,7 @@ fn with_a_cgroup_only_its_jvms_are_profiled() {
         "the JVM outside {} was profiled: {energy:?}",
         cgroup.path
     );
-    let has_agent = |jvm: &Jvm| {
-        std::fs::read_to_string(format!("/proc/{}/maps", jvm.pid()))
-            .expect("the JVM runs")
-            .contains("libjvm_symbolizer_agent")
-    };
+    let has_agent = |jvm: &Jvm| mapped_agent(jvm.pid()).is_some();
     assert!(has_agent(&inside), "the JVM inside has no agent");
     assert!(!has_agent(&outside), "the JVM outside was given the agent");
 }
