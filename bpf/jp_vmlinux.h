@@ -76,6 +76,18 @@ struct task_struct {
 	__u64 start_time; /* monotonic ns at the task's start */
 };
 
+struct bpf_iter_meta;
+
+/* The context of a task iterator's program (iter/task): task is NULL at the end. */
+struct bpf_iter__task {
+	union {
+		struct bpf_iter_meta *meta;
+	};
+	union {
+		struct task_struct *task;
+	};
+};
+
 #pragma clang attribute pop
 
 #endif /* __VMLINUX_H__ */

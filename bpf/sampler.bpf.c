@@ -6,9 +6,10 @@
  *   processes it walks the stack (unwind.h: native frames by frame pointer, HotSpot frames by
  *   the kind of their code) and writes a jp_sample to the ring buffer, without waking userspace
  *   (which consumes on a timer).
- * - jp_on_switch, jp_on_exit, and jp_on_sample too: the cumulative on-CPU time of every thread of a tracked
- *   process, read from task->se.sum_exec_runtime (the scheduler's own counter), with the value at
- *   first sight as a baseline.
+ * - jp_iter_threads, jp_on_exit, jp_on_free, and jp_on_sample too: the cumulative on-CPU time of
+ *   every thread of a tracked process, read from task->se.sum_exec_runtime (the scheduler's own
+ *   counter), with the value at first sight as a baseline. Nothing runs at context switches:
+ *   userspace runs the task iterator jp_iter_threads before it reads the times.
  * - jp_on_fork: children of followed processes become followed and tracked.
  *
  * Needs Linux 5.15; walks with bpf_loop from 5.17 on (jp_on_sample), with a bounded loop before
@@ -119,7 +120,7 @@ static __always_inline void account(struct task_struct *task, __u32 tgid, __u32 
 			t->exited = 1;
 		return;
 	}
-	/* Its last switch-out after userspace deleted it: nothing left to count. */
+	/* Seen exiting after userspace read and deleted it: nothing left to count. */
 	if ((task->flags & PF_EXITING) && !exiting)
 		return;
 	struct jp_thread fresh = {
@@ -133,13 +134,21 @@ static __always_inline void account(struct task_struct *task, __u32 tgid, __u32 
 		__sync_fetch_and_add(&thread_drops, 1);
 }
 
-SEC("tp_btf/sched_switch")
-int BPF_PROG(jp_on_switch, bool preempt, struct task_struct *prev)
+/*
+ * Refreshes the time of every thread of the tracked processes. Userspace runs it (reads the
+ * iterator to its end) before it reads the map threads, at each cycle: a pass over the host's
+ * tasks once a cycle instead of a program at every context switch of the host.
+ */
+SEC("iter/task")
+int jp_iter_threads(struct bpf_iter__task *ctx)
 {
-	__u32 tgid = prev->tgid;
+	struct task_struct *task = ctx->task;
 
+	if (!task)
+		return 0;
+	__u32 tgid = task->tgid;
 	if (is_tracked(tgid))
-		account(prev, tgid, prev->pid, false);
+		account(task, tgid, task->pid, false);
 	return 0;
 }
 
@@ -163,6 +172,24 @@ int BPF_PROG(jp_on_exit, struct task_struct *task)
 		bpf_map_delete_elem(&tracked, &tgid);
 		bpf_map_delete_elem(&followed, &tgid);
 	}
+	return 0;
+}
+
+/*
+ * A task freed, after its last switch-out: the final time of an exited thread not read yet,
+ * with what it ran after its sched_process_exit (the rest of its exit, and the stretch since the
+ * scheduler last updated its counter). An exited entry of the task's process is taken for its
+ * own: a new thread does not take over an exited entry until userspace has read it, and the
+ * kernel gives a tid again only once it has gone round its pid space.
+ */
+SEC("tp_btf/sched_process_free")
+int BPF_PROG(jp_on_free, struct task_struct *task)
+{
+	__u32 tid = task->pid;
+	struct jp_thread *t = bpf_map_lookup_elem(&threads, &tid);
+
+	if (t && t->exited && t->pid == (__u32)task->tgid)
+		t->runtime = task->se.sum_exec_runtime;
 	return 0;
 }
 

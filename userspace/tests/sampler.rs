@@ -453,14 +453,18 @@ fn program_names(ids: &HashSet<u32>) -> Vec<String> {
     names
 }
 
-/// The four programs a sampler loads (one of the two walks, sched_switch, task exit, fork), and
-/// the `extra` ones (discovery's process events for `--all`), by their kernel names (truncated to
-/// 15 bytes).
+/// The five programs a sampler loads (one of the two walks, task exit, free and fork, the task
+/// iterator), and the `extra` ones (discovery's process events for `--all`), by their kernel
+/// names (truncated to 15 bytes).
 fn assert_sampler_programs(ids: &HashSet<u32>, extra: &[&str]) {
     let names = program_names(ids);
-    assert_eq!(names.len(), 4 + extra.len(), "programs: {names:?}");
+    assert_eq!(names.len(), 5 + extra.len(), "programs: {names:?}");
     assert!(
-        names.iter().all(|name| name.starts_with("jp_on_")),
+        names.iter().all(|name| name.starts_with("jp_")),
+        "programs: {names:?}"
+    );
+    assert!(
+        names.iter().any(|name| name == "jp_iter_threads"),
         "programs: {names:?}"
     );
     for name in extra {
@@ -503,11 +507,11 @@ fn sigint_and_sigterm_end_the_raw_command_with_its_report_and_unload_it() {
             .spawn()
             .expect("run joularcode-bpf raw");
         let pid = raw.id().to_string();
-        // Polls until raw holds its six programs (the sampler's and discovery's), however long
-        // loading takes on a busy machine.
+        // Polls until raw holds its seven programs (the sampler's and discovery's), however
+        // long loading takes on a busy machine.
         let mut ours = programs_held_by(&pid);
         for _ in 0..300 {
-            if ours.len() >= 6 {
+            if ours.len() >= 7 {
                 break;
             }
             sleep(Duration::from_millis(100));

@@ -2,7 +2,7 @@
 //! processes (see docs/sampler.md).
 //!
 //! [`Sampler::new`] loads the programs of `bpf/sampler.bpf.c`, attaches the scheduler
-//! tracepoints and one cpu-clock perf event per online CPU, and starts a thread that drains the
+//! tracepoints, the task iterator and one cpu-clock perf event per online CPU, and starts a thread that drains the
 //! ring buffer every [`CONSUME_INTERVAL`] into a bounded channel ([`Sampler::samples`]).
 //! Nothing is sampled until a process is tracked ([`Sampler::track`], [`Sampler::follow`]).
 //! Dropping the sampler detaches and unloads everything; the process's exit does too.
@@ -14,6 +14,7 @@ pub mod privileges;
 mod wire;
 
 use std::fs;
+use std::io::Read;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, IntoRawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -174,8 +175,9 @@ impl Sampler {
                 .update(&0u32.to_ne_bytes(), &more.to_ne_bytes(), MapFlags::ANY)
                 .map_err(bpf_error("chain the bounded walk's programs"))?;
         }
-        skel.attach()
-            .map_err(bpf_error("attach the scheduler tracepoints"))?;
+        skel.attach().map_err(bpf_error(
+            "attach the scheduler tracepoints and the task iterator",
+        ))?;
 
         let mut perf_links = Vec::with_capacity(cpus.len());
         let mut dither = perf::Dither::new(rate_hz, CONSUME_INTERVAL);
@@ -286,6 +288,7 @@ impl Sampler {
     /// The on-CPU time of every thread of the tracked processes, exited ones included. An
     /// exited thread is reported once, then forgotten.
     pub fn thread_times(&self) -> Vec<ThreadTime> {
+        self.refresh_threads();
         let times: Vec<ThreadTime> = self
             .read_threads()
             .into_iter()
@@ -335,6 +338,29 @@ impl Sampler {
             Walk::Bounded => &self.skel.progs.jp_on_sample_bounded,
         };
         program_stats(program.as_fd())
+    }
+
+    /// Brings the time of every thread of the tracked processes up to date: runs the task
+    /// iterator `jp_iter_threads` over the host's tasks (its program writes nothing, so the
+    /// first read ends the pass). A pass that fails leaves the times as the last samples, exits
+    /// and forks set them.
+    fn refresh_threads(&self) {
+        let Some(link) = &self.skel.links.jp_iter_threads else {
+            return;
+        };
+        let Ok(mut iter) = libbpf_rs::Iter::new(link) else {
+            return;
+        };
+        let mut nothing = [0u8; 64];
+        // The kernel stops a read at a million tasks (EAGAIN) and at a signal: read on.
+        for _ in 0..REFRESH_READS {
+            match iter.read(&mut nothing) {
+                Ok(0) => return,
+                Ok(_) => {}
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EINTR)) => {}
+                Err(_) => return,
+            }
+        }
     }
 
     /// Every entry of the map `threads`: in a few batches, else key by key.
@@ -396,6 +422,10 @@ fn mark(set: &dyn MapCore, pid: u32, verb: &str) -> Result<(), SamplerError> {
             ))
         })
 }
+
+/// Reads of the task iterator in one refresh, at most: one suffices unless the host has over a
+/// million tasks or a signal interrupts it.
+const REFRESH_READS: usize = 64;
 
 /// Frames per sample the ring buffer is sized for: a deep Java stack (javac's average is about
 /// 60). Samples with more frames take more room: the ring then holds less than a second.
