@@ -16,6 +16,8 @@
 # - its BPF programs' run time: run_time_ns in /proc/PID/fdinfo of each program it holds, with
 #   kernel.bpf_stats_enabled switched on for the run (and restored after). It is spent in the
 #   threads the programs interrupt or switch, not in record;
+# - the host's context switches (ctxt in /proc/stat), and the BPF run time per switch: what a
+#   program run at every switch would cost all the host's threads;
 #
 # each as a share of one core. It prints one line per run, then per program and binary the
 # medians over rounds, and the ratio of each binary's total to the first's, per round (same JVM,
@@ -44,6 +46,8 @@ ticks=$(getconf CLK_TCK)
 cpu_ns() { cat /proc/"$1"/task/*/schedstat 2> /dev/null | awk '{ s += $1 } END { print s + 0 }'; }
 # utime + stime of process $1, in clock ticks.
 cpu_ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
+# Context switches of the host since boot.
+switches() { awk '/^ctxt / { print $2 }' /proc/stat; }
 # run_time_ns of the BPF programs process $1 holds, each program once.
 bpf_ns() {
     for fd in /proc/"$1"/fdinfo/*; do
@@ -63,15 +67,18 @@ run() {
     sleep 6
     local rec_pid
     rec_pid=$(pgrep -P "$rec" || echo "$rec")
-    local c0 t0 b0 w0 c1 t1 b1 w1
-    c0=$(cpu_ns "$rec_pid"); t0=$(cpu_ticks "$rec_pid"); b0=$(bpf_ns "$rec_pid"); w0=$(date +%s%N)
+    local c0 t0 b0 s0 w0 c1 t1 b1 s1 w1
+    c0=$(cpu_ns "$rec_pid"); t0=$(cpu_ticks "$rec_pid"); b0=$(bpf_ns "$rec_pid")
+    s0=$(switches); w0=$(date +%s%N)
     sleep "$seconds"
-    c1=$(cpu_ns "$rec_pid"); t1=$(cpu_ticks "$rec_pid"); b1=$(bpf_ns "$rec_pid"); w1=$(date +%s%N)
+    c1=$(cpu_ns "$rec_pid"); t1=$(cpu_ticks "$rec_pid"); b1=$(bpf_ns "$rec_pid")
+    s1=$(switches); w1=$(date +%s%N)
     wait "$rec" || true
     awk -v p="$program" -v r="$round" -v b="$bin" -v c=$((c1 - c0)) -v t=$((t1 - t0)) \
-        -v bpf=$((b1 - b0)) -v w=$((w1 - w0)) -v hz="$ticks" 'BEGIN {
-        printf "RUN %s %d %s record %.4f ticks %.4f bpf %.4f total %.4f\n", p, r, b,
-            100 * c / w, 100 * t / hz * 1e9 / w, 100 * bpf / w, 100 * (c + bpf) / w }'
+        -v bpf=$((b1 - b0)) -v s=$((s1 - s0)) -v w=$((w1 - w0)) -v hz="$ticks" 'BEGIN {
+        printf "RUN %s %d %s record %.4f ticks %.4f bpf %.4f total %.4f switches/s %.0f bpf-ns/switch %.1f\n",
+            p, r, b, 100 * c / w, 100 * t / hz * 1e9 / w, 100 * bpf / w, 100 * (c + bpf) / w,
+            s * 1e9 / w, bpf / (s > 0 ? s : 1) }'
 }
 
 lines=()
@@ -100,9 +107,10 @@ done
 echo
 echo "Shares of one core, medians over $rounds rounds of ${seconds} s (record: sum_exec_runtime;"
 echo "ticks: utime + stime; bpf: its programs' run time; total: record + bpf); ratios: record's,"
-echo "then the total, against ${bins[0]}'s in the same round."
-printf '%-7s %-40s %9s %9s %9s %9s %7s %7s\n' program binary 'record%' 'ticks%' 'bpf%' 'total%' \
-    'ratio' 'ratio'
+echo "then the total, against ${bins[0]}'s in the same round; ns/sw: BPF run time per context"
+echo "switch of the host."
+printf '%-7s %-40s %9s %9s %9s %9s %7s %7s %7s\n' program binary 'record%' 'ticks%' 'bpf%' \
+    'total%' 'ratio' 'ratio' 'ns/sw'
 printf '%s\n' "${lines[@]}" | awk -v first="${bins[0]}" '
     function median(list,    n, a, i, j, x) {
         n = split(list, a, " ")
@@ -112,7 +120,7 @@ printf '%s\n' "${lines[@]}" | awk -v first="${bins[0]}" '
     {
         key = $2 " " $4; keys[key] = 1
         rec[key] = rec[key] " " $6; tick[key] = tick[key] " " $8
-        bpf[key] = bpf[key] " " $10; tot[key] = tot[key] " " $12
+        bpf[key] = bpf[key] " " $10; tot[key] = tot[key] " " $12; per[key] = per[key] " " $16
         total[$2 " " $3 " " $4] = $12; own[$2 " " $3 " " $4] = $6
         if ($4 == first) { base[$2 " " $3] = $12; own_base[$2 " " $3] = $6 }
     }
@@ -124,7 +132,8 @@ printf '%s\n' "${lines[@]}" | awk -v first="${bins[0]}" '
         }
         for (k in keys) {
             split(k, f, " ")
-            printf "%-7s %-40s %9.4f %9.4f %9.4f %9.4f %7.3f %7.3f\n", f[1], f[2], median(rec[k]),
-                median(tick[k]), median(bpf[k]), median(tot[k]), median(own_ratio[k]), median(ratio[k])
+            printf "%-7s %-40s %9.4f %9.4f %9.4f %9.4f %7.3f %7.3f %7.1f\n", f[1], f[2],
+                median(rec[k]), median(tick[k]), median(bpf[k]), median(tot[k]),
+                median(own_ratio[k]), median(ratio[k]), median(per[k])
         }
     }' | sort
