@@ -1,7 +1,8 @@
 //! What a process's /proc files say, read in one place. `/proc/PID/status`: its name, its
 //! effective user and capabilities, the signals it catches, and its pid in its innermost PID
 //! namespace (the kernel escapes the line ends of a name its owner chose; a field missing or that
-//! does not parse is `None`, never a panic). `/proc/PID/maps`: whether a line maps libjvm.so.
+//! does not parse is `None`, never a panic), with its PID namespace who may write its memory.
+//! `/proc/PID/maps`: whether a line maps libjvm.so.
 //! `/proc/PID/cmdline`: a JVM's main class.
 
 use std::path::Path;
@@ -62,6 +63,17 @@ impl ProcStatus {
             .parse()
             .ok()
     }
+}
+
+/// Who could write process `pid`'s memory besides root: its user ids (the `Uid` line of its
+/// status) and its PID namespace (the inode of `/proc/PID/ns/pid`); `None` if either cannot be
+/// read.
+pub fn memory_writers(pid: u32) -> Option<(String, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let status = ProcStatus::read(Path::new("/proc"), &pid.to_string()).ok()?;
+    let uids = status.field("Uid")?.to_string();
+    let namespace = std::fs::metadata(format!("/proc/{pid}/ns/pid")).ok()?.ino();
+    Some((uids, namespace))
 }
 
 /// Whether a line of `/proc/PID/maps`, or the path it maps, is a HotSpot JVM's `libjvm.so`, also

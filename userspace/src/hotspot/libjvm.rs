@@ -22,6 +22,8 @@ pub struct Libjvm {
     pub path: String,
     /// Added to an ELF virtual address to get the address in the process.
     pub bias: u64,
+    /// The file read (`None` for tables made by hand).
+    pub file: Option<FileIdentity>,
     symbols: HashMap<String, u64>,
 }
 
@@ -185,6 +187,7 @@ impl Libjvm {
         Ok(Libjvm {
             path: first.path.clone(),
             bias,
+            file: Some(file.identity()),
             symbols,
         })
     }
@@ -195,6 +198,7 @@ impl Libjvm {
         Libjvm {
             path: "/fake/libjvm.so".into(),
             bias: 0,
+            file: None,
             symbols,
         }
     }

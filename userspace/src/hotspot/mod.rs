@@ -30,7 +30,11 @@ use memory::{Memory, ProcessMemory};
 use method::{MethodReader, METHOD_VTABLE_SYMBOL, VTABLE_ADDRESS_POINT};
 use scopes::{ScopeLayout, Scopes};
 use threads::{ThreadReader, JAVA_THREAD_VTABLE_SYMBOL};
-use vmstructs::VmStructs;
+use vmstructs::{TablesCache, VmStructs};
+
+/// The VMStructs tables of the JVMs opened so far, shared by the later JVMs of the same libjvm
+/// and writers.
+static TABLES: TablesCache = TablesCache::new();
 
 /// Longest version string read.
 const MAX_RELEASE: usize = 256;
@@ -98,13 +102,28 @@ impl HotSpot {
         })?;
         let maps = maps::parse_maps(&maps);
         let libjvm = Libjvm::find(pid, &maps, &libjvm_symbols())?;
-        HotSpot::read(pid, Box::new(ProcessMemory::new(pid)), &libjvm)
+        let mem = ProcessMemory::new(pid);
+        let vm = match (libjvm.file, crate::proc_files::memory_writers(pid)) {
+            (Some(file), Some(writers)) => TABLES.get_or_read(file, writers, &mem, &libjvm)?,
+            _ => VmStructs::read(&mem, &libjvm)?,
+        };
+        HotSpot::with_tables(pid, Box::new(mem), &libjvm, vm)
     }
 
     /// Reads the JVM `pid` whose memory is `mem` and whose libjvm is `libjvm` (its symbols among
     /// [`libjvm_symbols`]): its tables, version, code cache and flags.
     pub fn read(pid: u32, mem: Box<dyn Memory>, libjvm: &Libjvm) -> Result<HotSpot, HotSpotError> {
         let vm = VmStructs::read(&*mem, libjvm)?;
+        HotSpot::with_tables(pid, mem, libjvm, vm)
+    }
+
+    /// [`HotSpot::read`], with the tables `vm` already read.
+    fn with_tables(
+        pid: u32,
+        mem: Box<dyn Memory>,
+        libjvm: &Libjvm,
+        vm: VmStructs,
+    ) -> Result<HotSpot, HotSpotError> {
         let version = read_version(&*mem, &vm)?;
         unwind::check_interpreter_layout(&vm)?;
         let methods = MethodReader::new(

@@ -10,10 +10,12 @@
 //! small reads and a few hundred KiB. See docs/hotspot.md.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use super::libjvm::Libjvm;
 use super::memory::{word, Memory};
 use super::HotSpotError;
+use crate::foreign::FileIdentity;
 
 /// The symbols of libjvm this module reads.
 pub const SYMBOLS: &[&str] = &[
@@ -54,21 +56,88 @@ const BATCH: u64 = 64;
 
 /// Where a field lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Field {
+enum Field {
     /// An instance field at this offset from the object's start.
     Offset(u64),
-    /// A static field at this address in the process.
+    /// A static field at this address in libjvm's file (add the bias for the process's).
     Static(u64),
 }
 
-/// The parsed tables of one JVM.
-#[derive(Debug, Default)]
+/// The parsed tables of one JVM: its libjvm's tables, at the address its libjvm is loaded.
+#[derive(Debug, Clone, Default)]
 pub struct VmStructs {
+    tables: Arc<Tables>,
+    /// libjvm's bias in this process: added to a static field's address in `tables`.
+    bias: u64,
+}
+
+/// The tables as one libjvm file has them, in every process that loads it: static fields at
+/// their addresses in the file (their address in the process read them less that process's
+/// bias).
+#[derive(Debug, Default)]
+struct Tables {
     fields: HashMap<(String, String), Field>,
     field_types: HashMap<(String, String), String>,
     types: HashMap<String, u64>,
     int_constants: HashMap<String, i64>,
     long_constants: HashMap<String, i64>,
+}
+
+/// Who could have written a process's tables besides root: its user ids (the `Uid` line of its
+/// status) and its PID namespace (the inode of `/proc/PID/ns/pid`).
+pub type Writers = (String, u64);
+
+/// The tables read so far, by libjvm file and by who could have written them. Every process of
+/// one libjvm file holds the same tables, but each reads them from its own memory, which its
+/// owner can change: tables read from one JVM serve only the later JVMs of the same file whose
+/// memory the same writers could have changed, so that a JVM cannot feed another user's its
+/// tables. Bounded: the oldest entry goes first.
+pub(crate) struct TablesCache {
+    entries: Mutex<Vec<(FileIdentity, Writers, VmStructs)>>,
+}
+
+/// The most (file, writers) pairs kept: a host's JDKs times the users who run them.
+const CACHED_TABLES: usize = 64;
+
+impl TablesCache {
+    /// An empty cache.
+    pub(crate) const fn new() -> TablesCache {
+        TablesCache {
+            entries: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The tables of the process whose memory is `mem`, its libjvm `libjvm` (the file `file`)
+    /// and its writers `writers`: those read earlier from a process of the same file and
+    /// writers, at this libjvm's bias, else read from `mem` (without holding the cache, so a
+    /// slow JVM does not hold up the others) and kept.
+    pub(crate) fn get_or_read(
+        &self,
+        file: FileIdentity,
+        writers: Writers,
+        mem: &dyn Memory,
+        libjvm: &Libjvm,
+    ) -> Result<VmStructs, HotSpotError> {
+        let key = (file, writers);
+        let known = self
+            .entries
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .find(|(f, w, _)| (*f, w) == (key.0, &key.1))
+            .map(|(_, _, vm)| vm.at(libjvm.bias));
+        if let Some(vm) = known {
+            return Ok(vm);
+        }
+        let vm = VmStructs::read(mem, libjvm)?;
+        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        entries.retain(|(f, w, _)| (*f, w) != (key.0, &key.1));
+        if entries.len() >= CACHED_TABLES {
+            entries.remove(0);
+        }
+        entries.push((key.0, key.1, vm.clone()));
+        Ok(vm)
+    }
 }
 
 /// How to read one table: where its base pointer lives and where each entry's parts are.
@@ -167,7 +236,7 @@ impl Layout {
 impl VmStructs {
     /// Reads the four tables of the JVM whose libjvm is `libjvm`.
     pub fn read(mem: &dyn Memory, libjvm: &Libjvm) -> Result<VmStructs, HotSpotError> {
-        let mut tables = VmStructs::default();
+        let mut tables = Tables::default();
         // Type names and type strings repeat (the same literal for every field of a type):
         // each is read from the target once.
         let mut names: HashMap<u64, String> = HashMap::new();
@@ -213,7 +282,7 @@ impl VmStructs {
             }
             // isStatic is an int32: only its low half counts.
             let field = if w[2] as u32 != 0 {
-                Field::Static(w[4])
+                Field::Static(w[4].wrapping_sub(libjvm.bias))
             } else {
                 Field::Offset(w[3])
             };
@@ -260,12 +329,24 @@ impl VmStructs {
                 "the VMStructs tables are empty".into(),
             ));
         }
-        Ok(tables)
+        Ok(VmStructs {
+            tables: Arc::new(tables),
+            bias: libjvm.bias,
+        })
+    }
+
+    /// The same tables for another process that loads the same libjvm file, at `bias`.
+    pub fn at(&self, bias: u64) -> VmStructs {
+        VmStructs {
+            tables: self.tables.clone(),
+            bias,
+        }
     }
 
     /// The size of type `ty`, if the tables list it with a plausible size (1..=64 KiB).
     pub fn size_of(&self, ty: &str) -> Option<u64> {
-        self.types
+        self.tables
+            .types
             .get(ty)
             .copied()
             .filter(|&s| (1..=MAX_TYPE_SIZE).contains(&s))
@@ -278,16 +359,18 @@ impl VmStructs {
         })
     }
 
-    /// The raw entry of `ty::field`.
-    pub fn field(&self, ty: &str, field: &str) -> Option<Field> {
-        self.fields
+    /// The raw entry of `ty::field`, a static field's address as in the file.
+    fn field(&self, ty: &str, field: &str) -> Option<Field> {
+        self.tables
+            .fields
             .get(&(ty.to_string(), field.to_string()))
             .copied()
     }
 
     /// The C++ type of `ty::field` as VMStructs spells it (`int`, `int16_t`, `address`, ...).
     pub fn field_type(&self, ty: &str, field: &str) -> Option<&str> {
-        self.field_types
+        self.tables
+            .field_types
             .get(&(ty.to_string(), field.to_string()))
             .map(String::as_str)
     }
@@ -314,7 +397,9 @@ impl VmStructs {
     /// The address of static field `ty::field`.
     pub fn static_address(&self, ty: &str, field: &str) -> Result<u64, HotSpotError> {
         match self.field(ty, field) {
-            Some(Field::Static(addr)) if addr != 0 => Ok(addr),
+            Some(Field::Static(addr)) if addr.wrapping_add(self.bias) != 0 => {
+                Ok(addr.wrapping_add(self.bias))
+            }
             _ => Err(HotSpotError::MissingField {
                 name: format!("static {ty}::{field}"),
             }),
@@ -323,9 +408,10 @@ impl VmStructs {
 
     /// An integer constant (`gHotSpotVMIntConstants`, then `gHotSpotVMLongConstants`).
     pub fn constant(&self, name: &str) -> Option<i64> {
-        self.int_constants
+        self.tables
+            .int_constants
             .get(name)
-            .or_else(|| self.long_constants.get(name))
+            .or_else(|| self.tables.long_constants.get(name))
             .copied()
     }
 }
@@ -336,15 +422,19 @@ impl VmStructs {
     /// Tables holding the instance fields `fields` (type, field, offset) and the types `types`
     /// (type, size).
     pub fn with(fields: &[(&str, &str, u64)], types: &[(&str, u64)]) -> VmStructs {
-        let mut vm = VmStructs::default();
+        let mut tables = Tables::default();
         for &(ty, field, offset) in fields {
-            vm.fields
+            tables
+                .fields
                 .insert((ty.to_string(), field.to_string()), Field::Offset(offset));
         }
         for &(ty, size) in types {
-            vm.types.insert(ty.to_string(), size);
+            tables.types.insert(ty.to_string(), size);
         }
-        vm
+        VmStructs {
+            tables: Arc::new(tables),
+            bias: 0,
+        }
     }
 }
 
@@ -422,15 +512,52 @@ mod tests {
             self.vars.push((name.to_string(), Box::new(value)));
         }
 
-        fn read(&self) -> Result<VmStructs, HotSpotError> {
+        /// A libjvm whose variables are the fake's, loaded at `bias`.
+        fn libjvm(&self, bias: u64) -> Libjvm {
             let symbols = self
                 .vars
                 .iter()
                 .map(|(name, value)| (name.clone(), &**value as *const u64 as u64))
                 .collect();
-            let mem = ProcessMemory::new(std::process::id());
-            VmStructs::read(&mem, &Libjvm::with_symbols(symbols))
+            let mut libjvm = Libjvm::with_symbols(symbols);
+            libjvm.bias = bias;
+            libjvm
         }
+
+        fn read(&self) -> Result<VmStructs, HotSpotError> {
+            let mem = ProcessMemory::new(std::process::id());
+            VmStructs::read(&mem, &self.libjvm(0))
+        }
+    }
+
+    #[test]
+    fn tables_serve_later_processes_of_the_same_file_and_writers_at_their_bias() {
+        let mut fake = Fake::new();
+        let mem = ProcessMemory::new(std::process::id());
+        let cache = TablesCache::new();
+        let file: FileIdentity = (1, 2, 3, 4, 5);
+        let owner = || ("1000\t1000\t1000\t1000".to_string(), 7);
+        let heaps = |vm: VmStructs| vm.static_address("CodeCache", "_heaps").ok();
+        let first = cache.get_or_read(file, owner(), &mem, &fake.libjvm(0));
+        assert_eq!(heaps(first.expect("read")), Some(0x1234));
+        // Another process of the same file and owner, its tables since changed by their owner:
+        // the tables first read, at its own bias.
+        fake.structs[1][5] = 0x9999;
+        let same = cache.get_or_read(file, owner(), &mem, &fake.libjvm(0x10_0000));
+        assert_eq!(heaps(same.expect("cached")), Some(0x10_1234));
+        // Another user's JVM, or another file: read from its own memory.
+        let other_user = ("0\t0\t0\t0".to_string(), 7);
+        let theirs = cache.get_or_read(file, other_user, &mem, &fake.libjvm(0x10_0000));
+        assert_eq!(heaps(theirs.expect("read")), Some(0x9999));
+        let other_file = cache.get_or_read((1, 2, 3, 4, 6), owner(), &mem, &fake.libjvm(0));
+        assert_eq!(heaps(other_file.expect("read")), Some(0x9999));
+        // Tables that cannot be read are not kept.
+        fake.set("gHotSpotVMStructs", 0);
+        let starting = cache.get_or_read((9, 9, 9, 9, 9), owner(), &mem, &fake.libjvm(0));
+        assert!(matches!(starting, Err(HotSpotError::NotReady(_))));
+        fake.set("gHotSpotVMStructs", fake.structs.as_ptr() as u64);
+        let ready = cache.get_or_read((9, 9, 9, 9, 9), owner(), &mem, &fake.libjvm(0));
+        assert_eq!(heaps(ready.expect("read")), Some(0x9999));
     }
 
     #[test]
