@@ -3,10 +3,11 @@
 //! AsyncGetCallTrace, as async-profiler's `cpu`/`itimer` modes do. Interpreted, compiled and
 //! inlined frames come by their jmethodIDs.
 //!
-//! - Linux: one timer per thread on the thread's own CPU clock (`timer_create` with
-//!   `SIGEV_THREAD_ID`), every `stack-monitoring-sample-rate` ms of that thread's CPU time, so a
-//!   thread that does not run costs nothing; macOS: one process CPU timer (`ITIMER_PROF`), whose
-//!   signal goes to the thread running.
+//! - Linux: one timer per thread on the thread's own CPU clock, every
+//!   `stack-monitoring-sample-rate` ms of that thread's CPU time, so a thread that does not run
+//!   costs nothing: a perf event ([`perf`]), or a POSIX timer (`timer_create` with
+//!   `SIGEV_THREAD_ID`) where the kernel refuses perf events; macOS: one process CPU timer
+//!   (`ITIMER_PROF`), whose signal goes to the thread running.
 //! - The handler is async-signal-safe: it reads atomics, asks the JVM for the thread's JNIEnv
 //!   (GetEnv reads a thread-local), calls AsyncGetCallTrace into a slot of a ring allocated
 //!   beforehand, and publishes it ([`super::ring`]); no allocation, no lock. The monitor thread
@@ -23,6 +24,8 @@
 mod linux;
 #[cfg(target_os = "macos")]
 mod macos;
+#[cfg(target_os = "linux")]
+mod perf;
 
 #[cfg(target_os = "linux")]
 use linux as os;
@@ -107,12 +110,14 @@ pub fn find_async_get_call_trace(env: Env) -> Option<*mut c_void> {
 }
 
 /// The SIGPROF handler: one sample of the interrupted thread into the ring.
-extern "C" fn on_sigprof(_signal: c_int, _info: *mut libc::siginfo_t, context: *mut c_void) {
+extern "C" fn on_sigprof(_signal: c_int, info: *mut libc::siginfo_t, context: *mut c_void) {
     let saved = os::errno();
     if ACTIVE.load(Ordering::Acquire) {
         if let Some(ring) = RING.get() {
             ring.push(|record| take_sample(record, context));
         }
+        // SAFETY: the handler's own siginfo.
+        unsafe { os::on_signal(info) };
     }
     os::set_errno(saved);
 }
@@ -313,8 +318,9 @@ impl Sampler for Signals {
 
     fn describe(&self) -> String {
         format!(
-            "every {} ms of each thread's CPU time, with AsyncGetCallTrace in a signal handler (no safepoint bias)",
-            self.tasks.interval.as_millis()
+            "every {} ms of each thread's CPU time, with AsyncGetCallTrace in a signal handler (no safepoint bias){}",
+            self.tasks.interval.as_millis(),
+            os::timer_note()
         )
     }
 

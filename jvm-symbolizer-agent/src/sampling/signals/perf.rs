@@ -1,0 +1,131 @@
+//! Linux: a perf event on one thread's CPU clock (`PERF_COUNT_SW_CPU_CLOCK`, bound to the
+//! thread) that sends it SIGPROF every interval of its CPU time, as async-profiler's `cpu` mode
+//! does. The event's high-resolution timer runs only while the thread runs, and fires exactly
+//! at each interval of its CPU time, where a POSIX CPU timer is checked at the scheduler's tick
+//! only: tick-bound samples lean towards the code a thread runs between its preemptions, while
+//! other threads compete for the CPU (docs/fallback.md).
+//!
+//! Each event is armed for one overflow (`PERF_EVENT_IOC_REFRESH`), which disables it and
+//! signals the thread (`F_SETSIG`, `F_SETOWN_EX` to the thread id); the signal handler arms it
+//! again ([`rearm`]), its file descriptor coming in the signal's information.
+
+use std::ffi::{c_int, c_ulong};
+
+/// `fcntl` commands and values of Linux (the same on every architecture).
+const F_SETSIG: c_int = 10;
+const F_SETOWN_EX: c_int = 15;
+const F_OWNER_TID: c_int = 0;
+/// `_IO('$', 2)`.
+const PERF_EVENT_IOC_REFRESH: c_ulong = 0x2402;
+/// `_IOW('$', 4, u64)`.
+const PERF_EVENT_IOC_PERIOD: c_ulong = 0x4008_2404;
+const PERF_TYPE_SOFTWARE: u32 = 1;
+const PERF_COUNT_SW_CPU_CLOCK: u64 = 0;
+const PERF_FLAG_FD_CLOEXEC: c_ulong = 8;
+/// `perf_event_attr` flag bits: created disabled, the hypervisor left out.
+const DISABLED: u64 = 1;
+const EXCLUDE_HV: u64 = 1 << 6;
+/// The `si_code` of a signal sent for a file descriptor whose event was disabled by its limit.
+const POLL_HUP: c_int = 6;
+
+/// `perf_event_attr`, in its first published size (`PERF_ATTR_SIZE_VER0`), which every kernel
+/// takes.
+#[repr(C)]
+#[derive(Default)]
+struct Attributes {
+    kind: u32,
+    size: u32,
+    config: u64,
+    sample_period: u64,
+    sample_type: u64,
+    read_format: u64,
+    flags: u64,
+    wakeup_events: u32,
+    bp_type: u32,
+    config1: u64,
+}
+
+/// `struct f_owner_ex`.
+#[repr(C)]
+struct Owner {
+    kind: c_int,
+    pid: c_int,
+}
+
+/// The start of Linux's `siginfo_t` for a signal sent for a file descriptor (`_sigpoll`).
+#[repr(C)]
+struct PollInfo {
+    signo: c_int,
+    errno: c_int,
+    code: c_int,
+    band: libc::c_long,
+    fd: c_int,
+}
+
+/// The interval every event fires at after its first, in ns: set before the first is armed.
+static INTERVAL_NS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// An event on thread `tid`'s CPU clock, armed to signal it after `first_ns` of its CPU time,
+/// then every `interval_ns`; its file descriptor, or the errno of the call that failed (the
+/// kernel refuses perf events: `perf_event_paranoid`, seccomp, no perf events).
+pub fn open(tid: u64, first_ns: u64, interval_ns: u64) -> Result<c_int, i32> {
+    INTERVAL_NS.store(interval_ns, std::sync::atomic::Ordering::Relaxed);
+    let attributes = Attributes {
+        kind: PERF_TYPE_SOFTWARE,
+        size: std::mem::size_of::<Attributes>() as u32,
+        config: PERF_COUNT_SW_CPU_CLOCK,
+        sample_period: first_ns.max(1),
+        flags: DISABLED | EXCLUDE_HV,
+        wakeup_events: 1,
+        ..Attributes::default()
+    };
+    let errno = || std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+    // SAFETY: perf_event_open reads the attributes; the fcntl and ioctl calls act on the file
+    // descriptor it gave, closed again when one fails.
+    unsafe {
+        let fd = libc::syscall(
+            libc::SYS_perf_event_open,
+            &attributes as *const Attributes,
+            tid as libc::pid_t,
+            -1 as c_int,
+            -1 as c_int,
+            PERF_FLAG_FD_CLOEXEC,
+        ) as c_int;
+        if fd < 0 {
+            return Err(errno());
+        }
+        let owner = Owner {
+            kind: F_OWNER_TID,
+            pid: tid as c_int,
+        };
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags < 0
+            || libc::fcntl(fd, libc::F_SETFL, flags | libc::O_ASYNC) != 0
+            || libc::fcntl(fd, F_SETSIG, libc::SIGPROF) != 0
+            || libc::fcntl(fd, F_SETOWN_EX, &owner as *const Owner) != 0
+            || libc::ioctl(fd, PERF_EVENT_IOC_REFRESH, 1 as c_int) != 0
+        {
+            let error = errno();
+            libc::close(fd);
+            return Err(error);
+        }
+        Ok(fd)
+    }
+}
+
+/// Arms again the event whose overflow sent the signal `info`, for one more interval; a signal
+/// of another source is left alone. Async-signal-safe: two system calls.
+///
+/// # Safety
+/// `info` is the `siginfo_t` given to the signal handler.
+pub unsafe fn rearm(info: *const libc::siginfo_t) {
+    let info = &*info.cast::<PollInfo>();
+    if info.code != POLL_HUP {
+        return;
+    }
+    let interval = INTERVAL_NS.load(std::sync::atomic::Ordering::Relaxed);
+    // The first overflow came after a random part of the interval: every next one after a
+    // whole interval (setting the period restarts the count)
+    libc::ioctl(info.fd, PERF_EVENT_IOC_PERIOD, &interval as *const u64);
+    libc::ioctl(info.fd, PERF_EVENT_IOC_REFRESH, 1 as c_int);
+}
