@@ -32,7 +32,7 @@ use linux as os;
 #[cfg(target_os = "macos")]
 use macos as os;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -251,9 +251,30 @@ impl ThreadEvents for Tasks {
     }
 }
 
+/// AsyncGetCallTrace's name (`forte.cpp`) for a walk that gave no frame, by its status.
+fn failure_name(status: Jint) -> &'static str {
+    match status {
+        0 => "ticks_no_Java_frame",
+        -1 => "ticks_no_class_load",
+        -2 => "ticks_GC_active",
+        -3 => "ticks_unknown_not_Java",
+        -4 => "ticks_not_walkable_not_Java",
+        -5 => "ticks_unknown_Java",
+        -6 => "ticks_not_walkable_Java",
+        -7 => "ticks_unknown_state",
+        -8 => "ticks_thread_exit",
+        -9 => "ticks_deopt",
+        -10 => "ticks_safepoint",
+        Record::NOT_JAVA => "not_attached",
+        _ => "other",
+    }
+}
+
 /// The signal sampler of one profile.
 pub struct Signals {
     tasks: Arc<Tasks>,
+    /// The walks of Java threads that gave no frame since the last reading, by status.
+    failed: BTreeMap<Jint, u64>,
 }
 
 impl Signals {
@@ -277,7 +298,10 @@ impl Signals {
         });
         ACTIVE.store(true, Ordering::Release);
         os::start_process_timer(interval)?;
-        let signals = Signals { tasks };
+        let signals = Signals {
+            tasks,
+            failed: BTreeMap::new(),
+        };
         signals.rescan(&mut lock(&signals.tasks.state));
         Ok(signals)
     }
@@ -332,7 +356,7 @@ impl Sampler for Signals {
         let Some(ring) = RING.get() else { return };
         // One look-up per sample: copying the kinds of all threads at each drain would cost
         // every 10 ms in proportion to the threads, parked ones included
-        let tasks = &self.tasks;
+        let (tasks, failed) = (&self.tasks, &mut self.failed);
         ring.drain(|record| {
             let (kind, own) = lock(&tasks.state)
                 .tasks
@@ -340,6 +364,9 @@ impl Sampler for Signals {
                 .map_or((None, false), |task| (task.kind, task.own));
             if own {
                 return;
+            }
+            if kind.is_none() && record.status <= 0 {
+                *failed.entry(record.status).or_insert(0) += 1;
             }
             let branch = match (kind, record.status) {
                 (Some(jvm), _) => frames.pseudo(jvm.frame()),
@@ -399,9 +426,30 @@ impl Sampler for Signals {
         RING.get().map_or(0, Ring::pushed)
     }
 
+    fn failed_walks(&mut self) -> BTreeMap<&'static str, u64> {
+        let mut named = BTreeMap::new();
+        for (status, count) in std::mem::take(&mut self.failed) {
+            *named.entry(failure_name(status)).or_insert(0) += count;
+        }
+        named
+    }
+
     fn stop(&mut self, _jni: Jni) {
         ACTIVE.store(false, Ordering::Release);
         os::stop_process_timer();
         lock(&self.tasks.state).tasks.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_walks_are_named_as_hotspot_names_them() {
+        assert_eq!(failure_name(-3), "ticks_unknown_not_Java");
+        assert_eq!(failure_name(-5), "ticks_unknown_Java");
+        assert_eq!(failure_name(Record::NOT_JAVA), "not_attached");
+        assert_eq!(failure_name(-42), "other");
     }
 }
