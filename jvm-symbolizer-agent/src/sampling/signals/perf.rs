@@ -7,9 +7,11 @@
 //!
 //! Each event is armed for one overflow (`PERF_EVENT_IOC_REFRESH`), which disables it and
 //! signals the thread (`F_SETSIG`, `F_SETOWN_EX` to the thread id); the signal handler arms it
-//! again ([`rearm`]), its file descriptor coming in the signal's information.
+//! again ([`rearm`]), its file descriptor coming in the signal's information, for a period drawn
+//! anew within ±25% of the interval ([`next_period_ns`]).
 
 use std::ffi::{c_int, c_ulong};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// `fcntl` commands and values of Linux (the same on every architecture).
 const F_SETSIG: c_int = 10;
@@ -62,14 +64,31 @@ struct PollInfo {
     fd: c_int,
 }
 
-/// The interval every event fires at after its first, in ns: set before the first is armed.
-static INTERVAL_NS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// The interval the events fire at on average after their first, in ns: set before the first
+/// is armed.
+static INTERVAL_NS: AtomicU64 = AtomicU64::new(0);
+/// The state of the draws of [`next_period_ns`] (splitmix64), shared by all threads.
+static DRAWS: AtomicU64 = AtomicU64::new(0x9e37_79b9_7f4a_7c15);
+
+/// A period uniform within ±25% of `interval_ns`, as the eBPF sampler dithers its own
+/// (docs/sampler.md): with one fixed period, a thread's samples come at fixed steps of its CPU
+/// time, and on a program whose work has a period of its own each sample lands near where the
+/// one before did, which makes the shares vary from run to run far more than the sample count
+/// says. Async-signal-safe: one atomic addition.
+fn next_period_ns(interval_ns: u64) -> u64 {
+    let mut x = DRAWS.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^= x >> 31;
+    let spread = interval_ns / 2;
+    interval_ns - interval_ns / 4 + x % spread.max(1)
+}
 
 /// An event on thread `tid`'s CPU clock, armed to signal it after `first_ns` of its CPU time,
 /// then every `interval_ns`; its file descriptor, or the errno of the call that failed (the
 /// kernel refuses perf events: `perf_event_paranoid`, seccomp, no perf events).
 pub fn open(tid: u64, first_ns: u64, interval_ns: u64) -> Result<c_int, i32> {
-    INTERVAL_NS.store(interval_ns, std::sync::atomic::Ordering::Relaxed);
+    INTERVAL_NS.store(interval_ns, Ordering::Relaxed);
     let attributes = Attributes {
         kind: PERF_TYPE_SOFTWARE,
         size: std::mem::size_of::<Attributes>() as u32,
@@ -123,9 +142,21 @@ pub unsafe fn rearm(info: *const libc::siginfo_t) {
     if info.code != POLL_HUP {
         return;
     }
-    let interval = INTERVAL_NS.load(std::sync::atomic::Ordering::Relaxed);
-    // The first overflow came after a random part of the interval: every next one after a
-    // whole interval (setting the period restarts the count)
-    libc::ioctl(info.fd, PERF_EVENT_IOC_PERIOD, &interval as *const u64);
+    // The next overflow after a period drawn anew (setting the period restarts the count)
+    let period = next_period_ns(INTERVAL_NS.load(Ordering::Relaxed));
+    libc::ioctl(info.fd, PERF_EVENT_IOC_PERIOD, &period as *const u64);
     libc::ioctl(info.fd, PERF_EVENT_IOC_REFRESH, 1 as c_int);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn periods_are_drawn_within_a_quarter_of_the_interval_around_it() {
+        let periods: Vec<u64> = (0..10_000).map(|_| next_period_ns(10_000_000)).collect();
+        assert!(periods.iter().all(|p| (7_500_000..12_500_000).contains(p)));
+        let mean = periods.iter().sum::<u64>() as f64 / periods.len() as f64;
+        assert!((mean - 1e7).abs() < 1e5, "{mean}");
+    }
 }
