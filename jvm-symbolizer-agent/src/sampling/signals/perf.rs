@@ -1,7 +1,7 @@
 //! Linux: a perf event on one thread's CPU clock (`PERF_COUNT_SW_CPU_CLOCK`, bound to the
 //! thread) that sends it SIGPROF every interval of its CPU time, as async-profiler's `cpu` mode
-//! does. The event's high-resolution timer runs only while the thread runs, and fires exactly
-//! at each interval of its CPU time, where a POSIX CPU timer is checked at the scheduler's tick
+//! does. The event's high-resolution timer runs only while the thread runs, and fires at the
+//! period set, whatever the scheduler's tick, where a POSIX CPU timer is checked at the tick
 //! only: tick-bound samples lean towards the code a thread runs between its preemptions, while
 //! other threads compete for the CPU (docs/fallback.md).
 //!
@@ -13,39 +13,17 @@
 use std::ffi::{c_int, c_ulong};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// `fcntl` commands and values of Linux (the same on every architecture).
+use perf_event_open_sys::bindings::{
+    perf_event_attr, PERF_COUNT_SW_CPU_CLOCK, PERF_FLAG_FD_CLOEXEC, PERF_TYPE_SOFTWARE, PERIOD,
+};
+use perf_event_open_sys::{ioctls, perf_event_open};
+
+/// `fcntl` commands and values of Linux (the same on every architecture), which `libc` lacks.
 const F_SETSIG: c_int = 10;
 const F_SETOWN_EX: c_int = 15;
 const F_OWNER_TID: c_int = 0;
-/// `_IO('$', 2)`.
-const PERF_EVENT_IOC_REFRESH: c_ulong = 0x2402;
-/// `_IOW('$', 4, u64)`.
-const PERF_EVENT_IOC_PERIOD: c_ulong = 0x4008_2404;
-const PERF_TYPE_SOFTWARE: u32 = 1;
-const PERF_COUNT_SW_CPU_CLOCK: u64 = 0;
-const PERF_FLAG_FD_CLOEXEC: c_ulong = 8;
-/// `perf_event_attr` flag bits: created disabled, the hypervisor left out.
-const DISABLED: u64 = 1;
-const EXCLUDE_HV: u64 = 1 << 6;
 /// The `si_code` of a signal sent for a file descriptor whose event was disabled by its limit.
 const POLL_HUP: c_int = 6;
-
-/// `perf_event_attr`, in its first published size (`PERF_ATTR_SIZE_VER0`), which every kernel
-/// takes.
-#[repr(C)]
-#[derive(Default)]
-struct Attributes {
-    kind: u32,
-    size: u32,
-    config: u64,
-    sample_period: u64,
-    sample_type: u64,
-    read_format: u64,
-    flags: u64,
-    wakeup_events: u32,
-    bp_type: u32,
-    config1: u64,
-}
 
 /// `struct f_owner_ex`.
 #[repr(C)]
@@ -85,31 +63,31 @@ fn next_period_ns(interval_ns: u64) -> u64 {
 }
 
 /// An event on thread `tid`'s CPU clock, armed to signal it after `first_ns` of its CPU time,
-/// then every `interval_ns`; its file descriptor, or the errno of the call that failed (the
+/// then every `interval_ns` on average; its file descriptor, or the errno of the call that failed (the
 /// kernel refuses perf events: `perf_event_paranoid`, seccomp, no perf events).
 pub fn open(tid: u64, first_ns: u64, interval_ns: u64) -> Result<c_int, i32> {
     INTERVAL_NS.store(interval_ns, Ordering::Relaxed);
-    let attributes = Attributes {
-        kind: PERF_TYPE_SOFTWARE,
-        size: std::mem::size_of::<Attributes>() as u32,
-        config: PERF_COUNT_SW_CPU_CLOCK,
-        sample_period: first_ns.max(1),
-        flags: DISABLED | EXCLUDE_HV,
-        wakeup_events: 1,
-        ..Attributes::default()
+    let mut attributes = perf_event_attr {
+        type_: PERF_TYPE_SOFTWARE,
+        size: std::mem::size_of::<perf_event_attr>() as u32,
+        config: u64::from(PERF_COUNT_SW_CPU_CLOCK),
+        ..Default::default()
     };
+    attributes.__bindgen_anon_1.sample_period = first_ns.max(1);
+    attributes.__bindgen_anon_2.wakeup_events = 1;
+    attributes.set_disabled(1);
+    attributes.set_exclude_hv(1);
     let errno = || std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
     // SAFETY: perf_event_open reads the attributes; the fcntl and ioctl calls act on the file
     // descriptor it gave, closed again when one fails.
     unsafe {
-        let fd = libc::syscall(
-            libc::SYS_perf_event_open,
-            &attributes as *const Attributes,
+        let fd = perf_event_open(
+            &mut attributes,
             tid as libc::pid_t,
-            -1 as c_int,
-            -1 as c_int,
-            PERF_FLAG_FD_CLOEXEC,
-        ) as c_int;
+            -1,
+            -1,
+            c_ulong::from(PERF_FLAG_FD_CLOEXEC),
+        );
         if fd < 0 {
             return Err(errno());
         }
@@ -122,7 +100,7 @@ pub fn open(tid: u64, first_ns: u64, interval_ns: u64) -> Result<c_int, i32> {
             || libc::fcntl(fd, libc::F_SETFL, flags | libc::O_ASYNC) != 0
             || libc::fcntl(fd, F_SETSIG, libc::SIGPROF) != 0
             || libc::fcntl(fd, F_SETOWN_EX, &owner as *const Owner) != 0
-            || libc::ioctl(fd, PERF_EVENT_IOC_REFRESH, 1 as c_int) != 0
+            || ioctls::REFRESH(fd, 1) != 0
         {
             let error = errno();
             libc::close(fd);
@@ -132,7 +110,7 @@ pub fn open(tid: u64, first_ns: u64, interval_ns: u64) -> Result<c_int, i32> {
     }
 }
 
-/// Arms again the event whose overflow sent the signal `info`, for one more interval; a signal
+/// Arms again the event whose overflow sent the signal `info`, for one more period; a signal
 /// of another source is left alone. Async-signal-safe: two system calls.
 ///
 /// # Safety
@@ -144,8 +122,10 @@ pub unsafe fn rearm(info: *const libc::siginfo_t) {
     }
     // The next overflow after a period drawn anew (setting the period restarts the count)
     let period = next_period_ns(INTERVAL_NS.load(Ordering::Relaxed));
-    libc::ioctl(info.fd, PERF_EVENT_IOC_PERIOD, &period as *const u64);
-    libc::ioctl(info.fd, PERF_EVENT_IOC_REFRESH, 1 as c_int);
+    // PERF_EVENT_IOC_PERIOD reads the period through a pointer (the crate's wrapper passes it
+    // by value)
+    libc::ioctl(info.fd, PERIOD as _, &period as *const u64);
+    ioctls::REFRESH(info.fd, 1);
 }
 
 #[cfg(test)]
