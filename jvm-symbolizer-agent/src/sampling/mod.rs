@@ -22,7 +22,7 @@ mod ring;
 mod signals;
 
 use std::cell::Cell;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
@@ -78,6 +78,11 @@ pub trait Sampler: Send {
     /// Read once a cycle, for the cycle log: it shows that the threads that do not run are not
     /// walked.
     fn walks(&self) -> u64;
+    /// The walks of Java threads that gave no stack since the previous call, by why (the
+    /// sampler's name for it), for the cycle log: they are `[unknown]` or no sample at all.
+    fn failed_walks(&mut self) -> BTreeMap<&'static str, u64> {
+        BTreeMap::new()
+    }
     /// Stops sampling; called on the monitor thread.
     fn stop(&mut self, jni: Jni);
 }

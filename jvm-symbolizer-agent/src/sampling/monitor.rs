@@ -423,13 +423,15 @@ impl Monitor {
         }
         let walks = self.sampler.walks();
         let cycle_walks = walks.saturating_sub(std::mem::replace(&mut self.walks, walks));
+        let failed_walks = serde_json::json!(self.sampler.failed_walks());
         if let Some(file) = self.cycle_log.as_mut() {
-            // record's lines, and the stacks the sampler took in the cycle
+            // record's lines, the stacks the sampler took in the cycle and those it failed
             let lines: String = cycle
                 .json_objects()
                 .into_iter()
                 .map(|mut line| {
                     line["walks"] = cycle_walks.into();
+                    line["failed_walks"] = failed_walks.clone();
                     format!("{line}\n")
                 })
                 .collect();

@@ -1,5 +1,7 @@
-//! Linux: a timer on each thread's own CPU clock, and the threads from `/proc/self/task`.
+//! Linux: a timer on each thread's own CPU clock (a perf event, else a POSIX timer), and the
+//! threads from `/proc/self/task`.
 
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
 use joularcode_core::power::clock::posix_clock_ns;
@@ -57,13 +59,38 @@ pub fn thread_name(tid: u64) -> Option<String> {
     Some(String::from_utf8_lossy(comm).into_owned())
 }
 
-/// A timer on one thread's CPU clock that sends it SIGPROF every interval of its CPU time.
+/// What sends one thread SIGPROF every interval of its CPU time: a perf event on its CPU clock
+/// ([`super::perf`]), or, where the kernel refuses perf events, a POSIX timer on its CPU clock,
+/// which the kernel checks at its scheduler's tick only.
 ///
 /// The first signal comes after a random part of the interval, uniform in (0, interval]: a
 /// thread's samples are then `cpu / interval` on average whatever its CPU time, where a first
 /// signal after a whole interval would never sample a thread that runs less than one interval
 /// (short-lived threads), and would sample one that runs 1.5 intervals once in every case.
-pub struct Timer(libc::timer_t);
+pub enum Timer {
+    /// A perf event's file descriptor.
+    Event(libc::c_int),
+    /// A POSIX timer.
+    Tick(libc::timer_t),
+}
+
+/// The errno of the first perf event the kernel refused (0: none), after which that thread got
+/// a POSIX timer.
+static PERF_REFUSED: AtomicI32 = AtomicI32::new(0);
+
+/// What the start line adds to how the agent samples: nothing while every thread has its perf
+/// event, else why not and what it means.
+pub fn timer_note() -> String {
+    match PERF_REFUSED.load(Ordering::Relaxed) {
+        0 => String::new(),
+        errno => format!(
+            "; the kernel refuses perf events ({}; see perf_event_paranoid): the CPU timers \
+             fire at the kernel's tick only, with fewer samples, biased while threads compete \
+             for the CPU",
+            std::io::Error::from_raw_os_error(errno)
+        ),
+    }
+}
 
 /// A number of nanoseconds uniform in (0, `interval_ns`], from the clock and the thread id
 /// (splitmix64): no two threads start in step.
@@ -84,13 +111,24 @@ fn timespec(ns: u64) -> libc::timespec {
     }
 }
 
-// SAFETY: a timer id may be deleted from any thread of the process.
+// SAFETY: a timer id or file descriptor may be closed from any thread of the process.
 unsafe impl Send for Timer {}
 
 impl Timer {
     /// Arms a timer for thread `tid`; `None` when the thread has ended or the kernel refuses
-    /// (too many timers: RLIMIT_SIGPENDING).
+    /// both kinds (too many timers: RLIMIT_SIGPENDING).
     pub fn arm(tid: u64, interval: Duration) -> Option<Timer> {
+        let interval_ns = u64::try_from(interval.as_nanos()).unwrap_or(u64::MAX);
+        let first_ns = first_delay_ns(tid, interval_ns);
+        match super::perf::open(tid, first_ns, interval_ns) {
+            Ok(fd) => return Some(Timer::Event(fd)),
+            // The thread has ended: no timer of either kind
+            Err(libc::ESRCH) => return None,
+            Err(errno) => {
+                let _ =
+                    PERF_REFUSED.compare_exchange(0, errno, Ordering::Relaxed, Ordering::Relaxed);
+            }
+        }
         // SAFETY: a zeroed sigevent is valid; timer_create writes the timer id.
         unsafe {
             let mut event: libc::sigevent = std::mem::zeroed();
@@ -101,26 +139,42 @@ impl Timer {
             if libc::timer_create(thread_clock(tid), &mut event, &mut timer) != 0 {
                 return None;
             }
-            let interval_ns = u64::try_from(interval.as_nanos()).unwrap_or(u64::MAX);
             let spec = libc::itimerspec {
                 it_interval: timespec(interval_ns),
-                it_value: timespec(first_delay_ns(tid, interval_ns)),
+                it_value: timespec(first_ns),
             };
             if libc::timer_settime(timer, 0, &spec, std::ptr::null_mut()) != 0 {
                 libc::timer_delete(timer);
                 return None;
             }
-            Some(Timer(timer))
+            Some(Timer::Tick(timer))
         }
     }
 }
 
 impl Drop for Timer {
     fn drop(&mut self) {
-        // SAFETY: a timer created by timer_create, deleted once; a signal still pending from it
-        // is dropped by the kernel.
-        unsafe { libc::timer_delete(self.0) };
+        // SAFETY: a timer or event made by `arm`, closed once; a signal still pending from it
+        // is dropped by the kernel (a timer) or finds no event to arm again (an event).
+        unsafe {
+            match *self {
+                Timer::Event(fd) => {
+                    libc::close(fd);
+                }
+                Timer::Tick(timer) => {
+                    libc::timer_delete(timer);
+                }
+            }
+        }
     }
+}
+
+/// Arms again the perf event that sent the signal `info`, if one did.
+///
+/// # Safety
+/// `info` is the `siginfo_t` given to the signal handler.
+pub unsafe fn on_signal(info: *const libc::siginfo_t) {
+    super::perf::rearm(info);
 }
 
 /// Linux has a timer per thread: no process timer.

@@ -117,6 +117,17 @@ impl Timer {
     }
 }
 
+/// Nothing to add to the start line: one process timer.
+pub fn timer_note() -> String {
+    String::new()
+}
+
+/// The process timer needs nothing after a signal.
+///
+/// # Safety
+/// `info` is the `siginfo_t` given to the signal handler.
+pub unsafe fn on_signal(_info: *const libc::siginfo_t) {}
+
 /// Sets the process CPU timer.
 fn set_process_timer(interval: Duration) -> Result<(), SignalError> {
     let period = libc::timeval {

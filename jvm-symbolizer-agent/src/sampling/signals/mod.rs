@@ -3,10 +3,11 @@
 //! AsyncGetCallTrace, as async-profiler's `cpu`/`itimer` modes do. Interpreted, compiled and
 //! inlined frames come by their jmethodIDs.
 //!
-//! - Linux: one timer per thread on the thread's own CPU clock (`timer_create` with
-//!   `SIGEV_THREAD_ID`), every `stack-monitoring-sample-rate` ms of that thread's CPU time, so a
-//!   thread that does not run costs nothing; macOS: one process CPU timer (`ITIMER_PROF`), whose
-//!   signal goes to the thread running.
+//! - Linux: one timer per thread on the thread's own CPU clock, every
+//!   `stack-monitoring-sample-rate` ms of that thread's CPU time, so a thread that does not run
+//!   costs nothing: a perf event ([`perf`]), or a POSIX timer (`timer_create` with
+//!   `SIGEV_THREAD_ID`) where the kernel refuses perf events; macOS: one process CPU timer
+//!   (`ITIMER_PROF`), whose signal goes to the thread running.
 //! - The handler is async-signal-safe: it reads atomics, asks the JVM for the thread's JNIEnv
 //!   (GetEnv reads a thread-local), calls AsyncGetCallTrace into a slot of a ring allocated
 //!   beforehand, and publishes it ([`super::ring`]); no allocation, no lock. The monitor thread
@@ -23,13 +24,15 @@
 mod linux;
 #[cfg(target_os = "macos")]
 mod macos;
+#[cfg(target_os = "linux")]
+mod perf;
 
 #[cfg(target_os = "linux")]
 use linux as os;
 #[cfg(target_os = "macos")]
 use macos as os;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -107,12 +110,14 @@ pub fn find_async_get_call_trace(env: Env) -> Option<*mut c_void> {
 }
 
 /// The SIGPROF handler: one sample of the interrupted thread into the ring.
-extern "C" fn on_sigprof(_signal: c_int, _info: *mut libc::siginfo_t, context: *mut c_void) {
+extern "C" fn on_sigprof(_signal: c_int, info: *mut libc::siginfo_t, context: *mut c_void) {
     let saved = os::errno();
     if ACTIVE.load(Ordering::Acquire) {
         if let Some(ring) = RING.get() {
             ring.push(|record| take_sample(record, context));
         }
+        // SAFETY: the handler's own siginfo.
+        unsafe { os::on_signal(info) };
     }
     os::set_errno(saved);
 }
@@ -246,9 +251,30 @@ impl ThreadEvents for Tasks {
     }
 }
 
+/// AsyncGetCallTrace's name (`forte.cpp`) for a walk that gave no frame, by its status.
+fn failure_name(status: Jint) -> &'static str {
+    match status {
+        0 => "ticks_no_Java_frame",
+        -1 => "ticks_no_class_load",
+        -2 => "ticks_GC_active",
+        -3 => "ticks_unknown_not_Java",
+        -4 => "ticks_not_walkable_not_Java",
+        -5 => "ticks_unknown_Java",
+        -6 => "ticks_not_walkable_Java",
+        -7 => "ticks_unknown_state",
+        -8 => "ticks_thread_exit",
+        -9 => "ticks_deopt",
+        -10 => "ticks_safepoint",
+        Record::NOT_JAVA => "not_attached",
+        _ => "other",
+    }
+}
+
 /// The signal sampler of one profile.
 pub struct Signals {
     tasks: Arc<Tasks>,
+    /// The walks of Java threads that gave no frame since the last reading, by status.
+    failed: BTreeMap<Jint, u64>,
 }
 
 impl Signals {
@@ -272,7 +298,10 @@ impl Signals {
         });
         ACTIVE.store(true, Ordering::Release);
         os::start_process_timer(interval)?;
-        let signals = Signals { tasks };
+        let signals = Signals {
+            tasks,
+            failed: BTreeMap::new(),
+        };
         signals.rescan(&mut lock(&signals.tasks.state));
         Ok(signals)
     }
@@ -313,8 +342,9 @@ impl Sampler for Signals {
 
     fn describe(&self) -> String {
         format!(
-            "every {} ms of each thread's CPU time, with AsyncGetCallTrace in a signal handler (no safepoint bias)",
-            self.tasks.interval.as_millis()
+            "every {} ms of each thread's CPU time, with AsyncGetCallTrace in a signal handler (no safepoint bias){}",
+            self.tasks.interval.as_millis(),
+            os::timer_note()
         )
     }
 
@@ -326,7 +356,7 @@ impl Sampler for Signals {
         let Some(ring) = RING.get() else { return };
         // One look-up per sample: copying the kinds of all threads at each drain would cost
         // every 10 ms in proportion to the threads, parked ones included
-        let tasks = &self.tasks;
+        let (tasks, failed) = (&self.tasks, &mut self.failed);
         ring.drain(|record| {
             let (kind, own) = lock(&tasks.state)
                 .tasks
@@ -334,6 +364,9 @@ impl Sampler for Signals {
                 .map_or((None, false), |task| (task.kind, task.own));
             if own {
                 return;
+            }
+            if kind.is_none() && record.status <= 0 {
+                *failed.entry(record.status).or_insert(0) += 1;
             }
             let branch = match (kind, record.status) {
                 (Some(jvm), _) => frames.pseudo(jvm.frame()),
@@ -393,9 +426,30 @@ impl Sampler for Signals {
         RING.get().map_or(0, Ring::pushed)
     }
 
+    fn failed_walks(&mut self) -> BTreeMap<&'static str, u64> {
+        let mut named = BTreeMap::new();
+        for (status, count) in std::mem::take(&mut self.failed) {
+            *named.entry(failure_name(status)).or_insert(0) += count;
+        }
+        named
+    }
+
     fn stop(&mut self, _jni: Jni) {
         ACTIVE.store(false, Ordering::Release);
         os::stop_process_timer();
         lock(&self.tasks.state).tasks.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_walks_are_named_as_hotspot_names_them() {
+        assert_eq!(failure_name(-3), "ticks_unknown_not_Java");
+        assert_eq!(failure_name(-5), "ticks_unknown_Java");
+        assert_eq!(failure_name(Record::NOT_JAVA), "not_attached");
+        assert_eq!(failure_name(-42), "other");
     }
 }
