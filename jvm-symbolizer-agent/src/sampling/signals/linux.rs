@@ -83,6 +83,10 @@ static PERF_REFUSED: AtomicI32 = AtomicI32::new(0);
 pub fn timer_note() -> String {
     match PERF_REFUSED.load(Ordering::Relaxed) {
         0 => String::new(),
+        libc::EMFILE => "; half of the JVM's file descriptors are in use: threads armed since \
+             have CPU timers that fire at the kernel's tick only, with fewer samples, biased while \
+             threads compete for the CPU"
+            .to_string(),
         errno => format!(
             "; the kernel refuses perf events ({}; see perf_event_paranoid): the CPU timers \
              fire at the kernel's tick only, with fewer samples, biased while threads compete \

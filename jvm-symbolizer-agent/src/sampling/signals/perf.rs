@@ -64,7 +64,8 @@ fn next_period_ns(interval_ns: u64) -> u64 {
 
 /// An event on thread `tid`'s CPU clock, armed to signal it after `first_ns` of its CPU time,
 /// then every `interval_ns` on average; its file descriptor, or the errno of the call that failed (the
-/// kernel refuses perf events: `perf_event_paranoid`, seccomp, no perf events).
+/// kernel refuses perf events: `perf_event_paranoid`, seccomp, no perf events), or `EMFILE` when
+/// the JVM has used half its file descriptors (see [`leaves_enough`]).
 pub fn open(tid: u64, first_ns: u64, interval_ns: u64) -> Result<c_int, i32> {
     INTERVAL_NS.store(interval_ns, Ordering::Relaxed);
     let mut attributes = perf_event_attr {
@@ -91,6 +92,10 @@ pub fn open(tid: u64, first_ns: u64, interval_ns: u64) -> Result<c_int, i32> {
         if fd < 0 {
             return Err(errno());
         }
+        if !leaves_enough(fd) {
+            libc::close(fd);
+            return Err(libc::EMFILE);
+        }
         let owner = Owner {
             kind: F_OWNER_TID,
             pid: tid as c_int,
@@ -108,6 +113,23 @@ pub fn open(tid: u64, first_ns: u64, interval_ns: u64) -> Result<c_int, i32> {
         }
         Ok(fd)
     }
+}
+
+/// Whether the agent may keep `fd`, the lowest free file descriptor when it was opened: only
+/// while it lies in the lower half of the JVM's limit (`RLIMIT_NOFILE`'s soft limit). The kernel
+/// gives the lowest free number, so every one below `fd` is in use: past half the limit, the
+/// threads get POSIX timers instead, and the program keeps the other half of its descriptors,
+/// whatever the number of its threads.
+fn leaves_enough(fd: c_int) -> bool {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return false;
+    }
+    (fd as u64) < limit.rlim_cur / 2
 }
 
 /// Arms again the event whose overflow sent the signal `info`, for one more period; a signal
@@ -131,6 +153,23 @@ pub unsafe fn rearm(info: *const libc::siginfo_t) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn descriptors_are_kept_in_the_lower_half_of_the_limit_only() {
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes the struct given.
+        assert_eq!(
+            unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) },
+            0
+        );
+        let half = (limit.rlim_cur / 2).min(c_int::MAX as u64) as c_int;
+        assert!(leaves_enough(3));
+        assert!(leaves_enough(half - 1));
+        assert!(!leaves_enough(half));
+    }
 
     #[test]
     fn periods_are_drawn_within_a_quarter_of_the_interval_around_it() {
