@@ -128,7 +128,8 @@ struct JavacRun {
 ///
 /// JFR samples a thread only while it runs Java code: our samples whose newest frames are native
 /// code (the JVM loading classes, a runtime call, the kernel) are left out of the comparison, and
-/// so are the branches of the other threads.
+/// so are those JFR cannot walk (in a stub, or where a compiled frame is not built: docs/stacks.md,
+/// `--native`) and the branches of the other threads.
 fn javac_run(jdk: &Jdk, jvm_flags: &[&str], agent: bool) -> JavacRun {
     let dir = target_dir().join(format!(
         "javac-{}-{}-{}",
