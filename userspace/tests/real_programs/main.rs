@@ -62,7 +62,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use joularcode_bpf::session::{Session, Targets};
@@ -70,7 +70,7 @@ use joularcode_testkit::jfr::{inclusive_shares, Recording, SamplePeriod};
 use joularcode_testkit::newest::{
     largest_differences, newest_frames, noise_floor, total_variation, Newest,
 };
-use joularcode_testkit::{one_at_a_time, workload_classes, Jdk};
+use joularcode_testkit::{kill_jvm, one_at_a_time, workload_classes, Jdk};
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -133,17 +133,17 @@ fn run(program: &Program, mode: Mode, dir: &Path) -> Run {
             (session, None, epoch_ns())
         }
         Mode::Attached => {
-            let child = command.spawn().expect("start the program");
+            let child = Started(command.spawn().expect("start the program"));
             std::thread::sleep(WARM_UP);
             let from_ns = epoch_ns();
-            let session = Session::start(Targets::Pids(vec![child.id()]), &options)
+            let session = Session::start(Targets::Pids(vec![child.0.id()]), &options)
                 .unwrap_or_else(|e| panic!("{}: the session starts: {e}", program.name));
             (session, Some(child), from_ns)
         }
     };
     common::pump_to_end(&mut session);
     let exit = match child {
-        Some(mut child) => child.wait().expect("the program ends").code(),
+        Some(mut child) => child.0.wait().expect("the program ends").code(),
         None => session.launched_exit(),
     };
     assert_eq!(exit, Some(0), "{} {mode:?} failed", program.name);
@@ -155,6 +155,15 @@ fn run(program: &Program, mode: Mode, dir: &Path) -> Run {
         .into_iter()
         .collect();
     Run { ours, jfr }
+}
+
+/// A program started on its own, killed if the test ends before it does.
+struct Started(Child);
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        kill_jvm(&mut self.0);
+    }
 }
 
 /// Pumps `session` for `time`.
@@ -295,10 +304,11 @@ fn judge(what: &str, program: &Program, run: &Run) -> Judged {
          of the main thread ours, {jfr_samples} JFR's; native methods left out: {native:?}); \
          most different newest frames (method, ours, JFR's): {:?}; inclusive shares of JFR's \
          top {TOP} differ by {mean_share_off:.4} on average, most (method, JFR's, ours): {:?}; \
-         [unknown] {:.3}% of {total} samples",
+         [unknown] {:.3}% of {total} samples, most (stack, native frames newer, samples): {:?}",
         largest_differences(&ours_newest, &jfr_newest, 8),
         &differences[..differences.len().min(3)],
-        unknown * 100.0
+        unknown * 100.0,
+        &unknown_stacks[..unknown_stacks.len().min(3)]
     );
     assert!(
         ours_samples >= LEAST_SAMPLES && jfr_samples >= LEAST_SAMPLES,
