@@ -36,8 +36,8 @@
 //! time: as in `javac.rs`, a phase of the program that waits for a CPU more than the others (its
 //! start, while the JIT compilers compete for the two CPUs of this machine) weighs more in JFR's
 //! samples than in ours. So both samplers start after a warm-up ([`WARM_UP`]; attached, the
-//! profiler attaches then, and JFR's samples are taken from then on), and the programs repeat the
-//! same work throughout. JRuby's start-up (parsing and compiling Ruby while its JIT threads run)
+//! profiler attaches then, and both sides are taken from when the session has read the JVM and
+//! samples it), and the programs repeat the same work throughout. JRuby's start-up (parsing and compiling Ruby while its JIT threads run)
 //! lasts longer than the warm-up: its comparison holds the stacks of the Ruby method each round
 //! runs. With its start-up, its inclusive shares were 0.08 apart on average (the Ruby loop 72%
 //! of ours, 84% of JFR's), 0.007 at most without.
@@ -139,10 +139,16 @@ fn run(program: &Program, mode: Mode, dir: &Path) -> Run {
         Mode::Attached => {
             let child = Started(command.spawn().expect("start the program"));
             std::thread::sleep(WARM_UP);
-            let from_ns = epoch_ns();
-            let session = Session::start(Targets::Pids(vec![child.0.id()]), &options)
+            let pid = child.0.id();
+            let mut session = Session::start(Targets::Pids(vec![pid]), &options)
                 .unwrap_or_else(|e| panic!("{}: the session starts: {e}", program.name));
-            (session, Some(child), from_ns)
+            // The JVM is sampled once it is read (on a loaded machine, a second or more after
+            // the session starts): both sides from then on.
+            while !session.jvm(pid).is_some_and(|jvm| jvm.is_profiled()) && !session.finished() {
+                session.pump(Duration::from_millis(100)).expect("pump");
+            }
+            session.take_native_counts();
+            (session, Some(child), epoch_ns())
         }
     };
     common::pump_to_end(&mut session);
