@@ -21,6 +21,7 @@
 #define JP_SAMPLE_JAVA_THREAD 4 /* the thread's JavaThread is known (map java_threads) */
 #define JP_SAMPLE_SCANNED 8     /* native code without frame pointers was left by a stack scan */
 #define JP_SAMPLE_THREAD_R15 16 /* the JavaThread was not in java_threads: it was found in r15 */
+#define JP_SAMPLE_LEAF_UNBUILT 32 /* the sampled frame's pc lay where its frame was not built */
 
 /* jp_sample.stop: why the walk ended (userspace's WalkEnd, userspace/src/sampler/wire.rs). */
 enum jp_stop {

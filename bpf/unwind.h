@@ -549,6 +549,8 @@ static __always_inline long jp_code_blob(struct jp_walk_ctx *c, int heap)
 						       jp_field(s, jvm->frame_complete, blob),
 						       frame_bytes, nmethod)
 				       : JP_LEAF_BUILT;
+	if (leaf != JP_LEAF_BUILT)
+		s->rec.flags |= JP_SAMPLE_LEAF_UNBUILT;
 	bool by_fp = false;
 	__u64 args = 0;
 	if (leaf == JP_LEAF_RA_ON_TOP) {

@@ -5,7 +5,9 @@
 #
 #   apt: prometheus (a real Prometheus and promtool for the daemon's tests), util-linux (unshare);
 #        tomcat10 and wrk (a real server under load for the tests of entry points); jruby (a
-#        real program that runs through method handles and invokedynamic);
+#        real program that runs through method handles and invokedynamic); libh2-java,
+#        libsaxonhe-java and liblucene8-java (real programs compared with JFR: a database, an
+#        XSLT processor, a search engine);
 #        for the tests of the views: chromium (opens the flame graphs), tmux (runs `top`), aha
 #        (its screen as HTML), protobuf-compiler and golang-github-google-pprof-dev (protoc and
 #        pprof's published profile.proto, to decode the pprof files), golang-go (`go tool
@@ -27,7 +29,7 @@ extra=()
 command -v npm >/dev/null 2>&1 || extra=(nodejs npm)
 apt_options=""
 apt_install python3-pip chromium tmux aha protobuf-compiler golang-github-google-pprof-dev \
-    golang-go prometheus util-linux tomcat10 wrk jruby
+    golang-go prometheus util-linux tomcat10 wrk jruby libh2-java libsaxonhe-java liblucene8-java
 # Wine without its recommends (fonts, GUI libraries): a console JVM needs none of them
 extra=()
 apt_options="--no-install-recommends"

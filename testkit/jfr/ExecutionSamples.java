@@ -2,6 +2,7 @@ import java.io.BufferedWriter;
 import java.io.OutputStreamWriter;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
+import java.time.Instant;
 import java.util.List;
 import jdk.jfr.consumer.RecordedClass;
 import jdk.jfr.consumer.RecordedEvent;
@@ -16,8 +17,9 @@ import jdk.jfr.consumer.RecordingFile;
  * Prints the jdk.ExecutionSample events of a JFR recording, read with the JDK's own parser
  * (jdk.jfr.consumer, which the jfr tool uses too), one JSON object a line, with the fields that
  * `jfr print --json --stack-depth DEPTH` gives them and in its shape:
- * {"values": {"sampledThread": {"javaName", "osThreadId", "virtual"}, "stackTrace": {"truncated",
- * "frames": [{"method": {"type": {"name", "hidden"}, "name"}}]}}}, the newest frame first.
+ * {"values": {"startTime", "sampledThread": {"javaName", "osThreadId", "virtual"}, "stackTrace":
+ * {"truncated", "frames": [{"method": {"type": {"name", "hidden"}, "name"}}]}}}, the newest frame
+ * first; startTime in nanoseconds since the Unix epoch (jfr print writes it as a date).
  * Field values are the recording's own, as jfr print writes them (getString, getLong: not the
  * accessors that turn them, such as RecordedClass.getName). `jfr print --json` writes every
  * field of every object (hundreds of MB for a run of javac sampled every millisecond): this writes
@@ -39,7 +41,10 @@ public class ExecutionSamples {
                     continue;
                 }
                 line.setLength(0);
-                line.append("{\"values\":{\"sampledThread\":");
+                Instant start = event.getStartTime();
+                line.append("{\"values\":{\"startTime\":")
+                        .append(start.getEpochSecond() * 1_000_000_000L + start.getNano())
+                        .append(",\"sampledThread\":");
                 thread(line, event.getThread("sampledThread"));
                 line.append(",\"stackTrace\":");
                 stack(line, event.getStackTrace(), depth);

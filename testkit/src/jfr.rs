@@ -83,7 +83,7 @@ impl Recording {
     /// The recording's execution samples, read with JFR's own parser (`jdk.jfr.consumer`) on
     /// `jdk` (the JDK that ran the recording) by `testkit/jfr/ExecutionSamples.java`, which
     /// gives what `jfr print --json --stack-depth 512 --events jdk.ExecutionSample` gives, field
-    /// for field, without the hundreds of MB of every other field that it writes for a run of
+    /// for field (the start time in nanoseconds since the epoch, not as a date), without the hundreds of MB of every other field that it writes for a run of
     /// javac. Panics, saying why, when the recording or the JDK is missing or gives something
     /// else than JSON lines.
     pub fn read(&self, jdk: &Jdk) -> Profile {
@@ -145,6 +145,9 @@ pub struct Sample {
     pub frames: Vec<String>,
     /// JFR cut the stack at the depth asked for (512).
     pub truncated: bool,
+    /// When it was taken, in nanoseconds since the Unix epoch (0 when the recording does not
+    /// say).
+    pub start_ns: u64,
 }
 
 impl Sample {
@@ -312,6 +315,7 @@ fn sample(event: &Value) -> Option<Sample> {
         virtual_thread,
         frames,
         truncated: stack["truncated"].as_bool().unwrap_or(false),
+        start_ns: values["startTime"].as_u64().unwrap_or(0),
     })
 }
 
@@ -344,6 +348,7 @@ mod tests {
     fn a_virtual_thread_starts_at_its_run_method() {
         let frame = |class: &str, name: &str, hidden: bool| serde_json::json!({"method": {"type": {"name": class, "hidden": hidden}, "name": name}});
         let event = serde_json::json!({"values": {
+            "startTime": 1_700_000_000_123_456_789u64,
             "sampledThread": {"javaName": "", "osThreadId": 7, "virtual": true},
             "stackTrace": {"truncated": false, "frames": [
                 frame("T", "alpha", false),
@@ -360,6 +365,7 @@ mod tests {
         );
         assert!(sample.virtual_thread);
         assert_eq!(sample.os_thread_id, 7);
+        assert_eq!(sample.start_ns, 1_700_000_000_123_456_789);
     }
 
     #[test]

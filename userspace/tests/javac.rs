@@ -128,7 +128,8 @@ struct JavacRun {
 ///
 /// JFR samples a thread only while it runs Java code: our samples whose newest frames are native
 /// code (the JVM loading classes, a runtime call, the kernel) are left out of the comparison, and
-/// so are the branches of the other threads.
+/// so are those JFR cannot walk (in a stub, or where a compiled frame is not built: docs/stacks.md,
+/// `--native`) and the branches of the other threads.
 fn javac_run(jdk: &Jdk, jvm_flags: &[&str], agent: bool) -> JavacRun {
     let dir = target_dir().join(format!(
         "javac-{}-{}-{}",
@@ -162,15 +163,10 @@ fn javac_run(jdk: &Jdk, jvm_flags: &[&str], agent: bool) -> JavacRun {
         agent,
         &format!("Java {} {jvm_flags:?}: javac", jdk.major),
     );
-    let counts = session.take_native_counts();
-    assert_eq!(counts.len(), 1, "one JVM: {:?}", counts.keys());
-    let (&pid, samples) = counts.iter().next().expect("one JVM");
-    let jvm = session.jvm(pid).expect("the JVM");
-    let ours = samples
-        .iter()
-        .filter(|((_, native), _)| native.is_empty())
-        .map(|((branch, _), &n)| (jvm.branches().name(*branch).to_string(), n))
-        .filter(|(branch, _)| branch.starts_with(ENTRY))
+    let ours = common::one_jvm_samples(&mut session)
+        .into_iter()
+        .filter(|(branch, native, _)| !native && branch.starts_with(ENTRY))
+        .map(|(branch, _, n)| (branch, n))
         .collect();
     let jfr = recording
         .read(jdk)

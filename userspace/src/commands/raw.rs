@@ -352,6 +352,7 @@ mod tests {
             java_thread: true,
             scanned: false,
             thread_in_r15: false,
+            leaf_unbuilt: false,
             ip: 0,
             sp: 0,
             bp: 0,

@@ -57,6 +57,16 @@ const KEEP_NS: u64 = 30_000_000_000;
 /// JVM's own code called outside any Java method, a thread that has not entered Java yet).
 pub const NATIVE: &str = "[native]";
 
+/// With native frames: the newest native frame of a sample whose newest code was a stub of the
+/// code cache (an adapter, a vtable stub, an arraycopy routine), not a Java frame.
+pub const STUB: &str = "[stub]";
+
+/// With native frames: the newest native frame of a sample taken in compiled code where its frame
+/// was not built, or no longer (a prologue before its frame is complete, an epilogue after it is
+/// popped). Its Java frames are whole and named; HotSpot's own samplers (JFR, AsyncGetCallTrace)
+/// cannot walk such a stack and drop the sample.
+pub const FRAME_NOT_BUILT: &str = "[frame not built]";
+
 /// Where the names of JIT-compiled frames come from.
 #[derive(Debug)]
 pub enum JitNames {
@@ -117,7 +127,8 @@ pub struct Resolved {
     /// Its branch, in the [`Branches`] given to [`Resolver::resolve`].
     pub branch: BranchId,
     /// With native frames asked for: the native functions newer than the newest Java frame
-    /// (for a JVM thread, or a sample without Java frames: all of them), oldest first.
+    /// (for a JVM thread, or a sample without Java frames: all of them), oldest first; or, when
+    /// the newest code was in the code cache, [`STUB`] or [`FRAME_NOT_BUILT`] if it was one.
     pub native: Vec<Arc<str>>,
 }
 
@@ -144,6 +155,8 @@ pub struct Resolver {
     /// Scratch space reused by every sample: frames newest first, leaf-side native pcs.
     frames: Stack,
     native_pcs: Vec<u64>,
+    /// [`STUB`] or [`FRAME_NOT_BUILT`] when the sample being resolved is one.
+    leaf_pseudo: Option<&'static str>,
 }
 
 /// A pc of a sample: where it is, and whether it is a return address (a caller's frame).
@@ -216,6 +229,7 @@ impl Resolver {
             swept_ns: 0,
             frames: Stack::default(),
             native_pcs: Vec::with_capacity(16),
+            leaf_pseudo: None,
         }
     }
 
@@ -316,6 +330,7 @@ impl Resolver {
         self.unreported = false;
         self.frames.clear();
         self.native_pcs.clear();
+        self.leaf_pseudo = None;
         if let Some(thread) = thread {
             if self.native.is_some() {
                 self.native_pcs.extend(pcs(sample).map(Pc::instruction));
@@ -346,6 +361,13 @@ impl Resolver {
             } else {
                 self.compiled(pc, sample.time_ns, branches)
             };
+            if !pc.caller {
+                self.leaf_pseudo = match named {
+                    Named::Stub => Some(STUB),
+                    _ if sample.leaf_unbuilt => Some(FRAME_NOT_BUILT),
+                    _ => None,
+                };
+            }
             match named {
                 Named::Frames => {
                     self.tally.java_frames += (self.frames.ids.len() - before) as u64;
@@ -387,6 +409,7 @@ impl Resolver {
         };
         let mut names = native.names(&self.native_pcs);
         names.reverse();
+        names.extend(self.leaf_pseudo.map(Arc::from));
         names
     }
 }

@@ -17,6 +17,7 @@ fn sample(time_ns: u64, frames: Vec<StackFrame>) -> Sample {
         java_thread: true,
         scanned: false,
         thread_in_r15: false,
+        leaf_unbuilt: false,
         ip: frames.first().map_or(0, |frame| frame.pc),
         sp: 0x7000,
         bp: 0x7100,
@@ -98,6 +99,11 @@ fn code_map(compute: (u64, u64)) -> JitNames {
 
 impl Image {
     fn new(naming: Naming) -> Image {
+        Image::with_native_frames(naming, false)
+    }
+
+    /// An image whose resolver names native frames too, with `native_frames`.
+    fn with_native_frames(naming: Naming, native_frames: bool) -> Image {
         let mut jvm = FakeJvm::default();
         let run = jvm.method("demo/Main", "run");
         let compute_method = jvm.method("demo/Hot", "compute");
@@ -115,7 +121,7 @@ impl Image {
             JitNames::CodeCache
         };
         Image {
-            resolver: Resolver::new(jvm.open(std::process::id()), jit, false),
+            resolver: Resolver::new(jvm.open(std::process::id()), jit, native_frames),
             branches: Branches::new(&["demo."]),
             run,
             interpreter,
@@ -259,6 +265,40 @@ fn stubs_and_native_frames_are_left_out() {
     let (branch, stats) = image.resolve(vec![native(0x1000, false), native(0x2000, true)]);
     assert_eq!(branch, NATIVE);
     assert_eq!(stats.without_java_frame, 1);
+}
+
+/// A sample whose newest code was a stub, or compiled code where its frame was not built, says so
+/// as its newest native frame; one whose newest frames were native code names them only.
+#[test]
+fn a_stub_or_a_frame_not_built_at_the_leaf_is_its_native_frame() {
+    let mut image = Image::with_native_frames(Naming::Outer, true);
+    let (run, pc, stub, compute) = (image.run, image.interpreter, image.stub, image.compute.0);
+    let mut native_of = |leaf_unbuilt: bool, frames: Vec<StackFrame>| {
+        let mut sample = sample(1000, frames);
+        sample.leaf_unbuilt = leaf_unbuilt;
+        let resolved = image.resolver.resolve(&sample, None, &mut image.branches);
+        resolved
+            .native
+            .iter()
+            .map(|name| name.to_string())
+            .collect::<Vec<_>>()
+    };
+    let in_stub = vec![
+        frame(stub + 1, FrameKind::Stub { blob: 0 }, false),
+        interpreted(pc, run, true),
+    ];
+    assert_eq!(native_of(false, in_stub), [STUB]);
+    let in_compiled = || vec![compiled(compute + 0x10, false), interpreted(pc, run, true)];
+    assert_eq!(native_of(true, in_compiled()), [FRAME_NOT_BUILT]);
+    assert!(native_of(false, in_compiled()).is_empty());
+    let under_native = vec![
+        native(0x1000, false),
+        frame(stub + 1, FrameKind::Stub { blob: 0 }, true),
+        interpreted(pc, run, true),
+    ];
+    let names = native_of(false, under_native);
+    assert_eq!(names.len(), 1);
+    assert_ne!(names[0], STUB);
 }
 
 #[test]

@@ -126,6 +126,10 @@ pub struct Sample {
     /// Native code without frame pointers, called from Java code, was left by scanning the
     /// stack for the return address into Java code.
     pub scanned: bool,
+    /// The sampled frame's pc lay where its frame was not built, or no longer: in the prologue
+    /// of an nmethod or a stub before its frame was complete, or in an epilogue after it was
+    /// popped (see docs/sampler.md, "How frames are unwound").
+    pub leaf_unbuilt: bool,
     /// User instruction pointer.
     pub ip: u64,
     /// User stack pointer.
@@ -158,6 +162,7 @@ const FLAG_JVM: u32 = 2;
 const FLAG_JAVA_THREAD: u32 = 4;
 const FLAG_SCANNED: u32 = 8;
 const FLAG_THREAD_R15: u32 = 16;
+const FLAG_LEAF_UNBUILT: u32 = 32;
 /// `jp_frame.flags`.
 const FRAME_CALLER: u8 = 1;
 const FRAME_DEOPT: u8 = 2;
@@ -282,6 +287,7 @@ impl Sample {
             java_thread: header.flags & FLAG_JAVA_THREAD != 0,
             scanned: header.flags & FLAG_SCANNED != 0,
             thread_in_r15: header.flags & FLAG_THREAD_R15 != 0,
+            leaf_unbuilt: header.flags & FLAG_LEAF_UNBUILT != 0,
             time_ns: header.time_ns,
             ip: header.ip,
             sp: header.sp,
