@@ -59,14 +59,15 @@ impl Resolver {
                 };
             }
         }
+        // Compiled code the map does not hold yet: worth waiting for the agent's report of it,
+        // unless it is a stub or a native nmethod (no method is inlined into those), and the
+        // more so when the code is gone from the code cache already.
+        let agent = matches!(self.jit, JitNames::Agent(_));
         match self.hotspot.blob_at(pc.pc) {
             Some(blob) if !blob.is_nmethod() => Named::Stub,
             Some(blob) => match self.hotspot.compiled_method(&blob) {
                 Some(compiled) => {
-                    // A native nmethod has no inlined method, so the code cache names it whole:
-                    // only compiled Java code is worth waiting for.
-                    self.unreported |= matches!(self.jit, JitNames::Agent(_))
-                        && compiled.comp_level != NATIVE_TIER;
+                    self.unreported |= agent && compiled.comp_level != NATIVE_TIER;
                     self.tally.code_cache_frames += 1;
                     if !self.scoped(&blob, &compiled, pc, time_ns, branches) {
                         self.frames
@@ -74,9 +75,15 @@ impl Resolver {
                     }
                     Named::Frames
                 }
-                None => self.named_by_perf_map(at, branches),
+                None => {
+                    self.unreported |= agent;
+                    self.named_by_perf_map(at, branches)
+                }
             },
-            None => self.named_by_perf_map(at, branches),
+            None => {
+                self.unreported |= agent;
+                self.named_by_perf_map(at, branches)
+            }
         }
     }
 

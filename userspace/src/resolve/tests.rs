@@ -78,7 +78,11 @@ struct Image {
     free: u64,
 }
 
-/// The code map the agent would write for `compute`'s code, loaded at time 100.
+/// When the agent reported `compute`'s code (1 s: more than the lag a load may be reported
+/// with, after time 0).
+const LOADED_NS: u64 = 1_000_000_000;
+
+/// The code map the agent would write for `compute`'s code, loaded at [`LOADED_NS`].
 fn code_map(compute: (u64, u64)) -> JitNames {
     use joularcode_core::code_map as format;
     let mut map = CodeMap::new("fake.map");
@@ -92,7 +96,7 @@ fn code_map(compute: (u64, u64)) -> JitNames {
         chain: vec![0, 1],
     };
     let size = u32::try_from(compute.1 - compute.0).expect("a small method");
-    format::compiled_load(&mut text, false, 100, compute.0, size, 0, &[inlined]);
+    format::compiled_load(&mut text, false, LOADED_NS, compute.0, size, 0, &[inlined]);
     map.feed(&text).expect("a well-formed code map");
     JitNames::Agent(Box::new(map))
 }
@@ -134,9 +138,9 @@ impl Image {
     /// The branch of `frames` resolved at time 1000, and the stats it added.
     fn resolve(&mut self, frames: Vec<StackFrame>) -> (String, ResolveStats) {
         let before = self.resolver.stats();
-        let resolved = self
-            .resolver
-            .resolve(&sample(1000, frames), None, &mut self.branches);
+        let resolved =
+            self.resolver
+                .resolve(&sample(LOADED_NS + 900, frames), None, &mut self.branches);
         let after = self.resolver.stats();
         let added = ResolveStats {
             samples: after.samples - before.samples,
@@ -236,8 +240,8 @@ fn the_newest_frame_is_looked_up_as_hotspot_does_and_a_caller_at_its_call() {
 #[test]
 fn compiled_code_the_agent_has_not_reported_yet_waits() {
     let mut image = Image::new(Naming::Agent);
-    // A sample before the code map's load line: the agent had not reported the code yet.
-    let early = sample(50, vec![compiled(image.compute.0 + 0x50, false)]);
+    // A sample well before the code map's load line: the agent had not reported the code yet.
+    let early = sample(LOADED_NS / 2, vec![compiled(image.compute.0 + 0x50, false)]);
     assert_eq!(
         image
             .resolver
@@ -248,6 +252,36 @@ fn compiled_code_the_agent_has_not_reported_yet_waits() {
     let resolved = image.resolver.resolve(&early, None, &mut image.branches);
     assert_eq!(image.branches.name(resolved.branch), "demo.Hot.compute");
     assert_eq!(image.resolver.stats().code_cache_frames, 1);
+    // A sample shortly before it: the code ran before HotSpot reported it, and the map names it
+    // whole, the inlined method included.
+    let reported_late = sample(
+        LOADED_NS - 100_000_000,
+        vec![compiled(image.compute.0 + 0x50, false)],
+    );
+    let resolved = image
+        .resolver
+        .resolve_or_wait(&reported_late, None, &mut image.branches)
+        .expect("named by the map");
+    assert_eq!(
+        image.branches.name(resolved.branch),
+        "demo.Hot.compute;demo.Hot.square"
+    );
+}
+
+#[test]
+fn compiled_code_gone_from_the_code_cache_waits_for_the_agent() {
+    let mut image = Image::new(Naming::Agent);
+    // No code at the pc any more, and none in the map at the sample's time: the agent may
+    // still report it.
+    let gone = sample(LOADED_NS / 2, vec![compiled(image.free + 0x10, false)]);
+    assert_eq!(
+        image
+            .resolver
+            .resolve_or_wait(&gone, None, &mut image.branches),
+        None
+    );
+    let resolved = image.resolver.resolve(&gone, None, &mut image.branches);
+    assert_eq!(image.branches.name(resolved.branch), UNKNOWN);
 }
 
 #[test]
@@ -274,7 +308,7 @@ fn a_stub_or_a_frame_not_built_at_the_leaf_is_its_native_frame() {
     let mut image = Image::with_native_frames(Naming::Outer, true);
     let (run, pc, stub, compute) = (image.run, image.interpreter, image.stub, image.compute.0);
     let mut native_of = |leaf_unbuilt: bool, frames: Vec<StackFrame>| {
-        let mut sample = sample(1000, frames);
+        let mut sample = sample(LOADED_NS + 900, frames);
         sample.leaf_unbuilt = leaf_unbuilt;
         let resolved = image.resolver.resolve(&sample, None, &mut image.branches);
         resolved

@@ -94,6 +94,10 @@ pub struct CodeTable {
 /// Entries and method numbers held before a compaction is worth it.
 const FIRST_COMPACTION: usize = 4096;
 
+/// How late a load may be reported after the code ran: HotSpot posts the event from its service
+/// thread, and the agent writes its buffer every 20 ms.
+const LOAD_LAG_NS: u64 = 250_000_000;
+
 impl CodeTable {
     /// Unload records that named no loaded code.
     pub fn unmatched_unloads(&self) -> u64 {
@@ -327,21 +331,36 @@ impl CodeTable {
     /// The Java frames at `pc` at time `time_ns` (CLOCK_MONOTONIC), outermost first, from the
     /// code that was valid then: loaded at or before `time_ns` and not yet unloaded. Within a
     /// compiled method, the inline range covering `pc` gives the inlined methods.
+    ///
+    /// HotSpot reports code after it installs it, so code can run before its load time here.
+    /// When no code was valid at `time_ns`, the code at `pc` then was code whose load came
+    /// later: the first one to load there after `time_ns` (HotSpot reports loads in the order it
+    /// installs the code), if it loaded within [`LOAD_LAG_NS`].
     pub fn lookup(&self, pc: u64, time_ns: u64) -> Option<JitFrames<'_>> {
         let mut i = self.entries.partition_point(|e| e.start <= pc);
         let mut best: Option<&Entry> = None;
+        let mut reported_late: Option<&Entry> = None;
+        let latest_load = time_ns.saturating_add(LOAD_LAG_NS);
         while i > 0 {
             i -= 1;
             if self.max_end[i] <= pc {
                 break;
             }
             let e = &self.entries[i];
-            let valid = pc < e.end && e.load <= time_ns && time_ns < e.unload;
-            if valid && best.is_none_or(|b| e.load >= b.load) {
+            if pc >= e.end {
+                continue;
+            }
+            if e.load <= time_ns && time_ns < e.unload && best.is_none_or(|b| e.load >= b.load) {
                 best = Some(e);
             }
+            if e.load > time_ns
+                && e.load <= latest_load
+                && reported_late.is_none_or(|b| e.load < b.load)
+            {
+                reported_late = Some(e);
+            }
         }
-        let entry = best?;
+        let entry = best.or(reported_late)?;
         let code = &self.codes[entry.code as usize];
         let offset = (pc - entry.start) as u32;
         let span = code
@@ -421,15 +440,37 @@ mod tests {
             "M 0 a.Old.m\nM 1 a.New.m\n\
              L 100 1000 80 0\nU 500 1000\nL 600 1000 40 1\n",
         );
-        assert_eq!(names(&map, 0x1010, 99), None, "before any load");
+        // Code runs before HotSpot reports it: a sample before a load, and between an unload
+        // and the next load, was in the code reported next.
+        assert_eq!(names(&map, 0x1010, 99), Some(vec!["a.Old.m"]));
         assert_eq!(names(&map, 0x1010, 100), Some(vec!["a.Old.m"]));
         assert_eq!(names(&map, 0x1010, 499), Some(vec!["a.Old.m"]));
-        assert_eq!(names(&map, 0x1010, 550), None, "between unload and reload");
+        assert_eq!(names(&map, 0x1010, 550), Some(vec!["a.New.m"]));
         assert_eq!(names(&map, 0x1010, 600), Some(vec!["a.New.m"]));
         assert_eq!(names(&map, 0x1060, 700), None, "the new code is shorter");
         assert_eq!(names(&map, 0x1060, 300), Some(vec!["a.Old.m"]));
         let old = map.lookup(0x1010, 300).unwrap();
         assert_eq!((old.load_ns, old.unload_ns), (100, Some(500)));
+    }
+
+    #[test]
+    fn code_reported_late_names_only_samples_within_the_lag() {
+        let map = table(&format!(
+            "M 0 a.A.m\nM 1 a.B.m\nL {} 1000 80 0\nU {} 1000\nL {} 1000 80 1\n",
+            LOAD_LAG_NS * 4,
+            LOAD_LAG_NS * 6,
+            LOAD_LAG_NS * 8
+        ));
+        let at = |time: u64| names(&map, 0x1010, time);
+        assert_eq!(
+            at(LOAD_LAG_NS * 4 - LOAD_LAG_NS - 1),
+            None,
+            "long before its load"
+        );
+        assert_eq!(at(LOAD_LAG_NS * 4 - LOAD_LAG_NS), Some(vec!["a.A.m"]));
+        // After A's unload: B, if B's load comes within the lag; else nothing.
+        assert_eq!(at(LOAD_LAG_NS * 7 - 1), None);
+        assert_eq!(at(LOAD_LAG_NS * 8 - 1), Some(vec!["a.B.m"]));
     }
 
     #[test]
@@ -463,7 +504,9 @@ mod tests {
         assert_eq!(names(&map, 0x1010, 400), Some(vec!["a.Old.m", "a.New.m"]));
         assert_eq!(names(&map, 0x1010, 650), Some(vec!["a.New.m"]));
         assert_eq!(names(&map, 0x5010, 150), None);
-        assert_eq!(names(&map, 0x7010, 250), None);
+        // Over, overwritten before the horizon, is gone: New, reported at 300, is taken for the
+        // code that ran there at 250 (no sample that old is asked of a map compacted at 450).
+        assert_eq!(names(&map, 0x7010, 250), Some(vec!["a.New.m"]));
         assert_eq!(names(&map, 0x7010, 350), Some(vec!["a.New.m"]));
         assert_eq!(names(&map, 0x3000, 1), Some(vec!["Interpreter"]));
         assert_eq!(names(&map, 0x9000, 900), Some(vec!["b.Fresh.m"]));
