@@ -54,12 +54,11 @@
 //! newest frame's distance was 0.014 below to 0.022 above the floor, 0.028 inside the bound; the
 //! inclusive shares 0.016 apart on average at most (the most for one method 0.052), 0.024 inside;
 //! `[unknown]` 0.42% of the samples at most, except in JRuby launched: in 5 of 45 runs, 0.8 to
-//! 5.1% (its newest-frame distance and shares within their bounds). There, nearly all the
-//! `[unknown]` frames were compiled code that the code map did not name at the sample's time (the
-//! agent had not reported it yet) and where the code cache held no blob any more when the sample
-//! was resolved: a defect of ours, not fixed yet, that this test finds; the failure lists the
-//! stacks holding `[unknown]` (a frame between JRuby's `CachingCallSite.call` and the Ruby
-//! method's `DirectMethodHandle$Holder.invokeStatic`, mostly).
+//! 5.1%. There, nearly all the `[unknown]` frames were compiled code that the code map did not
+//! name at the sample's time (the agent had not reported it yet) and that the code cache had
+//! freed when the sample was resolved; the code map now names code that ran before its report
+//! (docs/code-map.md, "Looking a pc up"), and seven runs since gave 0.05 to 0.14%. A failure
+//! lists the stacks holding `[unknown]`.
 //!
 //! They load the BPF sampler (root), run JVMs and compare with JFR, so they run one at a time.
 
