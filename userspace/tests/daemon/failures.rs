@@ -115,9 +115,13 @@ fn a_fake_jvm_with_huge_tables_stalls_no_cycle_of_the_daemon() {
 }
 
 /// Two JVMs in a cgroup of their own, the daemon watching that cgroup with its results in
-/// `results`; `plant` is called with the JVMs' pids before the daemon starts. Returns the daemon
-/// after it ran 10 s, still serving the JVMs' energy (which advanced), and the JVMs.
-fn daemon_with_results(results: &Path, plant: impl FnOnce(u32, u32)) -> (Daemon, Jvm, Jvm) {
+/// `results`; `plant` is called with the JVMs' pids before the daemon starts. Returns the cgroup
+/// (to drop last: it is removed once the JVMs have ended), the daemon after it ran 10 s, still
+/// serving the JVMs' energy (which advanced), and the JVMs.
+fn daemon_with_results(
+    results: &Path,
+    plant: impl FnOnce(u32, u32),
+) -> (TestCgroup, Daemon, Jvm, Jvm) {
     let cgroup = TestCgroup::new(
         &format!("/joularcode-folders-{}", std::process::id()),
         &format!("/joularcode-folders-{}", std::process::id()),
@@ -143,7 +147,7 @@ fn daemon_with_results(results: &Path, plant: impl FnOnce(u32, u32)) -> (Daemon,
         "both JVMs' energy is served ({energy:?}): {}",
         daemon.said()
     );
-    (daemon, first, second)
+    (cgroup, daemon, first, second)
 }
 
 /// The SEVERE lines of `said` that name JVM `pid`.
@@ -158,7 +162,7 @@ fn a_link_planted_where_a_jvms_folder_goes_stops_only_that_jvms_results() {
     let user = User::create("fl");
     let results = tempfile::tempdir().expect("a results folder");
     let elsewhere = user.home().to_path_buf();
-    let (daemon, first, second) = daemon_with_results(results.path(), |first, _| {
+    let (_cgroup, daemon, first, second) = daemon_with_results(results.path(), |first, _| {
         user.symlink(
             &elsewhere,
             &results.path().join(format!("{first}-RecordBusy")),
@@ -192,7 +196,7 @@ fn a_full_disk_under_the_results_stops_no_jvm_nor_the_daemon() {
         let mut filler = std::fs::File::create(disk.path().join("filler")).expect("the filler");
         while filler.write_all(&[0; 4096]).is_ok() {}
     }
-    let (daemon, first, second) = daemon_with_results(&disk.path(), |_, _| {});
+    let (_cgroup, daemon, first, second) = daemon_with_results(&disk.path(), |_, _| {});
     let said = daemon.said();
     for jvm in [&first, &second] {
         assert_eq!(severe_of(&said, jvm.pid()), 1, "{said}");
