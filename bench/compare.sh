@@ -29,11 +29,15 @@
 # configuration once per program, in an order reversed from one round to the next.
 #
 # It prints a line per run: program, round, configuration, throughput, work per CPU second,
-# failed requests, what the profiler recorded (joules, or samples) and the load average; then
+# failed requests, record's own cost as shares of one core (its process's utime + stime, and its
+# BPF programs' run time from /proc/PID/fdinfo, kernel.bpf_stats_enabled being switched on for
+# the run and restored after), what the profiler recorded (joules, or samples) and the load
+# average; then
 # per round both ratios to the unprofiled run of the same round; then per program and
 # configuration the medians over rounds.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../scripts/setup.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/bpf-time.sh"
 cd "$JOULAR_ROOT"
 rounds=${1:-5}
 seconds=${2:-20}
@@ -79,12 +83,15 @@ done
 work=$(mktemp -d)
 jvm=""
 profiler=""
+stats_before=$(cat /proc/sys/kernel/bpf_stats_enabled)
 cleanup() {
     [ -n "$profiler" ] && kill "$profiler" 2> /dev/null
     [ -n "$jvm" ] && kill -9 "$jvm" 2> /dev/null
+    echo "$stats_before" > /proc/sys/kernel/bpf_stats_enabled
     rm -rf "$work"
 }
 trap cleanup EXIT
+echo 1 > /proc/sys/kernel/bpf_stats_enabled
 echo 100 > "$work/watts"
 "$JOULAR_JDK17/bin/javac" --release 17 -d "$work/classes" testkit/java/SamplerOverhead.java
 mkdir -p "$work/webapp/WEB-INF/classes"
@@ -167,20 +174,17 @@ load() {
 # The last line "UNITS <units> <ns> <worker CPU ns>" that the cpu program in folder $1 printed.
 units() { grep '^UNITS' "$1/jvm.out" | tail -n 1; }
 
-# utime + stime of the JVM and of record's process, in clock ticks.
-cpu_ticks() {
-    local pid
-    for pid in "$jvm" ${profiler:+"$profiler"}; do
-        awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$pid/stat"
-    done | awk '{ s += $1 } END { print s }'
-}
+# utime + stime of process $1, in clock ticks.
+ticks_of() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
 
 # The measure of program $1 in folder $2 over $seconds: prints its throughput (requests or units
-# a second), the work done per CPU second of the JVM and record's process, and the failed
-# requests ("-" for cpu).
+# a second), the work done per CPU second of the JVM and record's process, the failed requests
+# ("-" for cpu), and record's own cost as shares of one core: its process's CPU time and its
+# BPF programs' run time ("- -" without record).
 measure() {
-    local t0 t1 before after result
-    t0=$(cpu_ticks)
+    local t0 t1 r0=0 r1=0 b0=0 b1=0 w0 w1 before after result
+    t0=$(ticks_of "$jvm"); w0=$(date +%s%N)
+    if [ -n "$profiler" ]; then r0=$(ticks_of "$profiler"); b0=$(bpf_ns "$profiler"); fi
     if [ "$1" = tomcat ]; then
         result=$(load "$seconds")
     else
@@ -189,9 +193,15 @@ measure() {
         after=$(units "$2")
         result=$(echo "$before $after" | awk '{ printf "%.2f -", ($6 - $2) * 1e9 / ($7 - $3) }')
     fi
-    t1=$(cpu_ticks)
-    echo "$result" | awk -v cpu=$((t1 - t0)) -v hz="$ticks" -v s="$seconds" \
-        '{ printf "%s %.3f %s\n", $1, (cpu > 0 ? $1 * s * hz / cpu : 0), $2 }'
+    t1=$(ticks_of "$jvm"); w1=$(date +%s%N)
+    if [ -n "$profiler" ]; then r1=$(ticks_of "$profiler"); b1=$(bpf_ns "$profiler"); fi
+    echo "$result" | awk -v jvm=$((t1 - t0)) -v rec=$((r1 - r0)) -v bpf=$((b1 - b0)) \
+        -v w=$((w1 - w0)) -v hz="$ticks" -v s="$seconds" -v own="$profiler" '{
+        cpu = jvm + rec
+        printf "%s %.3f %s", $1, (cpu > 0 ? $1 * s * hz / cpu : 0), $2
+        if (own) printf " %.3f %.3f\n", 100 * rec / hz * 1e9 / w, 100 * bpf / w
+        else print " - -"
+    }'
 }
 
 # Wait time of the warm-up and the settling: load on tomcat, a sleep on cpu.
@@ -257,9 +267,10 @@ for round in $(seq "$rounds"); do
             wait_under_load "$program" "$warmup"
             attach "$config" "$dir"
             wait_under_load "$program" "$settle"
-            read -r rate per_cpu failed < <(measure "$program" "$dir")
+            read -r rate per_cpu failed own bpf < <(measure "$program" "$dir")
             detach "$config" "$dir"
-            line="RUN $program $round $config $rate $per_cpu $failed $recorded $(cut -d' ' -f1 /proc/loadavg)"
+            line="RUN $program $round $config $rate $per_cpu $failed $own $bpf $recorded"
+            line="$line $(cut -d' ' -f1 /proc/loadavg)"
             echo "$line"
             round_lines+=("$line")
         done
@@ -280,8 +291,10 @@ done
 echo
 echo "Medians over $rounds rounds of ${seconds} s: throughput (tomcat: requests/s; cpu: units/s),"
 echo "and its ratio to the unprofiled run of the same round; the same for the work per CPU second"
-echo "of the JVM and record's process."
-printf '%-7s %-15s %11s %8s %11s %8s\n' program config throughput ratio 'per-cpu-s' ratio
+echo "of the JVM and record's process; record's own cost as shares of one core: its process's"
+echo "CPU time and its BPF programs' run time."
+printf '%-7s %-15s %11s %8s %11s %8s %8s %8s\n' program config throughput ratio 'per-cpu-s' ratio \
+    'record%' 'bpf%'
 printf '%s\n' "${lines[@]}" | awk '
     function median(list,    n, a, i, j, x) {
         n = split(list, a, " ")
@@ -295,10 +308,13 @@ printf '%s\n' "${lines[@]}" | awk '
             split(run[i], f, " "); k = f[2] " " f[4]; keys[k] = 1; b = f[2] " " f[3]
             rate[k] = rate[k] " " f[5]; ratio[k] = ratio[k] " " f[5] / base[b]
             cpu[k] = cpu[k] " " f[6]; cpu_ratio[k] = cpu_ratio[k] " " f[6] / base_cpu[b]
+            own[k] = own[k] " " f[8]; bpf[k] = bpf[k] " " f[9]
         }
         for (k in keys) {
             split(k, f, " ")
-            printf "%-7s %-15s %11.2f %8.4f %11.3f %8.4f\n", f[1], f[2], median(rate[k]),
+            printf "%-7s %-15s %11.2f %8.4f %11.3f %8.4f", f[1], f[2], median(rate[k]),
                 median(ratio[k]), median(cpu[k]), median(cpu_ratio[k])
+            if (f[2] == "record") printf " %8.3f %8.3f\n", median(own[k]), median(bpf[k])
+            else printf " %8s %8s\n", "-", "-"
         }
     }' | sort
