@@ -24,6 +24,7 @@
 # same minute) and its median: on a shared machine, the figure to quote.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../scripts/test-setup.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/bpf-time.sh"
 cd "$JOULAR_ROOT"
 rounds=${1:-5}
 seconds=${2:-20}
@@ -48,13 +49,6 @@ cpu_ns() { cat /proc/"$1"/task/*/schedstat 2> /dev/null | awk '{ s += $1 } END {
 cpu_ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
 # Context switches of the host since boot.
 switches() { awk '/^ctxt / { print $2 }' /proc/stat; }
-# run_time_ns of the BPF programs process $1 holds, each program once.
-bpf_ns() {
-    for fd in /proc/"$1"/fdinfo/*; do
-        awk '/^prog_id:/ { id = $2 } /^run_time_ns:/ { t = $2 } END { if (id) print id, t }' \
-            "$fd" 2> /dev/null
-    done | sort -u -k1,1 | awk '{ s += $2 } END { print s + 0 }'
-}
 
 # One run of binary $2 against JVM $1 of program $3 in round $4: prints a result line.
 run() {
