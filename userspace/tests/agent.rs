@@ -118,10 +118,12 @@ fn agent_at_start_maps_compiled_code_with_inlined_chains_and_recompilations() {
                 .lookup(*start, *load)
                 .expect("code named at its load time");
             assert_eq!(frames.frames().next(), Some("AgentHot.work"));
+            // A moment before its load, its start held other code still valid then, or this
+            // very copy, which ran before HotSpot reported it: never a copy loaded later.
             if *load > 0 {
                 assert!(map
                     .lookup(*start, load - 1)
-                    .is_none_or(|f| f.start != *start));
+                    .is_none_or(|f| f.start != *start || f.load_ns <= *load));
             }
         }
         // The interpreter is reported as generated code.
