@@ -4,6 +4,8 @@
 //! pointers in CodeBlob and the Method* in CompiledMethod; JDK 23+ hold offsets from the blob and
 //! the Method* in nmethod.
 
+use std::sync::Mutex;
+
 use super::memory::{array_at, word, Memory};
 use super::vmstructs::VmStructs;
 use super::HotSpotError;
@@ -95,7 +97,9 @@ pub struct HeapLayout {
     pub log2_segment: u32,
 }
 
-/// A heap's committed part, read afresh for each lookup since it grows.
+/// A heap's committed part. It only grows, and its start and segment map never move: a state
+/// read once answers for every pc it covers.
+#[derive(Debug, Clone, Copy)]
 struct HeapState {
     low: u64,
     segments: u64,
@@ -128,6 +132,16 @@ pub struct CodeCache {
     compile_id: u64,
     comp_level: u64,
     interpreter: (u64, u64),
+    /// Each heap's committed part as last read, read again for a pc beyond it.
+    committed: Mutex<Vec<Option<HeapState>>>,
+}
+
+impl HeapState {
+    /// The segment of `pc`, if the committed part holds it.
+    fn segment(&self, pc: u64) -> Option<u64> {
+        let segment = pc.checked_sub(self.low)? >> self.log2_segment;
+        (segment < self.segments).then_some(segment)
+    }
 }
 
 impl CodeCache {
@@ -158,6 +172,7 @@ impl CodeCache {
             compile_id: vm.offset(&nmethod, "_compile_id", 4)?,
             comp_level: vm.offset(&nmethod, "_comp_level", 1)?,
             interpreter: read_interpreter(mem, vm)?,
+            committed: Mutex::default(),
         };
         let boundary_low = vm.offset(&["VirtualSpace"], "_low_boundary", 8)?;
         let boundary_high = vm.offset(&["VirtualSpace"], "_high_boundary", 8)?;
@@ -181,6 +196,7 @@ impl CodeCache {
                 }
             }
         }
+        cache.committed = Mutex::new(vec![None; cache.heaps.len()]);
         // Reserved before its segment map is set up: the walker needs both
         if cache.heap_layouts(mem).is_none() {
             return Err(HotSpotError::NotReady(
@@ -254,19 +270,44 @@ impl CodeCache {
             .reserved
             .iter()
             .position(|&(l, h)| (l..h).contains(&pc))?;
-        let heap = self.heap_state(mem, self.heaps[index])?;
-        let segment = pc.checked_sub(heap.low)? >> heap.log2_segment;
-        if segment >= heap.segments {
-            return None;
-        }
+        let (heap, segment) = self.committed_segment(mem, index, pc)?;
         let start = block_start(mem, &heap, segment)?;
         let block = heap.low + (start << heap.log2_segment);
-        let (length, used) = self.block_header(mem, block)?;
+        // The block's header and the blob's, which follows it, in one read.
+        let bytes = mem.read_bytes(block, (self.block_size + self.blob_size) as usize)?;
+        let (length, used) = self.block_header(&bytes)?;
         if !used || pc >= block.checked_add(length << heap.log2_segment)? {
             return None;
         }
-        let blob = self.blob(mem, block.checked_add(self.block_size)?)?;
+        let blob = self.blob_from(
+            mem,
+            block + self.block_size,
+            bytes.get(self.block_size as usize..)?,
+        )?;
         (blob.address..blob.end).contains(&pc).then_some(blob)
+    }
+
+    /// The committed part of heap `index` and the segment of `pc` in it: as last read, or read
+    /// again when `pc` lies beyond that (the heap has grown since, or `pc` is in no blob).
+    fn committed_segment(
+        &self,
+        mem: &dyn Memory,
+        index: usize,
+        pc: u64,
+    ) -> Option<(HeapState, u64)> {
+        let known = self
+            .committed
+            .lock()
+            .ok()
+            .and_then(|states| states.get(index).copied().flatten());
+        if let Some(segment) = known.and_then(|heap| heap.segment(pc)) {
+            return Some((known?, segment));
+        }
+        let heap = self.heap_state(mem, *self.heaps.get(index)?)?;
+        if let Some(slot) = self.committed.lock().ok()?.get_mut(index) {
+            *slot = Some(heap);
+        }
+        Some((heap, heap.segment(pc)?))
     }
 
     /// Every used blob of every heap, in address order within each heap.
@@ -279,7 +320,10 @@ impl CodeCache {
             let mut segment = 0;
             while segment < state.segments {
                 let block = state.low + (segment << state.log2_segment);
-                let Some((length, used)) = self.block_header(mem, block) else {
+                let Some((length, used)) = mem
+                    .read_bytes(block, self.block_size as usize)
+                    .and_then(|bytes| self.block_header(&bytes))
+                else {
                     break;
                 };
                 if length == 0 {
@@ -299,29 +343,32 @@ impl CodeCache {
     }
 
     /// A block's length in segments, and whether it is used.
-    fn block_header(&self, mem: &dyn Memory, block: u64) -> Option<(u64, bool)> {
-        let bytes = mem.read_bytes(block, self.block_size as usize)?;
-        let length = u32::from_ne_bytes(array_at(&bytes, self.block_length)?);
+    fn block_header(&self, bytes: &[u8]) -> Option<(u64, bool)> {
+        let length = u32::from_ne_bytes(array_at(bytes, self.block_length)?);
         let used = *bytes.get(self.block_used as usize)? != 0;
         Some((u64::from(length), used))
     }
 
     /// The blob whose header starts at `blob`, if its fields are plausible.
     fn blob(&self, mem: &dyn Memory, blob: u64) -> Option<CodeBlob> {
-        let header = mem.read_bytes(blob, self.blob_size as usize)?;
-        let length =
-            u64::try_from(i32::from_ne_bytes(array_at(&header, self.blob_length)?)).ok()?;
-        let code_begin = self.code_begin.read(blob, &header)?;
-        let code_end = self.code_end.read(blob, &header)?;
+        self.blob_from(mem, blob, &mem.read_bytes(blob, self.blob_size as usize)?)
+    }
+
+    /// The blob at `blob` whose header is `header` (read from there), if its fields are
+    /// plausible.
+    fn blob_from(&self, mem: &dyn Memory, blob: u64, header: &[u8]) -> Option<CodeBlob> {
+        let length = u64::try_from(i32::from_ne_bytes(array_at(header, self.blob_length)?)).ok()?;
+        let code_begin = self.code_begin.read(blob, header)?;
+        let code_end = self.code_end.read(blob, header)?;
         let end = blob.checked_add(length)?;
         if code_begin < blob || code_begin > code_end || code_end > end {
             return None;
         }
         // Stubs without a fixed frame say -1.
         let frame_size =
-            u32::try_from(i32::from_ne_bytes(array_at(&header, self.blob_frame_size)?))
+            u32::try_from(i32::from_ne_bytes(array_at(header, self.blob_frame_size)?))
                 .unwrap_or(0);
-        let name = mem.read_c_string(word(&header, self.blob_name)?, MAX_BLOB_NAME)?;
+        let name = mem.read_c_string(word(header, self.blob_name)?, MAX_BLOB_NAME)?;
         Some(CodeBlob {
             address: blob,
             name,
@@ -458,6 +505,7 @@ fn read_interpreter(mem: &dyn Memory, vm: &VmStructs) -> Result<(u64, u64), HotS
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hotspot::fake::{FakeJvm, FakeMemory};
     use crate::hotspot::memory::ProcessMemory;
     use proptest::prelude::*;
 
@@ -489,6 +537,25 @@ mod tests {
                 .chain([5; 7].map(Some))
                 .collect::<Vec<_>>()
         );
+    }
+
+    #[test]
+    fn a_blob_committed_after_the_heap_was_read_is_found() {
+        let mut jvm = FakeJvm::default();
+        let (first, _) = jvm.stub("first", 0x100);
+        let (second, _) = jvm.stub("second", 0x100);
+        let end_field = jvm.committed_end_field();
+        let (mut mem, libjvm) = jvm.into_parts();
+        let vm = VmStructs::read(&mem, &libjvm).expect("tables");
+        let committed_end = mem.read_u64(end_field).expect("committed end");
+        mem.write_u64(end_field, second - 0x80);
+        let code = CodeCache::read(&mem, &vm).expect("code cache");
+        let name = |mem: &FakeMemory, pc| code.blob_at(mem, pc).map(|blob| blob.name);
+        assert_eq!(name(&mem, first).as_deref(), Some("first"));
+        assert_eq!(name(&mem, second), None);
+        mem.write_u64(end_field, committed_end);
+        assert_eq!(name(&mem, second).as_deref(), Some("second"));
+        assert_eq!(name(&mem, first).as_deref(), Some("first"));
     }
 
     #[test]

@@ -166,6 +166,8 @@ pub struct FakeJvm {
     statics: Vec<(&'static str, &'static str, u64)>,
     method_vtable: u64,
     heap_low: u64,
+    /// The CodeHeap.
+    code_heap: u64,
     segmap: u64,
     next_segment: u64,
     interpreter: (u64, u64),
@@ -188,6 +190,7 @@ impl Default for FakeJvm {
             statics: Vec::new(),
             method_vtable: vtable + 16,
             heap_low,
+            code_heap: 0,
             segmap,
             next_segment: 0,
             interpreter: (0, 0),
@@ -319,10 +322,22 @@ impl FakeJvm {
     }
 
     /// Writes the VMStructs tables and reads the image as process `pid`'s JVM.
-    pub fn try_open(mut self, pid: u32) -> Result<HotSpot, HotSpotError> {
+    pub fn try_open(self, pid: u32) -> Result<HotSpot, HotSpotError> {
+        let (mem, libjvm) = self.into_parts();
+        HotSpot::read(pid, Box::new(mem), &libjvm)
+    }
+
+    /// Writes the VMStructs tables, and gives the image and its libjvm apart: for tests that
+    /// change the image after it was read.
+    pub fn into_parts(mut self) -> (FakeMemory, Libjvm) {
         self.tables();
         let libjvm = Libjvm::with_symbols(self.symbols.clone());
-        HotSpot::read(pid, Box::new(self.mem), &libjvm)
+        (self.mem, libjvm)
+    }
+
+    /// Where the CodeHeap keeps the end of its committed part (`_memory._high`).
+    pub fn committed_end_field(&self) -> u64 {
+        self.code_heap + 24
     }
 
     /// Makes the interpreter's queue as a JVM has it before generating the interpreter into it:
@@ -383,6 +398,7 @@ impl FakeJvm {
     /// One code heap, committed whole, and the interpreter's StubQueue.
     fn code_heap(&mut self) {
         let heap = self.mem.alloc(256, 16);
+        self.code_heap = heap;
         let high = self.heap_low + (SEGMENTS << LOG2_SEGMENT);
         for (offset, value) in [
             (0, self.heap_low),
