@@ -366,8 +366,7 @@ impl CodeCache {
         }
         // Stubs without a fixed frame say -1.
         let frame_size =
-            u32::try_from(i32::from_ne_bytes(array_at(header, self.blob_frame_size)?))
-                .unwrap_or(0);
+            u32::try_from(i32::from_ne_bytes(array_at(header, self.blob_frame_size)?)).unwrap_or(0);
         let name = mem.read_c_string(word(header, self.blob_name)?, MAX_BLOB_NAME)?;
         Some(CodeBlob {
             address: blob,

@@ -5,6 +5,7 @@
 //! unchanged. The layouts are simple, but everything is found through the tables, as in a JVM.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use super::libjvm::Libjvm;
 use super::memory::{readable_range, Memory};
@@ -62,6 +63,25 @@ impl FakeMemory {
         let at = self.alloc(text.len() as u64 + 1, 8);
         self.write(at, text.as_bytes());
         at
+    }
+
+    /// Makes the nmethod whose code starts at `code_begin` compile `method` at tier `level`, as
+    /// compile `compile_id`: as HotSpot leaves it when new code takes the place of freed code.
+    pub fn compile_into(&mut self, code_begin: u64, method: u64, compile_id: u32, level: u8) {
+        let blob = code_begin - NMETHOD_HEADER;
+        self.write_u64(blob + 64, method);
+        self.write_u32(blob + 72, compile_id);
+        self.write(blob + 76, &[level]);
+    }
+}
+
+/// A fake image that a test can change while a [`HotSpot`] reads it.
+#[derive(Debug, Clone, Default)]
+pub struct SharedMemory(pub Arc<Mutex<FakeMemory>>);
+
+impl Memory for SharedMemory {
+    fn read_into(&self, addr: u64, buf: &mut [u8]) -> bool {
+        self.0.lock().is_ok_and(|mem| mem.read_into(addr, buf))
     }
 }
 
@@ -257,10 +277,7 @@ impl FakeJvm {
             "nmethod"
         };
         let (begin, end) = self.blob(kind, NMETHOD_HEADER, code_len);
-        let blob = begin - NMETHOD_HEADER;
-        self.mem.write_u64(blob + 64, method);
-        self.mem.write_u32(blob + 72, compile_id);
-        self.mem.write(blob + 76, &[level]);
+        self.mem.compile_into(begin, method, compile_id, level);
         (begin, end)
     }
 
@@ -325,6 +342,16 @@ impl FakeJvm {
     pub fn try_open(self, pid: u32) -> Result<HotSpot, HotSpotError> {
         let (mem, libjvm) = self.into_parts();
         HotSpot::read(pid, Box::new(mem), &libjvm)
+    }
+
+    /// Writes the VMStructs tables and reads the image as process `pid`'s JVM, in memory that
+    /// the test can change afterwards.
+    pub fn open_shared(self, pid: u32) -> (HotSpot, SharedMemory) {
+        let (mem, libjvm) = self.into_parts();
+        let mem = SharedMemory(Arc::new(Mutex::new(mem)));
+        let hotspot =
+            HotSpot::read(pid, Box::new(mem.clone()), &libjvm).expect("the fake JVM opens");
+        (hotspot, mem)
     }
 
     /// Writes the VMStructs tables, and gives the image and its libjvm apart: for tests that

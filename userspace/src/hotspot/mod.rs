@@ -217,10 +217,15 @@ impl HotSpot {
             .collect()
     }
 
+    /// The Method*, compile id and tier of the code blob `blob`, if it is an nmethod.
+    pub fn nmethod(&self, blob: &CodeBlob) -> Option<codecache::NMethodInfo> {
+        self.code.nmethod(&*self.mem, blob)
+    }
+
     /// The compiled method of the code blob `blob` (found by [`HotSpot::blob_at`]), if it is an
     /// nmethod, named by its outer method.
     pub fn compiled_method(&self, blob: &CodeBlob) -> Option<CompiledFrame> {
-        let info = self.code.nmethod(&*self.mem, blob)?;
+        let info = self.nmethod(blob)?;
         Some(CompiledFrame {
             method: self.method(info.method)?,
             method_ptr: info.method,

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use joularcode_core::branch::Branches;
 
 use super::{JitNames, Named, Pc, Resolver};
+use crate::hotspot::codecache::NMethodInfo;
 use crate::hotspot::{HotSpot, JavaMethod};
 use crate::jit::codemap::{CodeKind, CodeMap};
 use crate::sampler::monotonic_ns;
@@ -122,6 +123,17 @@ pub(super) enum Live {
     Replaced,
 }
 
+/// A code map entry's last check against the live code cache.
+#[derive(Debug, Clone)]
+pub(super) struct Verified {
+    /// When it was made ([`monotonic_ns`], the samples' clock).
+    pub(super) at_ns: u64,
+    /// What it found.
+    live: Live,
+    /// The nmethod found at the pc then (its address and what it compiles), if there was one.
+    nmethod: Option<(u64, NMethodInfo)>,
+}
+
 /// Whether the code map's entry `key` (named `root`), which holds `pc`, was still the code at `pc`
 /// at the sample's time `time_ns`, as far as can be told, and which name is right for it.
 ///
@@ -134,43 +146,59 @@ pub(super) enum Live {
 /// ran there; if other code is there, it replaced the entry at some point the map cannot place,
 /// and the frame is `[unknown]` rather than perhaps misnamed. One exception: JVMTI reports every
 /// method-handle intrinsic of a class under one method's name, so a native nmethod (tier 0: no
-/// method is inlined into it) of the entry's class is named by its own `Method*`. A check made
-/// after the sample's time answers for it, so each entry is read from the target about once per
-/// batch of samples.
+/// method is inlined into it) of the entry's class is named by its own `Method*`.
+///
+/// A check made after the sample's time answers for it, so each entry is read from the target
+/// about once per batch of samples; and when the pc is still in the very nmethod found by the
+/// last check (same address, `Method*`, compile id and tier: compile ids are not reused), that
+/// check's answer holds without reading the method's name again.
 fn live_code(
     hotspot: &HotSpot,
-    verified: &mut HashMap<(u64, u64), (u64, Live)>,
+    verified: &mut HashMap<(u64, u64), Verified>,
     key: (u64, u64),
     pc: u64,
     root: &str,
     time_ns: u64,
 ) -> Live {
-    if let Some((at, live)) = verified.get(&key) {
-        if *at >= time_ns {
-            return live.clone();
-        }
+    let last = verified.get(&key);
+    if let Some(last) = last.filter(|last| last.at_ns >= time_ns) {
+        return last.live.clone();
     }
     let now = monotonic_ns();
-    let live = match hotspot.compiled_method_at(pc) {
-        Some(live) => {
-            let (class, name) = root.rsplit_once('.').unwrap_or(("", root));
-            if (class, name) == (live.method.class.as_str(), live.method.name.as_str()) {
-                Live::Same
-            } else if live.comp_level == NATIVE_TIER && class == live.method.class {
-                Live::Native(live.method)
-            } else {
-                Live::Replaced
+    let blob = hotspot.blob_at(pc);
+    let nmethod = blob
+        .as_ref()
+        .and_then(|blob| Some((blob.address, hotspot.nmethod(blob)?)));
+    let live = match last {
+        Some(last) if nmethod.is_some() && last.nmethod == nmethod => last.live.clone(),
+        _ => match nmethod.and_then(|(_, info)| Some((hotspot.method(info.method)?, info))) {
+            Some((method, info)) => {
+                let (class, name) = root.rsplit_once('.').unwrap_or(("", root));
+                if (class, name) == (method.class.as_str(), method.name.as_str()) {
+                    Live::Same
+                } else if info.comp_level == NATIVE_TIER && class == method.class {
+                    Live::Native(method)
+                } else {
+                    Live::Replaced
+                }
             }
-        }
-        // Freed and not reused (or the JVM is gone), or compiled code whose method is gone (its
-        // class was unloaded, the code awaits flushing): nothing else can have run there.
-        None if hotspot.blob_at(pc).is_none_or(|blob| blob.is_nmethod()) => Live::Same,
-        None => Live::Replaced,
+            // Freed and not reused (or the JVM is gone), or compiled code whose method is gone
+            // (its class was unloaded, the code awaits flushing): nothing else can have run there.
+            None if blob.is_none_or(|blob| blob.is_nmethod()) => Live::Same,
+            None => Live::Replaced,
+        },
     };
     if verified.len() >= MAX_VERIFIED {
         verified.clear();
     }
-    verified.insert(key, (now, live.clone()));
+    verified.insert(
+        key,
+        Verified {
+            at_ns: now,
+            live: live.clone(),
+            nmethod,
+        },
+    );
     live
 }
 

@@ -145,7 +145,7 @@ pub struct Resolver {
     unreported: bool,
     /// Code map entries (start, load time) checked against the live code cache: when, and
     /// what the code there was.
-    verified: HashMap<(u64, u64), (u64, compiled::Live)>,
+    verified: HashMap<(u64, u64), compiled::Verified>,
     /// What each Method* was when last read from the target (see [`MethodRead`]).
     methods: HashMap<u64, MethodRead>,
     /// The debug information of the nmethods met, when no code map names their code.
@@ -311,7 +311,7 @@ impl Resolver {
         self.swept_ns = now_ns;
         let cutoff = now_ns.saturating_sub(KEEP_NS);
         self.methods.retain(|_, read| read.at_ns >= cutoff);
-        self.verified.retain(|_, (at, _)| *at >= cutoff);
+        self.verified.retain(|_, check| check.at_ns >= cutoff);
         self.scopes.forget_unused(cutoff);
     }
 

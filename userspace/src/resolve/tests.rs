@@ -439,3 +439,38 @@ fn native_nmethods_the_code_map_misnames_are_named_by_the_code_cache() {
         "java.lang.invoke.MethodHandle.linkToVirtual"
     );
 }
+
+#[test]
+fn a_code_map_entry_names_its_pc_until_other_code_is_compiled_there() {
+    // Checked once per batch of samples: a later batch finds the very nmethod (address, method,
+    // compile id) checked before and keeps its answer; once HotSpot has put other code there (the
+    // same address, another method and compile id), the entry's name no longer holds.
+    let mut jvm = FakeJvm::default();
+    let compute_method = jvm.method("demo/Hot", "compute");
+    let other = jvm.method("demo/Cold", "other");
+    let compute = jvm.nmethod(compute_method, 7, 0x100);
+    let (hotspot, mem) = jvm.open_shared(std::process::id());
+    let mut resolver = Resolver::new(hotspot, code_map(compute), false);
+    let mut branches = Branches::new(&["demo."]);
+    let mut branch = |resolver: &mut Resolver| {
+        let now = crate::sampler::monotonic_ns().max(LOADED_NS + 900);
+        let resolved = resolver.resolve(
+            &sample(now, vec![compiled(compute.0 + 0x10, false)]),
+            None,
+            &mut branches,
+        );
+        branches.name(resolved.branch).to_string()
+    };
+    assert_eq!(branch(&mut resolver), "demo.Hot.compute");
+    assert_eq!(branch(&mut resolver), "demo.Hot.compute");
+    mem.0
+        .lock()
+        .expect("the fake memory")
+        .compile_into(compute.0, other, 8, 4);
+    assert_eq!(branch(&mut resolver), UNKNOWN);
+    mem.0
+        .lock()
+        .expect("the fake memory")
+        .compile_into(compute.0, compute_method, 9, 4);
+    assert_eq!(branch(&mut resolver), "demo.Hot.compute");
+}
