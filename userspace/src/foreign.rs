@@ -8,6 +8,8 @@
 //! - a file is first opened `O_PATH` (which opens nothing: no FIFO can block it, no device is
 //!   touched), checked with fstat (a regular file, or a socket for the attach socket; owned by the
 //!   process's user; within a size cap), and only then opened for reading through that handle;
+//!   whether a file read before is still the one there is one `fstatat` without following a link,
+//!   of a plain name in the folder held, with the same checks;
 //! - a file made there (the attach trigger, the agent's copy) is created `O_EXCL`, and removed
 //!   only while it is still the one made;
 //! - the attach socket's peer must be the process itself (`SO_PEERCRED`).
@@ -78,6 +80,33 @@ impl ForeignError {
             errno => ForeignError::io(path, errno),
         }
     }
+}
+
+/// Refuses the file `path` whose `stat` is this unless it is a `kind` owned by `owner` (if
+/// given).
+fn check_stat(
+    path: &Path,
+    stat: &rustix::fs::Stat,
+    kind: FileType,
+    owner: Option<u32>,
+) -> Result<(), ForeignError> {
+    let found = FileType::from_raw_mode(stat.st_mode);
+    if found != kind {
+        return Err(ForeignError::refused(
+            path,
+            format!("is {}, not {}", describe(found), describe(kind)),
+        ));
+    }
+    if let Some(owner) = owner.filter(|&owner| owner != stat.st_uid) {
+        return Err(ForeignError::refused(
+            path,
+            format!(
+                "belongs to user {}, not to the process's user {owner}",
+                stat.st_uid
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The effective user id of process `pid` (the owner of the files it creates), from
@@ -176,22 +205,7 @@ impl ProcessDir {
         let fd = rustix::fs::openat2(&self.fd, name, flags, Mode::empty(), RESOLVE)
             .map_err(|errno| ForeignError::resolving(&path, errno))?;
         let stat = rustix::fs::fstat(&fd).map_err(|errno| ForeignError::io(&path, errno))?;
-        let found = FileType::from_raw_mode(stat.st_mode);
-        if found != kind {
-            return Err(ForeignError::refused(
-                &path,
-                format!("is {}, not {}", describe(found), describe(kind)),
-            ));
-        }
-        if let Some(owner) = owner.filter(|&owner| owner != stat.st_uid) {
-            return Err(ForeignError::refused(
-                &path,
-                format!(
-                    "belongs to user {}, not to the process's user {owner}",
-                    stat.st_uid
-                ),
-            ));
-        }
+        check_stat(&path, &stat, kind, owner)?;
         Ok((fd, stat))
     }
 
@@ -204,8 +218,17 @@ impl ProcessDir {
     /// The device, inode and size of the regular file `name`, with the checks of
     /// [`ProcessDir::open_file`] but without opening it: whether a file opened before is still
     /// the one there, for a few system calls.
+    ///
+    /// One `fstatat` that does not follow a link, in the folder held: `name` must be a plain
+    /// name in it (no `/`, not `..`), which nothing on the way can redirect.
     pub fn identify(&self, name: &str, max_len: u64) -> Result<((u64, u64), u64), ForeignError> {
-        let (_, stat) = self.checked(name, FileType::RegularFile, self.owner)?;
+        let path = self.path.join(name);
+        if name.contains('/') || name == ".." {
+            return Err(ForeignError::refused(&path, "is not a name in its folder"));
+        }
+        let stat = rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW)
+            .map_err(|errno| ForeignError::resolving(&path, errno))?;
+        check_stat(&path, &stat, FileType::RegularFile, self.owner)?;
         let len = self.check_len(name, &stat, max_len)?;
         Ok(((stat.st_dev, stat.st_ino), len))
     }
@@ -540,6 +563,28 @@ mod tests {
         assert!(open_file(&dir.path().join("none"), 3)
             .unwrap_err()
             .is_not_found());
+    }
+
+    #[test]
+    fn a_file_is_identified_without_following_a_link_or_leaving_its_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("map"), "content").unwrap();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        std::fs::write(dir.path().join("sub/map"), "x").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("map"), dir.path().join("link")).unwrap();
+        fifo(&dir.path().join("fifo"));
+        let folder = ProcessDir::open(dir.path()).unwrap();
+        let (id, len) = folder.identify("map", 100).unwrap();
+        assert_eq!(id, folder.open_file("map", 100).unwrap().id);
+        assert_eq!(len, 7);
+        let refused = |name: &str, max_len| folder.identify(name, max_len).unwrap_err().to_string();
+        assert!(refused("link", 100).contains("symbolic link"));
+        assert!(refused("fifo", 100).contains("is a FIFO, not a regular file"));
+        assert!(refused("sub", 100).contains("not a regular file"));
+        assert!(refused("sub/map", 100).contains("not a name in its folder"));
+        assert!(refused("..", 100).contains("not a name in its folder"));
+        assert!(refused("map", 3).contains("holds 7 bytes"));
+        assert!(folder.identify("none", 100).unwrap_err().is_not_found());
     }
 
     #[test]
