@@ -9,7 +9,7 @@
 # JOULAR_BENCH_BIN names the binaries to compare, separated by spaces (default
 # target/release/joularcode-bpf); say a build of main and one of a branch. Each round starts one
 # JVM per program and runs every binary against it in turn, in an order that alternates from
-# round to round; each run lets record settle 6 s, then measures over SECONDS:
+# round to round; each run lets record settle 6 s, then measures over SECONDS, then stops it:
 #
 # - record's CPU time: its threads' sum_exec_runtime (/proc/PID/task/*/schedstat, exact), and its
 #   utime + stime (/proc/PID/stat, in clock ticks);
@@ -55,7 +55,7 @@ run() {
     local pid=$1 bin=$2 program=$3 round=$4 dir
     dir=$(mktemp -d -p "$work")
     (cd "$dir" && exec "$bin" record --pid "$pid" --power-source-type vm --vm-power-format watts \
-        --vm-power-file "$work/watts" --results-path results --duration $((seconds + 8)) \
+        --vm-power-file "$work/watts" --results-path results --duration $((seconds + 60)) \
         > /dev/null 2> record.log) &
     local rec=$!
     sleep 6
@@ -67,6 +67,8 @@ run() {
     sleep "$seconds"
     c1=$(cpu_ns "$rec_pid"); t1=$(cpu_ticks "$rec_pid"); b1=$(bpf_ns "$rec_pid")
     s1=$(switches); w1=$(date +%s%N)
+    # Stopped once measured: a loaded machine can take seconds to read the figures.
+    kill -INT "$rec_pid" 2> /dev/null || true
     wait "$rec" || true
     awk -v p="$program" -v r="$round" -v b="$bin" -v c=$((c1 - c0)) -v t=$((t1 - t0)) \
         -v bpf=$((b1 - b0)) -v s=$((s1 - s0)) -v w=$((w1 - w0)) -v hz="$ticks" 'BEGIN {
