@@ -14,6 +14,9 @@ use nix::unistd::Pid;
 /// The longest single read: names, tables and headers are all far smaller.
 pub const MAX_READ: usize = 1 << 20;
 
+/// Most reads of [`Memory::read_all`] in one `process_vm_readv` (the kernel's `UIO_MAXIOV`).
+pub const READS_PER_CALL: usize = 1024;
+
 /// Memory of a target, read by address. Only [`Memory::read_into`] is the target's own; the other
 /// reads are built on it.
 pub trait Memory: std::fmt::Debug + Send + Sync {
@@ -25,6 +28,16 @@ pub trait Memory: std::fmt::Debug + Send + Sync {
     fn read_bytes(&self, addr: u64, len: usize) -> Option<Vec<u8>> {
         let mut buf = vec![0; len.min(MAX_READ + 1)];
         self.read_into(addr, &mut buf).then_some(buf)
+    }
+
+    /// Each of `reads` (an address and a length): the bytes, or `None` for a read that
+    /// [`Memory::read_bytes`] would refuse or fail. As many separate reads; a live process's
+    /// memory takes up to [`READS_PER_CALL`] of them in one system call.
+    fn read_all(&self, reads: &[(u64, usize)]) -> Vec<Option<Vec<u8>>> {
+        reads
+            .iter()
+            .map(|&(addr, len)| self.read_bytes(addr, len))
+            .collect()
     }
 
     /// The native-endian u64 at `addr`.
@@ -113,6 +126,59 @@ impl ProcessMemory {
 }
 
 impl Memory for ProcessMemory {
+    /// The reads in batches of up to [`READS_PER_CALL`], one `process_vm_readv` each. The kernel
+    /// stops a batch at the first read it cannot make whole, and says how many bytes it read:
+    /// the reads before it are whole, that one failed, and the next batch starts after it.
+    fn read_all(&self, reads: &[(u64, usize)]) -> Vec<Option<Vec<u8>>> {
+        let mut out: Vec<Option<Vec<u8>>> = reads
+            .iter()
+            .map(|&(addr, len)| (len == 0 && readable_range(addr, 0)).then(Vec::new))
+            .collect();
+        let wanted: Vec<usize> = (0..reads.len())
+            .filter(|&i| reads[i].1 > 0 && readable_range(reads[i].0, reads[i].1))
+            .collect();
+        let mut pos = 0;
+        while pos < wanted.len() {
+            let batch = &wanted[pos..wanted.len().min(pos + READS_PER_CALL)];
+            let mut bufs: Vec<Vec<u8>> = batch.iter().map(|&i| vec![0; reads[i].1]).collect();
+            let remote: Vec<RemoteIoVec> = batch
+                .iter()
+                .map(|&i| RemoteIoVec {
+                    base: reads[i].0 as usize,
+                    len: reads[i].1,
+                })
+                .collect();
+            let mut local: Vec<IoSliceMut> = bufs.iter_mut().map(|b| IoSliceMut::new(b)).collect();
+            let done = match process_vm_readv(Pid::from_raw(self.pid), &mut local, &remote) {
+                Ok(n) => n,
+                Err(Errno::EPERM | Errno::ENOSYS) => {
+                    for &i in batch {
+                        out[i] = self.read_bytes(reads[i].0, reads[i].1);
+                    }
+                    pos += batch.len();
+                    continue;
+                }
+                Err(Errno::ESRCH) => break,
+                // Nothing read: the first read failed.
+                Err(_) => 0,
+            };
+            drop(local);
+            let mut read = 0;
+            let mut whole = 0;
+            for (&i, buf) in batch.iter().zip(bufs) {
+                read += buf.len();
+                if read > done {
+                    break;
+                }
+                out[i] = Some(buf);
+                whole += 1;
+            }
+            // The read after the whole ones failed (if the batch was cut short).
+            pos += (whole + 1).min(batch.len());
+        }
+        out
+    }
+
     fn read_into(&self, addr: u64, buf: &mut [u8]) -> bool {
         if !readable_range(addr, buf.len()) {
             return false;
@@ -163,6 +229,33 @@ mod tests {
             Some("hello")
         );
         assert_eq!(mem.read_c_string(text.as_ptr() as u64, 4), None);
+    }
+
+    #[test]
+    fn many_reads_in_few_calls_fail_one_by_one() {
+        let values: Vec<u64> = (0..3000).collect();
+        let at = |i: usize| &values[i] as *const u64 as u64;
+        let mut reads: Vec<(u64, usize)> = (0..3000).map(|i| (at(i), 8)).collect();
+        // Unmapped, refused, empty, and NULL among them; a failure ends a batch early.
+        reads[5] = (8, 8);
+        reads[1500] = (0x1000, MAX_READ + 1);
+        reads[1501] = (at(1501), 0);
+        reads[2999] = (0, 0);
+        let mem = ProcessMemory::new(std::process::id());
+        let read = mem.read_all(&reads);
+        assert_eq!(read.len(), 3000);
+        for (i, bytes) in read.iter().enumerate() {
+            let expected = match i {
+                5 | 1500 | 2999 => None,
+                1501 => Some(Vec::new()),
+                _ => Some((i as u64).to_ne_bytes().to_vec()),
+            };
+            assert_eq!(bytes, &expected, "read {i}");
+        }
+        assert_eq!(
+            ProcessMemory::new(u32::MAX >> 2).read_all(&reads[..3]),
+            [None, None, None]
+        );
     }
 
     #[test]
