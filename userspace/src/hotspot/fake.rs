@@ -128,6 +128,8 @@ const TYPES: &[(&str, u64)] = &[
     ("GrowableArrayBase", 16),
     ("GrowableArray<int>", 16),
     ("ThreadsList", 16),
+    ("JavaThread", 256),
+    ("OSThread", 32),
     ("JVMFlag", 32),
     ("PcDesc", 16),
 ];
@@ -173,6 +175,10 @@ const FIELDS: &[(&str, &str, &str, u64)] = &[
     ("GrowableArray<int>", "_data", "int*", 8),
     ("ThreadsList", "_length", "uint", 0),
     ("ThreadsList", "_threads", "JavaThread**", 8),
+    ("Thread", "_osthread", "OSThread*", 48),
+    ("Thread", "_stack_base", "address", 56),
+    ("Thread", "_stack_size", "size_t", 64),
+    ("OSThread", "_thread_id", "pid_t", 12),
     ("JVMFlag", "_name", "const char*", 0),
     ("JVMFlag", "_addr", "void*", 8),
 ];
@@ -188,6 +194,9 @@ pub struct FakeJvm {
     heap_low: u64,
     /// The CodeHeap.
     code_heap: u64,
+    /// The ThreadsList, and the JavaThreads in it.
+    thread_list: u64,
+    java_threads: Vec<u64>,
     segmap: u64,
     next_segment: u64,
     interpreter: (u64, u64),
@@ -211,6 +220,8 @@ impl Default for FakeJvm {
             method_vtable: vtable + 16,
             heap_low,
             code_heap: 0,
+            thread_list: 0,
+            java_threads: Vec::new(),
             segmap,
             next_segment: 0,
             interpreter: (0, 0),
@@ -220,13 +231,35 @@ impl Default for FakeJvm {
         jvm.version(21, 5, "21.0.5+7-fake");
         jvm.code_heap();
         jvm.flags();
-        let threads = jvm.mem.alloc(16, 16);
-        jvm.static_pointer("ThreadsSMRSupport", "_java_thread_list", threads);
+        jvm.thread_list = jvm.mem.alloc(16, 16);
+        jvm.static_pointer("ThreadsSMRSupport", "_java_thread_list", jvm.thread_list);
         jvm
     }
 }
 
 impl FakeJvm {
+    /// A Java thread, added to the list of Java threads, whose OS thread is `tid` (`None`: no
+    /// OSThread) and whose stack is `[high - size, high)`: its JavaThread*.
+    pub fn java_thread(&mut self, tid: Option<u32>, (high, size): (u64, u64)) -> u64 {
+        let thread = self.mem.alloc(256, 16);
+        if let Some(tid) = tid {
+            let os_thread = self.mem.alloc(32, 16);
+            self.mem.write_u32(os_thread + 12, tid);
+            self.mem.write_u64(thread + 48, os_thread);
+        }
+        self.mem.write_u64(thread + 56, high);
+        self.mem.write_u64(thread + 64, size);
+        self.java_threads.push(thread);
+        let array = self.mem.alloc(8 * self.java_threads.len() as u64, 16);
+        for (i, &thread) in self.java_threads.iter().enumerate() {
+            self.mem.write_u64(array + 8 * i as u64, thread);
+        }
+        self.mem
+            .write_u32(self.thread_list, self.java_threads.len() as u32);
+        self.mem.write_u64(self.thread_list + 8, array);
+        thread
+    }
+
     /// The interpreter's code range.
     pub fn interpreter(&self) -> (u64, u64) {
         self.interpreter

@@ -63,26 +63,61 @@ impl ThreadReader {
     }
 
     /// The Java threads alive now. Empty if the list cannot be read (the JVM may be replacing it).
-    /// Two reads of the target per thread: its fields at once, then its OS thread's id.
+    /// Two reads of the target per thread (its fields at once, then its OS thread's id), made
+    /// together for all threads: a few system calls for a thousand threads.
     pub fn threads(&self, mem: &dyn Memory) -> Vec<JavaThread> {
-        self.thread_pointers(mem)
-            .unwrap_or_default()
+        let pointers = self.thread_pointers(mem).unwrap_or_default();
+        let Some((low, len)) = self.field_span() else {
+            return pointers
+                .into_iter()
+                .map(|address| JavaThread {
+                    address,
+                    tid: None,
+                    stack: None,
+                })
+                .collect();
+        };
+        let fields = mem.read_all(
+            &pointers
+                .iter()
+                .map(|&thread| (thread.checked_add(low).unwrap_or(0), len))
+                .collect::<Vec<_>>(),
+        );
+        let fields: Vec<Option<(u64, &[u8])>> = fields
+            .iter()
+            .map(|bytes| bytes.as_deref().map(|bytes| (low, bytes)))
+            .collect();
+        let tids = mem.read_all(
+            &fields
+                .iter()
+                .map(|fields| {
+                    (
+                        fields
+                            .and_then(|fields| self.tid_address(fields))
+                            .unwrap_or(0),
+                        4,
+                    )
+                })
+                .collect::<Vec<_>>(),
+        );
+        pointers
             .into_iter()
-            .map(|thread| {
-                let fields = self.fields(mem, thread);
-                let fields = fields.as_ref().map(|(low, bytes)| (*low, bytes.as_slice()));
-                JavaThread {
-                    address: thread,
-                    tid: fields.and_then(|fields| self.tid(mem, fields)),
-                    stack: fields.and_then(|fields| self.stack(fields)),
-                }
+            .zip(fields)
+            .zip(tids)
+            .map(|((address, fields), tid)| JavaThread {
+                address,
+                tid: tid
+                    .and_then(|bytes| array_at(&bytes, 0))
+                    .and_then(|tid| u32::try_from(i32::from_ne_bytes(tid)).ok())
+                    .filter(|&tid| tid != 0),
+                stack: fields.and_then(|fields| self.stack(fields)),
             })
             .collect()
     }
 
-    /// The bytes of `thread` that hold the fields read (`_osthread`, `_stack_base`,
-    /// `_stack_size`), read at once, and the offset they start at.
-    fn fields(&self, mem: &dyn Memory, thread: u64) -> Option<(u64, Vec<u8>)> {
+    /// Where the fields read (`_osthread`, `_stack_base`, `_stack_size`) lie in a JavaThread:
+    /// the offset of the first and the length up to the end of the last.
+    fn field_span(&self) -> Option<(u64, usize)> {
         let offsets: Vec<u64> = self
             .os_thread
             .map(|(os_thread, _)| os_thread)
@@ -91,11 +126,7 @@ impl ThreadReader {
             .collect();
         let low = *offsets.iter().min()?;
         let high = offsets.iter().max()?.checked_add(8)?;
-        if high - low > MAX_FIELD_SPAN {
-            return None;
-        }
-        let bytes = mem.read_bytes(thread.checked_add(low)?, (high - low) as usize)?;
-        Some((low, bytes))
+        (high - low <= MAX_FIELD_SPAN).then_some((low, (high - low) as usize))
     }
 
     fn thread_pointers(&self, mem: &dyn Memory) -> Option<Vec<u64>> {
@@ -123,12 +154,36 @@ impl ThreadReader {
         (size > 0 && low > 0).then_some((low, high))
     }
 
-    /// The OS thread id of the thread of `fields`.
-    fn tid(&self, mem: &dyn Memory, (low, fields): (u64, &[u8])) -> Option<u32> {
+    /// Where the OS thread id of the thread of `fields` is.
+    fn tid_address(&self, (low, fields): (u64, &[u8])) -> Option<u64> {
         let (os_thread, thread_id) = self.os_thread?;
         let os = word(fields, os_thread - low).filter(|&p| p != 0)?;
-        let bytes = mem.read_bytes(os.checked_add(thread_id)?, 4)?;
-        let tid = i32::from_ne_bytes(array_at(&bytes, 0)?);
-        u32::try_from(tid).ok().filter(|&t| t != 0)
+        os.checked_add(thread_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hotspot::fake::FakeJvm;
+
+    #[test]
+    fn lists_each_java_threads_id_and_stack() {
+        let mut jvm = FakeJvm::default();
+        let threads: Vec<JavaThread> = [
+            (Some(101), (0x7f00_0010_0000, 0x10_0000)),
+            (None, (0x7f00_0020_0000, 0x8_0000)),
+            (Some(0), (0x7f00_0030_0000, 0)),
+            (Some(104), (0x7f00_0040_0000, 0x4_0000)),
+        ]
+        .into_iter()
+        .map(|(tid, stack)| JavaThread {
+            address: jvm.java_thread(tid, stack),
+            tid: tid.filter(|&tid| tid != 0),
+            stack: (stack.1 > 0).then_some((stack.0 - stack.1, stack.0)),
+        })
+        .collect();
+        let hotspot = jvm.open(1);
+        assert_eq!(hotspot.java_threads(), threads);
     }
 }
