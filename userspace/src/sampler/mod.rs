@@ -180,7 +180,7 @@ impl Sampler {
         ))?;
 
         let mut perf_links = Vec::with_capacity(cpus.len());
-        let mut dither = perf::Dither::new(rate_hz, CONSUME_INTERVAL);
+        let mut dither = perf::Dither::new(rate_hz, CONSUME_INTERVAL, cpus.len());
         for &cpu in &cpus {
             let fd = perf::open_cpu_clock(cpu, dither.period_ns(fastrand::f64())).map_err(|e| {
                 let hint = match e.raw_os_error() {

@@ -35,6 +35,11 @@ const DITHER: f64 = 0.25;
 /// [`Dither::centre_hz`] makes up for.
 const PERIODS_PER_DRAW: f64 = 20.0;
 
+/// Draws made at most in one pass of the consumer. A draw is an ioctl that interrupts the CPU the
+/// event runs on: a host of many CPUs has its events drawn in turn, a few per pass, not all at
+/// every pass.
+const DRAWS_PER_PASS: f64 = 1.0;
+
 /// The cpu-clock events of the sampler, whose period is drawn anew every few passes of the
 /// consumer thread, at a random rate within ±25% of the one asked for.
 ///
@@ -50,10 +55,12 @@ pub struct Dither {
 }
 
 impl Dither {
-    /// The dither of `rate_hz` for a consumer that passes every `pass`, with no event yet.
-    pub fn new(rate_hz: u64, pass: Duration) -> Dither {
+    /// The dither of `rate_hz` on `cpus` events, for a consumer that passes every `pass`, with no
+    /// event yet.
+    pub fn new(rate_hz: u64, pass: Duration, cpus: usize) -> Dither {
         let rate = rate_hz.max(1) as f64;
         let passes_per_draw = (PERIODS_PER_DRAW / rate / pass.as_secs_f64())
+            .max(cpus as f64 / DRAWS_PER_PASS)
             .ceil()
             .max(1.0);
         // Half a period lost per draw, out of the time between draws.
@@ -64,6 +71,12 @@ impl Dither {
             passes_per_draw: passes_per_draw as u64,
             passes: 0,
         }
+    }
+
+    /// Whether the event `index` gets a new period at pass `pass`: each one every
+    /// `passes_per_draw` passes, the events in turn.
+    fn due(&self, index: usize, pass: u64) -> bool {
+        (pass + index as u64) % self.passes_per_draw == 0
     }
 
     /// A period in ns drawn with `random` (uniform in [0, 1)): its rate is uniform within ±25% of
@@ -78,16 +91,15 @@ impl Dither {
         self.clocks.push(clock);
     }
 
-    /// One pass of the consumer: every few passes, a new period for each event.
+    /// One pass of the consumer: a new period for the events whose turn it is.
     pub fn pass(&mut self) {
         self.passes += 1;
-        if self.passes % self.passes_per_draw != 0 {
-            return;
-        }
-        for clock in &self.clocks {
-            // A failure leaves the event at its last period: still sampling, at a rate near the
-            // one asked for.
-            let _ = set_period(clock.as_fd(), self.period_ns(fastrand::f64()));
+        for (index, clock) in self.clocks.iter().enumerate() {
+            if self.due(index, self.passes) {
+                // A failure leaves the event at its last period: still sampling, at a rate near
+                // the one asked for.
+                let _ = set_period(clock.as_fd(), self.period_ns(fastrand::f64()));
+            }
         }
     }
 }
@@ -138,19 +150,43 @@ mod tests {
     #[test]
     fn draws_are_spaced_by_twenty_periods_at_least() {
         let pass = Duration::from_millis(100);
-        assert_eq!(Dither::new(100, pass).passes_per_draw, 2);
-        assert_eq!(Dither::new(500, pass).passes_per_draw, 1);
-        assert_eq!(Dither::new(1, pass).passes_per_draw, 200);
-        let dither = Dither::new(500, pass);
+        assert_eq!(Dither::new(100, pass, 1).passes_per_draw, 2);
+        assert_eq!(Dither::new(500, pass, 1).passes_per_draw, 1);
+        assert_eq!(Dither::new(1, pass, 1).passes_per_draw, 200);
+        let dither = Dither::new(500, pass, 1);
         assert_eq!(dither.period_ns(0.5), (1e9 / dither.centre_hz) as u64);
-        assert_eq!(Dither::new(1_000_000, pass).period_ns(0.5), 10_000);
+        assert_eq!(Dither::new(1_000_000, pass, 1).period_ns(0.5), 10_000);
+    }
+
+    #[test]
+    fn many_cpus_are_drawn_in_turn_one_per_pass() {
+        let pass = Duration::from_millis(100);
+        for (rate, cpus) in [(100, 2), (100, 64), (500, 3), (1, 4)] {
+            let dither = Dither::new(rate, pass, cpus);
+            assert!(
+                dither.passes_per_draw >= cpus as u64,
+                "{rate} Hz, {cpus} CPUs"
+            );
+            for at in 1..=1000 {
+                let draws = (0..cpus).filter(|&cpu| dither.due(cpu, at)).count();
+                assert!(draws <= 1, "{draws} draws at pass {at}");
+            }
+            for cpu in 0..cpus {
+                let draws = (1..=1000).filter(|&at| dither.due(cpu, at)).count() as u64;
+                let each = 1000 / dither.passes_per_draw;
+                assert!(
+                    (each..=each + 1).contains(&draws),
+                    "CPU {cpu}: {draws} draws"
+                );
+            }
+        }
     }
 
     /// The samples per second a dithered event takes over `seconds`, each draw restarting the
     /// timer (losing the part of the period elapsed), as the kernel does.
     fn simulated_rate(rate_hz: u64, seconds: f64) -> f64 {
         let pass = 0.1;
-        let mut dither = Dither::new(rate_hz, Duration::from_secs_f64(pass));
+        let mut dither = Dither::new(rate_hz, Duration::from_secs_f64(pass), 1);
         let mut rng = fastrand::Rng::with_seed(7);
         let mut period = dither.period_ns(rng.f64()) as f64 / 1e9;
         let (mut now, mut next, mut samples) = (0.0, period, 0u64);
@@ -162,7 +198,7 @@ mod tests {
                 next += period;
             }
             dither.passes += 1;
-            if dither.passes % dither.passes_per_draw == 0 {
+            if dither.due(0, dither.passes) {
                 period = dither.period_ns(rng.f64()) as f64 / 1e9;
                 next = now + period;
             }
