@@ -41,8 +41,8 @@ use options::{ConfigOptions, OptionsError};
 use results::{Results, ResultsError};
 use sink::{CycleView, JvmView, Sink};
 
-/// How long the loop waits for samples between two looks at the clock.
-const PUMP_INTERVAL: Duration = Duration::from_millis(100);
+/// How long the loop waits for samples between two looks at the clock: the consumer's pass.
+const PUMP_INTERVAL: Duration = CONSUME_INTERVAL;
 
 /// What a recording profiles and how: `record`, `top` and the daemon each build one from their
 /// options ([`crate::cli`]).

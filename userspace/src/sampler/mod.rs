@@ -37,8 +37,11 @@ mod skel {
 }
 use skel::{SamplerSkel, SamplerSkelBuilder};
 
-/// How often the consumer thread drains the ring buffer (the BPF side never wakes it up).
-pub const CONSUME_INTERVAL: Duration = Duration::from_millis(100);
+/// How often the consumer thread drains the ring buffer (the BPF side never wakes it up): four
+/// times a cycle of 1 s. Each pass wakes the consumer and the session, which then read the code
+/// maps and check the code and methods the samples meet: the record process's cost follows the
+/// passes more than the samples.
+pub const CONSUME_INTERVAL: Duration = Duration::from_millis(250);
 /// Seconds of samples the channel holds before the consumer thread drops new ones (counted in
 /// [`Sampler::drops`]): read [`Sampler::samples`] at least this often.
 pub const CHANNEL_SECONDS: u64 = 4;
@@ -431,14 +434,18 @@ const REFRESH_READS: usize = 64;
 /// 60). Samples with more frames take more room: the ring then holds less than a second.
 const SIZED_FRAMES: usize = 64;
 
-/// Bytes of ring buffer for `cpus` CPUs sampled at `rate_hz`: room for one second of samples of
-/// 64 frames (ten times what the consumer drains at each pass; still two and a half passes of
+/// Seconds of samples of [`SIZED_FRAMES`] frames the ring buffer holds.
+const RING_SECONDS: u64 = 2;
+
+/// Bytes of ring buffer for `cpus` CPUs sampled at `rate_hz`: room for [`RING_SECONDS`] of
+/// samples of 64 frames (eight times what the consumer drains at each pass; still two passes of
 /// samples of the most frames), as a power of two from 1 MiB to 256 MiB.
 fn ring_size(rate_hz: u64, cpus: usize) -> u32 {
-    let second = rate_hz
+    let bytes = rate_hz
         .saturating_mul(cpus as u64)
+        .saturating_mul(RING_SECONDS)
         .saturating_mul(record_len(SIZED_FRAMES) as u64);
-    second.clamp(1 << 20, 1 << 28).next_power_of_two() as u32
+    bytes.clamp(1 << 20, 1 << 28).next_power_of_two() as u32
 }
 
 /// Samples the channel holds: [`CHANNEL_SECONDS`] of samples of `cpus` busy CPUs, at least 1024.
@@ -498,13 +505,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_ring_holds_a_second_of_samples() {
+    fn the_ring_holds_two_passes_of_the_deepest_samples() {
         assert_eq!(ring_size(100, 2), 1 << 20);
-        assert_eq!(ring_size(1000, 2), 1 << 22);
-        assert_eq!(ring_size(100, 64), 1 << 24);
+        assert_eq!(ring_size(1000, 2), 1 << 23);
+        assert_eq!(ring_size(100, 64), 1 << 25);
         assert_eq!(ring_size(10_000, 4096), 1 << 28);
-        assert!(ring_size(100, 8) as usize >= 100 * 8 * record_len(SIZED_FRAMES));
-        assert!(ring_size(1000, 2) as usize >= 1000 * 2 * record_len(MAX_FRAMES) / 4);
+        assert!(ring_size(100, 8) as usize >= 2 * 100 * 8 * record_len(SIZED_FRAMES));
+        let pass = CONSUME_INTERVAL.as_secs_f64();
+        let deepest_pass = (1000.0 * 2.0 * pass) as usize * record_len(MAX_FRAMES);
+        assert!(ring_size(1000, 2) as usize >= 2 * deepest_pass);
     }
 
     #[test]
