@@ -123,7 +123,7 @@ pub fn h2() -> Program {
              CREATE TABLE sale(id INT PRIMARY KEY, item INT, qty INT, note VARCHAR(60));\n\
              CREATE INDEX sale_item ON sale(item);\n",
         );
-        for round in 0..30 {
+        for round in 0..40 {
             let (low, high) = (round * 5000 + 1, (round + 1) * 5000);
             let _ = write!(
                 sql,
@@ -221,10 +221,10 @@ pub fn jruby() -> Program {
 }
 
 /// Lucene (`liblucene8-java`) indexing generated text with its demo's `IndexFiles` command line:
-/// 8,000 documents of 1,500 words from a vocabulary of 20,000, some frequent, most rare, analysed,
+/// 12,000 documents of 1,500 words from a vocabulary of 20,000, some frequent, most rare, analysed,
 /// inverted and written into segments.
 pub fn lucene() -> Program {
-    let docs = generated("docs-8000", |dir| {
+    let docs = generated("docs-12000", |dir| {
         std::fs::create_dir_all(dir).expect("a folder for the documents");
         let syllables = [
             "ka", "lo", "mi", "ne", "ru", "sa", "to", "vi", "ze", "po", "da", "fe", "gu", "ha",
@@ -233,7 +233,7 @@ pub fn lucene() -> Program {
         let vocabulary: Vec<String> = (0..20_000)
             .map(|_| (0..next(4) + 1).map(|_| syllables[next(14)]).collect())
             .collect();
-        for doc in 0..8000 {
+        for doc in 0..12000 {
             let words: Vec<&str> = (0..1500)
                 .map(|_| {
                     // Half the words from the first 200 (frequent), half from all.
