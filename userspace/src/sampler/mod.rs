@@ -2,8 +2,9 @@
 //! processes (see docs/sampler.md).
 //!
 //! [`Sampler::new`] loads the programs of `bpf/sampler.bpf.c`, attaches the scheduler
-//! tracepoints, the task iterator and one cpu-clock perf event per online CPU, and starts a thread that drains the
-//! ring buffer every [`CONSUME_INTERVAL`] into a bounded channel ([`Sampler::samples`]).
+//! tracepoints, the task iterator and one cpu-clock perf event per online CPU, and starts a
+//! thread that drains the ring buffer every [`CONSUME_INTERVAL`] into a bounded channel
+//! ([`Sampler::samples`]).
 //! Nothing is sampled until a process is tracked ([`Sampler::track`], [`Sampler::follow`]).
 //! Dropping the sampler detaches and unloads everything; the process's exit does too.
 
