@@ -73,7 +73,19 @@ impl LeaseJvm {
     fn start(tag: &str) -> LeaseJvm {
         let user = User::create(tag);
         let logs = tempfile::tempdir().expect("a folder");
-        let mut command = Jvm::command(&jdk(17), &[], "AgentLease", &[]);
+        // The JIT compiles code with the debug information that names inlined methods at every
+        // instruction only while the agent writes: AgentLease's main, compiled with C2 after
+        // about 40,000 turns of its loop (maybe while the agent is stopped), does not inline
+        // AgentHot.work, whose code is compiled once the agent is there.
+        let mut command = Jvm::command(
+            &jdk(17),
+            &[
+                "-XX:CompileCommand=quiet",
+                "-XX:CompileCommand=dontinline,AgentHot::work",
+            ],
+            "AgentLease",
+            &[],
+        );
         user.run_as(&mut command);
         command.stderr(File::create(logs.path().join("jvm.stderr")).expect("the JVM's stderr"));
         let jvm = Jvm::spawn(command);
