@@ -344,6 +344,11 @@ impl ProfiledJvm {
         Ok(())
     }
 
+    /// Whether it is still to be read (a try runs, or another is due).
+    pub(super) fn opening(&self) -> bool {
+        matches!(&self.state, State::Opening { .. })
+    }
+
     /// Whether a try to read it runs now.
     pub(super) fn reading(&self) -> bool {
         matches!(

@@ -54,6 +54,10 @@ const SETTLE_NS: u64 = 10_000_000_000;
 const MAX_READERS: usize = 8;
 /// The host's /tmp, where the agents of the host's JVMs write their code maps.
 const HOST_TMP: &str = "/tmp";
+/// How often a pump looks for the JVMs of a launched command and at the JVMs being read, while
+/// there are such: the walker unwinds a JVM's frames by their kinds only once the JVM is read,
+/// and a JVM's first samples are walked by frame pointers until then.
+const STARTING_POLL: Duration = Duration::from_millis(10);
 
 /// What to profile.
 #[derive(Debug)]
@@ -251,12 +255,32 @@ impl Session {
 
     /// Waits up to `timeout` for samples, then resolves and counts every sample available;
     /// follows JVMs that start and end, refreshes the agents' code maps, and notices the end of a
-    /// launched command.
+    /// launched command. While a launched command's process may still turn out to be a JVM, or a
+    /// JVM is being read, it looks at them every [`STARTING_POLL`] meanwhile.
     pub fn pump(&mut self, timeout: Duration) -> Result<(), SessionError> {
         let mut samples = Vec::new();
-        match self.sampler.samples().recv_timeout(timeout) {
-            Ok(sample) => samples.push(sample),
-            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {}
+        let deadline = Instant::now() + timeout;
+        loop {
+            let now = Instant::now();
+            let left = deadline.saturating_duration_since(now);
+            let starting = self.starting(now);
+            let wait = if starting {
+                left.min(STARTING_POLL)
+            } else {
+                left
+            };
+            match self.sampler.samples().recv_timeout(wait) {
+                Ok(sample) => {
+                    samples.push(sample);
+                    break;
+                }
+                Err(RecvTimeoutError::Disconnected) => break,
+                Err(RecvTimeoutError::Timeout) if !starting || wait == left => break,
+                Err(RecvTimeoutError::Timeout) => {
+                    self.find_jvms()?;
+                    self.open_jvms()?;
+                }
+            }
         }
         samples.extend(self.sampler.samples().try_iter());
         self.find_jvms()?;
@@ -384,6 +408,13 @@ impl Session {
             }
             _ => false,
         }
+    }
+
+    /// Whether a launched command's process may still turn out to be a JVM, or a JVM is being
+    /// read, at `now`.
+    fn starting(&self, now: Instant) -> bool {
+        matches!(&self.source, Source::Launch { launched, .. } if launched.watching(now))
+            || self.jvms.values().any(ProfiledJvm::opening)
     }
 
     /// Looks for JVMs that started or ended: discovery's rescans (`--pid`, `--all`), or the
