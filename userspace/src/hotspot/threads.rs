@@ -83,20 +83,14 @@ impl ThreadReader {
                 .map(|&thread| (thread.checked_add(low).unwrap_or(0), len))
                 .collect::<Vec<_>>(),
         );
-        let fields: Vec<Option<(u64, &[u8])>> = fields
-            .iter()
-            .map(|bytes| bytes.as_deref().map(|bytes| (low, bytes)))
-            .collect();
         let tids = mem.read_all(
             &fields
                 .iter()
-                .map(|fields| {
-                    (
-                        fields
-                            .and_then(|fields| self.tid_address(fields))
-                            .unwrap_or(0),
-                        4,
-                    )
+                .map(|bytes| {
+                    let at = bytes
+                        .as_deref()
+                        .and_then(|bytes| self.tid_address((low, bytes)));
+                    (at.unwrap_or(0), 4)
                 })
                 .collect::<Vec<_>>(),
         );
@@ -110,7 +104,7 @@ impl ThreadReader {
                     .and_then(|bytes| array_at(&bytes, 0))
                     .and_then(|tid| u32::try_from(i32::from_ne_bytes(tid)).ok())
                     .filter(|&tid| tid != 0),
-                stack: fields.and_then(|fields| self.stack(fields)),
+                stack: fields.and_then(|bytes| self.stack((low, &bytes))),
             })
             .collect()
     }
