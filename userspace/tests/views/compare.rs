@@ -15,6 +15,10 @@ const CPU_TIME_ESTIMATE: [&str; 6] = [
     "10",
 ];
 
+/// The gate's threshold on the EnergyHalved runs, in percent: between what cold may drift with
+/// the machine's pace and what hot grows when the runs are swapped (twice as much).
+const GATE_PERCENT: &str = "40";
+
 /// `record` of the EnergyHalved JVM `pid` for `seconds` into `results`, with
 /// [`CPU_TIME_ESTIMATE`].
 fn record_halved(pid: u32, seconds: &str, results: &Path) -> Command {
@@ -86,8 +90,10 @@ fn change_of(table: &str, method: &str) -> f64 {
         .unwrap_or_else(|| panic!("no change in {line}"))
 }
 
-/// In ten runs here, hot changed by -52.7 to -49.0% (-65 to -35 allowed) and cold by -2.0 to +5.7%
-/// (20 allowed either way): at least 12.3 and 14.3 points inside.
+/// Hot is judged against cold, which did not change: both run at each tick of the same thread,
+/// so the pace of the machine, which can make the same work cost each JVM a different CPU time,
+/// changes both alike. The gate's threshold leaves room for that pace too: a method that did not
+/// change must not pass it, and one that doubled must.
 #[test]
 fn the_comparison_sees_a_method_made_twice_as_cheap() {
     let _serial = serial();
@@ -114,7 +120,7 @@ fn the_comparison_sees_a_method_made_twice_as_cheap() {
         "--baseline",
         &after,
         "--fail-above",
-        "25",
+        GATE_PERCENT,
         "--app",
     ]));
     let table = stdout(&output);
@@ -123,8 +129,11 @@ fn the_comparison_sees_a_method_made_twice_as_cheap() {
     let hot = change_of(&table, "EnergyHalved.hot");
     let cold = change_of(&table, "EnergyHalved.cold");
     eprintln!("hot {hot:+.1}%, cold {cold:+.1}% per second of run");
-    assert!((-65.0..=-35.0).contains(&hot), "hot changed by {hot}%");
-    assert!(cold.abs() <= 20.0, "cold changed by {cold}%");
+    let relative = ((100.0 + hot) / (100.0 + cold) - 1.0) * 100.0;
+    assert!(
+        (-65.0..=-35.0).contains(&relative),
+        "hot changed by {relative:+.1}% against cold (hot {hot:+.1}%, cold {cold:+.1}%)"
+    );
     // The worker's lambda class has another address in each JVM, and its branches match all
     // the same.
     let lambda_names = |results: &str| -> Vec<String> {
@@ -151,7 +160,7 @@ fn the_comparison_sees_a_method_made_twice_as_cheap() {
         "--baseline",
         &before,
         "--fail-above",
-        "25",
+        GATE_PERCENT,
     ]));
     let text = stdout(&output);
     assert_eq!(output.status.code(), Some(3), "{text}");
