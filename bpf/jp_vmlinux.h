@@ -76,7 +76,14 @@ struct task_struct {
 	__u64 start_time; /* monotonic ns at the task's start */
 };
 
-struct bpf_iter_meta;
+struct seq_file;
+
+/* What every iterator's program is given: the output its records are written to. */
+struct bpf_iter_meta {
+	union {
+		struct seq_file *seq;
+	};
+};
 
 /* The context of a task iterator's program (iter/task): task is NULL at the end. */
 struct bpf_iter__task {

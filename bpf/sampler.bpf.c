@@ -9,7 +9,8 @@
  * - jp_iter_threads, jp_on_exit, jp_on_free, and jp_on_sample too: the cumulative on-CPU time of
  *   every thread of a tracked process, read from task->se.sum_exec_runtime (the scheduler's own
  *   counter), with the value at first sight as a baseline. Nothing runs at context switches:
- *   userspace runs the task iterator jp_iter_threads before it reads the times.
+ *   userspace reads the live threads' times from the task iterator jp_iter_threads, and the
+ *   exited ones' from the map `exited`.
  * - jp_on_fork: children of followed processes become followed and tracked.
  *
  * Needs Linux 5.15; walks with bpf_loop from 5.17 on (jp_on_sample), with a bounded loop before
@@ -27,7 +28,7 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 /* The layouts userspace reads and writes by offset (sampler.h). */
 _Static_assert(sizeof(struct jp_frame) == 24, "jp_frame");
 _Static_assert(__builtin_offsetof(struct jp_sample, frames) == 64, "jp_sample header");
-_Static_assert(sizeof(struct jp_thread) == 40, "jp_thread");
+_Static_assert(sizeof(struct jp_thread) == 48, "jp_thread");
 _Static_assert(sizeof(struct jp_field) == 4, "jp_field");
 _Static_assert(__builtin_offsetof(struct jp_jvm, blob_size) == 184, "jp_jvm fields");
 _Static_assert(__builtin_offsetof(struct jp_jvm, name) == 216, "jp_jvm name");
@@ -76,6 +77,18 @@ struct {
 	__type(value, struct jp_thread);
 } threads SEC(".maps");
 
+/*
+ * Exited threads' entries, by tid, moved out of `threads` at exit: userspace takes them all at
+ * each read, a walk of a map a sixteenth the size of `threads`. When it is full, or holds an
+ * entry of the same tid, the entry stays in `threads` and exited_left counts it.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct jp_thread);
+} exited SEC(".maps");
+
 /* Userspace sizes it to the rate and the number of CPUs before loading. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -98,6 +111,8 @@ struct {
 __u64 ring_drops = 0;
 /* Threads not accounted because the threads map was full. */
 __u64 thread_drops = 0;
+/* Exited threads' entries that stayed in `threads` (userspace then reads it whole). */
+__u64 exited_left = 0;
 
 static __always_inline bool is_tracked(__u32 tgid)
 {
@@ -125,6 +140,7 @@ static __always_inline void account(struct task_struct *task, __u32 tgid, __u32 
 		return;
 	struct jp_thread fresh = {
 		.pid = tgid,
+		.tid = tid,
 		.exited = exiting,
 		.baseline = runtime,
 		.runtime = runtime,
@@ -135,9 +151,10 @@ static __always_inline void account(struct task_struct *task, __u32 tgid, __u32 
 }
 
 /*
- * Refreshes the time of every thread of the tracked processes. Userspace runs it (reads the
- * iterator to its end) before it reads the map threads, at each cycle: a pass over the host's
- * tasks once a cycle instead of a program at every context switch of the host.
+ * Refreshes the time of every thread of the tracked processes it meets and writes the entry of
+ * each live one. Userspace reads it to its end at each cycle, over the threads
+ * of each tracked process or over the host's tasks: one pass a cycle instead of a program at
+ * every context switch of the host.
  */
 SEC("iter/task")
 int jp_iter_threads(struct bpf_iter__task *ctx)
@@ -147,8 +164,13 @@ int jp_iter_threads(struct bpf_iter__task *ctx)
 	if (!task)
 		return 0;
 	__u32 tgid = task->tgid;
-	if (is_tracked(tgid))
-		account(task, tgid, task->pid, false);
+	if (!is_tracked(tgid))
+		return 0;
+	__u32 tid = task->pid;
+	account(task, tgid, tid, false);
+	struct jp_thread *t = bpf_map_lookup_elem(&threads, &tid);
+	if (t && !t->exited)
+		bpf_seq_write(ctx->meta->seq, t, sizeof(*t));
 	return 0;
 }
 
@@ -163,6 +185,13 @@ int BPF_PROG(jp_on_exit, struct task_struct *task)
 		return 0;
 	__u32 tid = task->pid;
 	account(task, tgid, tid, true);
+	struct jp_thread *t = bpf_map_lookup_elem(&threads, &tid);
+	if (t && t->exited) {
+		if (bpf_map_update_elem(&exited, &tid, t, BPF_NOEXIST) == 0)
+			bpf_map_delete_elem(&threads, &tid);
+		else
+			__sync_fetch_and_add(&exited_left, 1);
+	}
 	bpf_map_delete_elem(&java_threads, &tid);
 	/* Every thread of the process is exiting: it is no longer tracked nor followed (its
 	 * threads' times stay until userspace reads them), and the threads still on their way
@@ -186,8 +215,10 @@ SEC("tp_btf/sched_process_free")
 int BPF_PROG(jp_on_free, struct task_struct *task)
 {
 	__u32 tid = task->pid;
-	struct jp_thread *t = bpf_map_lookup_elem(&threads, &tid);
+	struct jp_thread *t = bpf_map_lookup_elem(&exited, &tid);
 
+	if (!t)
+		t = bpf_map_lookup_elem(&threads, &tid);
 	if (t && t->exited && t->pid == (__u32)task->tgid)
 		t->runtime = task->se.sum_exec_runtime;
 	return 0;

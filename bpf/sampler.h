@@ -70,13 +70,18 @@ struct jp_sample {
 	struct jp_frame frames[JP_MAX_FRAMES];
 };
 
-/* Per-thread on-CPU time (the value of map `threads`, keyed by tid). */
+/*
+ * Per-thread on-CPU time: the value of maps `threads` and `exited`, keyed by tid, and the record
+ * the task iterator jp_iter_threads writes for each live thread.
+ */
 struct jp_thread {
 	__u32 pid;
 	__u32 exited;   /* 1 once the thread has exited */
 	__u64 baseline; /* sum_exec_runtime when the thread was first seen */
 	__u64 runtime;  /* sum_exec_runtime at the last update */
 	char comm[16];
+	__u32 tid;
+	__u32 pad;
 };
 
 /* Where a field of a HotSpot object is, and how to read it. */

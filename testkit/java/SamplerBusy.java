@@ -5,6 +5,8 @@ import java.lang.management.ThreadMXBean;
  * Sampler workload: two busy threads (Busy-1, Busy-2), four sleeping ones (Sleeper-1..4), and,
  * with the argument "short", one short-lived thread every second (Short-N) that spins for
  * 300 ms, prints "SHORT Short-N <its CPU time in ns>" and ends. Prints READY once they run.
+ * With the arguments "churn N", it waits for a line on its input, then runs N threads
+ * (Churn-1..N) one after another, each ended before the next starts, and prints "CHURNED N".
  */
 public class SamplerBusy {
     static volatile long sink;
@@ -18,6 +20,18 @@ public class SamplerBusy {
             }
         }
         sink = x;
+    }
+
+    static void churn(int threads) throws Exception {
+        new java.io.BufferedReader(new java.io.InputStreamReader(System.in)).readLine();
+        for (int n = 1; n <= threads; n++) {
+            Thread thread = new Thread(() -> spin(10_000L), "Churn-" + n);
+            thread.start();
+            thread.join();
+        }
+        System.out.println("CHURNED " + threads);
+        System.out.flush();
+        Thread.sleep(Long.MAX_VALUE);
     }
 
     public static void main(String[] args) throws Exception {
@@ -39,6 +53,10 @@ public class SamplerBusy {
         }
         System.out.println("READY");
         System.out.flush();
+        if (args.length > 1 && args[0].equals("churn")) {
+            churn(Integer.parseInt(args[1]));
+            return;
+        }
         boolean shortThreads = args.length > 0 && args[0].equals("short");
         ThreadMXBean mx = ManagementFactory.getThreadMXBean();
         for (int n = 1; ; n++) {

@@ -11,7 +11,9 @@ use std::thread::sleep;
 use std::time::Duration;
 
 use joularcode_bpf::discovery::{Cgroups, Discovery, Scope};
-use joularcode_bpf::sampler::{monotonic_ns, Sample, Sampler, ThreadTime, CONSUME_INTERVAL};
+use joularcode_bpf::sampler::{
+    monotonic_ns, privileges, Sample, Sampler, ThreadTime, CONSUME_INTERVAL,
+};
 use joularcode_testkit::{bpf_programs_of as programs_held_by, jdk, one_at_a_time, Jvm};
 
 fn sampler() -> Sampler {
@@ -301,6 +303,90 @@ fn threads_that_end_within_a_second_are_accounted_once_marked_exited() {
     assert!(reported.iter().all(|time| !names.contains(&time.name)));
 }
 
+/// The processes whose threads alone the task iterators of this process go over (the `pid:` of
+/// each iterator link over tasks in /proc/self/fdinfo; 0 for one over the host's tasks).
+fn task_iterator_pids() -> Vec<u32> {
+    let mut pids: Vec<u32> = fs::read_dir("/proc/self/fdinfo")
+        .expect("/proc/self/fdinfo")
+        .filter_map(|entry| fs::read_to_string(entry.ok()?.path()).ok())
+        .filter(|info| info.contains("link_type:\titer") && info.contains("target_name:\ttask"))
+        .map(|info| {
+            info.lines()
+                .find_map(|line| line.strip_prefix("pid:")?.trim().parse().ok())
+                .unwrap_or(0)
+        })
+        .collect();
+    pids.sort_unstable();
+    pids
+}
+
+/// More threads end between two reads than the BPF side's table of exited threads holds (4,096):
+/// the ones left over are read from the table of all threads, and every thread is still reported
+/// once, marked exited, with the live ones beside them.
+#[test]
+fn more_threads_than_the_exited_table_holds_end_between_two_reads() {
+    let _serial = serial();
+    const THREADS: usize = 6_000;
+    let sampler = sampler();
+    let mut command = Jvm::command(&jdk(17), &[], "SamplerBusy", &["churn", "6000"]);
+    command.stdin(Stdio::piped());
+    let mut jvm = Jvm::spawn(command);
+    sampler.track(jvm.pid()).expect("track the JVM");
+    // One tracked process: its own pass (from Linux 6.1 on), beside the host's.
+    let own_pass = privileges::kernel_is_at_least((6, 1)).then_some(jvm.pid());
+    let expected: Vec<u32> = [Some(0), own_pass].into_iter().flatten().collect();
+    assert_eq!(task_iterator_pids(), expected);
+    let before = sampler.thread_times();
+    assert!(
+        before.iter().any(|time| time.name == "Busy-1"),
+        "{before:?}"
+    );
+    let mut go = jvm.child.stdin.take().expect("the JVM's stdin");
+    std::io::Write::write_all(&mut go, b"go\n").expect("start the churn");
+    jvm.wait_for_line("CHURNED", Duration::from_secs(120));
+    // Thread.join returns once the Java thread has terminated: its task may still be exiting.
+    let tasks = format!("/proc/{}/task", jvm.pid());
+    let churning = || {
+        fs::read_dir(&tasks).map_or(0, |entries| {
+            entries
+                .filter_map(|entry| fs::read_to_string(entry.ok()?.path().join("comm")).ok())
+                .filter(|name| name.starts_with("Churn-"))
+                .count()
+        })
+    };
+    for _ in 0..100 {
+        if churning() == 0 {
+            break;
+        }
+        sleep(Duration::from_millis(100));
+    }
+    assert_eq!(churning(), 0, "Churn threads still running");
+    let times = sampler.thread_times();
+    let churned: Vec<&ThreadTime> = times
+        .iter()
+        .filter(|time| time.name.starts_with("Churn-"))
+        .collect();
+    let names: HashSet<&str> = churned.iter().map(|time| time.name.as_str()).collect();
+    assert_eq!(churned.len(), THREADS, "threads reported");
+    assert_eq!(names.len(), THREADS, "threads reported more than once");
+    let live: Vec<&&ThreadTime> = churned.iter().filter(|time| !time.exited).collect();
+    assert!(live.is_empty(), "reported live: {live:?}");
+    let idle: Vec<&&ThreadTime> = churned.iter().filter(|time| time.on_cpu_ns == 0).collect();
+    assert!(idle.is_empty(), "no CPU time: {idle:?}");
+    let busy = |times: &[ThreadTime]| {
+        times
+            .iter()
+            .find(|time| time.name == "Busy-1" && !time.exited)
+            .map(|time| time.on_cpu_ns)
+            .expect("Busy-1 reported live")
+    };
+    let busy_then = busy(&times);
+    sleep(Duration::from_millis(300));
+    let later = sampler.thread_times();
+    assert!(later.iter().all(|time| !time.name.starts_with("Churn-")));
+    assert!(busy(&later) > busy_then, "Busy-1's time did not grow");
+}
+
 #[test]
 fn children_of_a_followed_process_are_tracked_from_their_start_until_they_end() {
     let _serial = serial();
@@ -316,6 +402,8 @@ fn children_of_a_followed_process_are_tracked_from_their_start_until_they_end() 
         .expect("start sh");
     let parent_pid = parent.id();
     sampler.follow(parent_pid).expect("follow sh");
+    // Its children are tracked by the BPF side: the pass goes over the host's tasks.
+    assert_eq!(task_iterator_pids(), [0]);
     use std::io::Write;
     let mut stdin = parent.stdin.take().expect("stdin");
     writeln!(stdin, "go").expect("tell sh to start its child");

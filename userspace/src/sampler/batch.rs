@@ -1,6 +1,6 @@
-//! Reading a whole BPF hash map in a few system calls (`BPF_MAP_LOOKUP_BATCH`, Linux 5.6),
-//! rather than two per entry (the next key, then its value): the sampler's thread table is read
-//! every cycle, one entry per thread of the tracked processes.
+//! Reading a whole BPF hash map in a few system calls (`BPF_MAP_LOOKUP_BATCH` and
+//! `BPF_MAP_LOOKUP_AND_DELETE_BATCH`, Linux 5.6), rather than two or three per entry (the next
+//! key, its value, its deletion): the sampler takes the exited threads' entries every cycle.
 
 use std::os::fd::AsRawFd;
 
@@ -29,10 +29,16 @@ impl Entries {
 }
 
 /// Every entry of hash map `map`, read in batches of [`BATCH`] (or more, when one bucket of the
-/// map holds more entries than a batch: the kernel then says `ENOSPC`). `None` if the kernel
-/// refused otherwise (the caller reads the map key by key then). Entries that the BPF programs
-/// add or change meanwhile may be read or not, as with any walk of a map that changes.
-pub fn lookup_all(map: &dyn MapCore) -> Option<Entries> {
+/// map holds more entries than a batch: the kernel then says `ENOSPC`), and deleted as read if
+/// `take` (`BPF_MAP_LOOKUP_AND_DELETE_BATCH`). `None` if the kernel refused otherwise (the caller
+/// reads the map key by key then). Entries that the BPF programs add or change meanwhile may be
+/// read or not, as with any walk of a map that changes.
+pub fn read_all(map: &dyn MapCore, take: bool) -> Option<Entries> {
+    let call = if take {
+        libbpf_sys::bpf_map_lookup_and_delete_batch
+    } else {
+        libbpf_sys::bpf_map_lookup_batch
+    };
     let key_size = map.key_size() as usize;
     let value_size = map.value_size() as usize;
     let opts = libbpf_sys::bpf_map_batch_opts {
@@ -61,7 +67,7 @@ pub fn lookup_all(map: &dyn MapCore) -> Option<Entries> {
         // SAFETY: every buffer outlives the call and holds `count` keys or values, or a position
         // of at least a key's size; the kernel writes at most that.
         let ret = unsafe {
-            libbpf_sys::bpf_map_lookup_batch(
+            call(
                 map.as_fd().as_raw_fd(),
                 in_batch,
                 next.as_mut_ptr().cast(),

@@ -12,10 +12,10 @@ mod batch;
 pub mod jvm;
 pub mod perf;
 pub mod privileges;
+mod thread_passes;
 mod wire;
 
 use std::fs;
-use std::io::Read;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, IntoRawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -30,6 +30,7 @@ use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, RingBufferBuilder};
 /// Now on CLOCK_MONOTONIC, the clock of [`Sample::time_ns`].
 pub use joularcode_core::power::clock::monotonic_ns;
 pub use jvm::WalkedJvm;
+use thread_passes::ThreadPasses;
 use wire::ThreadRecord;
 pub use wire::{record_len, FrameKind, Sample, StackFrame, WalkEnd, MAX_FRAMES};
 
@@ -131,6 +132,9 @@ pub struct Sampler {
     channel_drops: Arc<AtomicU64>,
     perf_links: Vec<Link>,
     walk: Walk,
+    passes: ThreadPasses,
+    /// The count of exited entries left in the map `threads` at the last read of it.
+    exited_left_seen: AtomicU64,
     skel: SamplerSkel<'static>,
 }
 
@@ -225,6 +229,8 @@ impl Sampler {
             channel_drops,
             perf_links,
             walk,
+            passes: ThreadPasses::new(),
+            exited_left_seen: AtomicU64::new(0),
             skel,
         })
     }
@@ -253,12 +259,15 @@ impl Sampler {
                 );
             }
         }
-        mark(&self.skel.maps.tracked, pid, "track")
+        mark(&self.skel.maps.tracked, pid, "track")?;
+        self.passes.track(&self.skel.progs.jp_iter_threads, pid);
+        Ok(())
     }
 
     /// Tracks `pid` and every process it starts from now on, and theirs in turn.
     pub fn follow(&self, pid: u32) -> Result<(), SamplerError> {
         mark(&self.skel.maps.followed, pid, "follow")?;
+        self.passes.follow();
         self.track(pid)
     }
 
@@ -272,9 +281,10 @@ impl Sampler {
         // A missing key is not an error: the process was not tracked.
         let _ = self.skel.maps.tracked.delete(&pid.to_ne_bytes());
         let _ = self.skel.maps.followed.delete(&pid.to_ne_bytes());
-        for (tid, thread) in self.read_threads() {
+        self.passes.untrack(pid);
+        for thread in read_entries(&self.skel.maps.threads, false) {
             if thread.pid == pid && thread.exited == 0 {
-                let _ = self.skel.maps.threads.delete(&tid.to_ne_bytes());
+                let _ = self.skel.maps.threads.delete(&thread.tid.to_ne_bytes());
             }
         }
     }
@@ -291,23 +301,47 @@ impl Sampler {
 
     /// The on-CPU time of every thread of the tracked processes, exited ones included. An
     /// exited thread is reported once, then forgotten.
+    ///
+    /// The live threads' times come from the task iterator's passes, which bring them up to
+    /// date; the exited ones' from the map `exited`, taken whole. The map `threads` is read whole
+    /// only when exited entries were left in it (`exited` was full) or a pass failed.
     pub fn thread_times(&self) -> Vec<ThreadTime> {
-        self.refresh_threads();
-        let times: Vec<ThreadTime> = self
-            .read_threads()
+        let live = self
+            .skel
+            .links
+            .jp_iter_threads
+            .as_ref()
+            .and_then(|host| self.passes.run(host));
+        let mut records = match live {
+            Some(live) if !self.exited_left_since_last_read() => live,
+            _ => {
+                let all = read_entries(&self.skel.maps.threads, false);
+                for thread in all.iter().filter(|thread| thread.exited != 0) {
+                    let _ = self.skel.maps.threads.delete(&thread.tid.to_ne_bytes());
+                }
+                all
+            }
+        };
+        records.extend(read_entries(&self.skel.maps.exited, true));
+        records
             .into_iter()
-            .map(|(tid, thread)| ThreadTime {
+            .map(|thread| ThreadTime {
                 pid: thread.pid,
-                tid,
+                tid: thread.tid,
                 on_cpu_ns: thread.runtime.saturating_sub(thread.baseline),
                 name: thread.name(),
                 exited: thread.exited != 0,
             })
-            .collect();
-        for time in times.iter().filter(|time| time.exited) {
-            let _ = self.skel.maps.threads.delete(&time.tid.to_ne_bytes());
-        }
-        times
+            .collect()
+    }
+
+    /// Whether the BPF side left exited entries in the map `threads` since the last call.
+    fn exited_left_since_last_read(&self) -> bool {
+        let left = self.skel.maps.bss_data.as_ref().map_or(0, |bss| {
+            // SAFETY: as in drops().
+            unsafe { std::ptr::read_volatile(&bss.exited_left) }
+        });
+        self.exited_left_seen.swap(left, Ordering::Relaxed) != left
     }
 
     /// Samples lost so far: ring buffer full (BPF side) or channel full (nobody reading).
@@ -343,52 +377,26 @@ impl Sampler {
         };
         program_stats(program.as_fd())
     }
+}
 
-    /// Brings the time of every thread of the tracked processes up to date: runs the task
-    /// iterator `jp_iter_threads` over the host's tasks (its program writes nothing, so the
-    /// first read ends the pass). A pass that fails leaves the times as the last samples, exits
-    /// and forks set them.
-    fn refresh_threads(&self) {
-        let Some(link) = &self.skel.links.jp_iter_threads else {
-            return;
-        };
-        let Ok(mut iter) = libbpf_rs::Iter::new(link) else {
-            return;
-        };
-        let mut nothing = [0u8; 64];
-        // The kernel stops a read at a million tasks (EAGAIN) and at a signal: read on.
-        for _ in 0..REFRESH_READS {
-            match iter.read(&mut nothing) {
-                Ok(0) => return,
-                Ok(_) => {}
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EINTR)) => {}
-                Err(_) => return,
+/// Every entry of the map `threads` or `exited` (`map`), deleted as read if `take`: in a few
+/// batches, else key by key.
+fn read_entries(map: &dyn MapCore, take: bool) -> Vec<ThreadRecord> {
+    if let Some(entries) = batch::read_all(map, take) {
+        return entries
+            .iter()
+            .filter_map(|(_, value)| ThreadRecord::parse(value))
+            .collect();
+    }
+    map.keys()
+        .filter_map(|key| {
+            let value = map.lookup(&key, MapFlags::ANY).ok()??;
+            if take {
+                let _ = map.delete(&key);
             }
-        }
-    }
-
-    /// Every entry of the map `threads`: in a few batches, else key by key.
-    fn read_threads(&self) -> Vec<(u32, ThreadRecord)> {
-        let map = &self.skel.maps.threads;
-        if let Some(entries) = batch::lookup_all(map) {
-            return entries
-                .iter()
-                .filter_map(|(key, value)| {
-                    Some((
-                        u32::from_ne_bytes(key.try_into().ok()?),
-                        ThreadRecord::parse(value)?,
-                    ))
-                })
-                .collect();
-        }
-        map.keys()
-            .filter_map(|key| {
-                let tid = u32::from_ne_bytes(key.as_slice().try_into().ok()?);
-                let value = map.lookup(&key, MapFlags::ANY).ok()??;
-                Some((tid, ThreadRecord::parse(&value)?))
-            })
-            .collect()
-    }
+            ThreadRecord::parse(&value)
+        })
+        .collect()
 }
 
 impl Drop for Sampler {
@@ -426,10 +434,6 @@ fn mark(set: &dyn MapCore, pid: u32, verb: &str) -> Result<(), SamplerError> {
             ))
         })
 }
-
-/// Reads of the task iterator in one refresh, at most: one suffices unless the host has over a
-/// million tasks or a signal interrupts it.
-const REFRESH_READS: usize = 64;
 
 /// Frames per sample the ring buffer is sized for: a deep Java stack (javac's average is about
 /// 60). Samples with more frames take more room: the ring then holds less than a second.
@@ -498,7 +502,12 @@ fn read_thread(pid: u32, tid: u32) -> Option<ThreadRecord> {
     let schedstat = fs::read_to_string(format!("{dir}/schedstat")).ok()?;
     let runtime = schedstat.split_whitespace().next()?.parse().ok()?;
     let name = fs::read_to_string(format!("{dir}/comm")).ok()?;
-    Some(ThreadRecord::new(pid, runtime, name.trim_end_matches('\n')))
+    Some(ThreadRecord::new(
+        pid,
+        tid,
+        runtime,
+        name.trim_end_matches('\n'),
+    ))
 }
 
 #[cfg(test)]

@@ -35,6 +35,14 @@ pub fn parse_release(release: &str) -> Option<(u32, u32)> {
     Some((major, minor))
 }
 
+/// Whether the running kernel is `version` (major, minor) or newer; false if it cannot be read.
+pub fn kernel_is_at_least(version: (u32, u32)) -> bool {
+    fs::read_to_string(OS_RELEASE)
+        .ok()
+        .and_then(|release| parse_release(&release))
+        .is_some_and(|running| running >= version)
+}
+
 /// Fails, naming the version needed, when the running kernel is older than [`MIN_KERNEL`].
 pub fn check_kernel() -> Result<(), SamplerError> {
     let release = fs::read_to_string(OS_RELEASE)

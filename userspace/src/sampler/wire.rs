@@ -313,6 +313,9 @@ pub(super) struct ThreadRecord {
     pub runtime: u64,
     /// Its name (comm), NUL-padded.
     pub comm: [u8; 16],
+    /// The thread.
+    pub tid: u32,
+    pub pad: u32,
 }
 same_layout!(
     ThreadRecord,
@@ -322,13 +325,15 @@ same_layout!(
     exited,
     baseline,
     runtime,
-    comm
+    comm,
+    tid,
+    pad
 );
 
 impl ThreadRecord {
-    /// A thread of `pid` that has run `runtime` ns so far (its baseline), named `name` (cut to
-    /// 15 bytes, as the kernel's comm).
-    pub fn new(pid: u32, runtime: u64, name: &str) -> ThreadRecord {
+    /// Thread `tid` of `pid`, which has run `runtime` ns so far (its baseline), named `name` (cut
+    /// to 15 bytes, as the kernel's comm).
+    pub fn new(pid: u32, tid: u32, runtime: u64, name: &str) -> ThreadRecord {
         let mut comm = [0; 16];
         let name = &name.as_bytes()[..name.len().min(15)];
         comm[..name.len()].copy_from_slice(name);
@@ -338,6 +343,8 @@ impl ThreadRecord {
             baseline: runtime,
             runtime,
             comm,
+            tid,
+            pad: 0,
         }
     }
 
@@ -346,6 +353,14 @@ impl ThreadRecord {
         Some(bytemuck::pod_read_unaligned(
             bytes.get(..std::mem::size_of::<ThreadRecord>())?,
         ))
+    }
+
+    /// The records of the task iterator's output `bytes`, one after another; a short tail (which
+    /// the kernel never writes) is left out.
+    pub fn parse_all(bytes: &[u8]) -> impl Iterator<Item = ThreadRecord> + '_ {
+        bytes
+            .chunks_exact(std::mem::size_of::<ThreadRecord>())
+            .map(bytemuck::pod_read_unaligned)
     }
 
     /// The name, up to its first NUL.
@@ -562,12 +577,29 @@ mod tests {
 
     #[test]
     fn thread_records_round_trip() {
-        let record = ThreadRecord::new(42, 1_500, "a-very-long-thread-name");
+        let record = ThreadRecord::new(42, 43, 1_500, "a-very-long-thread-name");
         let bytes = bytemuck::bytes_of(&record);
-        let read = ThreadRecord::parse(bytes).expect("40 bytes");
-        assert_eq!((read.pid, read.baseline, read.runtime), (42, 1_500, 1_500));
+        let read = ThreadRecord::parse(bytes).expect("48 bytes");
+        assert_eq!(
+            (read.pid, read.tid, read.baseline, read.runtime),
+            (42, 43, 1_500, 1_500)
+        );
         assert_eq!(read.name(), "a-very-long-thr");
         assert_eq!(read.exited, 0);
-        assert!(ThreadRecord::parse(&bytes[..39]).is_none());
+        assert!(ThreadRecord::parse(&bytes[..47]).is_none());
+    }
+
+    #[test]
+    fn the_iterators_output_is_read_record_by_record() {
+        let records = [
+            ThreadRecord::new(7, 7, 10, "main"),
+            ThreadRecord::new(7, 9, 20, "worker"),
+        ];
+        let mut output = bytemuck::bytes_of(&records).to_vec();
+        output.extend_from_slice(&[1, 2, 3]);
+        let read: Vec<(u32, u64, String)> = ThreadRecord::parse_all(&output)
+            .map(|record| (record.tid, record.runtime, record.name()))
+            .collect();
+        assert_eq!(read, [(7, 10, "main".into()), (9, 20, "worker".into())]);
     }
 }
