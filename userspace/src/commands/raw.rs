@@ -161,12 +161,13 @@ fn sample(
         .map_err(|e| format!("cannot write the report: {e}"))?;
     }
     let end_ns = monotonic_ns();
+    let seconds = start.elapsed().as_secs_f64();
     add_times(&mut threads, sampler.thread_times());
     // Let the consumer drain what the ring buffer holds up to the end.
     std::thread::sleep(CONSUME_INTERVAL * 2);
     add_samples(&mut threads, sampler.samples().try_iter(), end_ns);
     let summary = Summary {
-        seconds: start.elapsed().as_secs_f64(),
+        seconds,
         rate_hz,
         cpus: sampler.cpus(),
         jvms: discoveries.iter().map(|d| d.jvms().len()).sum(),
