@@ -35,7 +35,6 @@ const MAX_READS: usize = 256;
 /// How the tracked threads' times are read.
 pub(super) struct ThreadPasses {
     state: Mutex<State>,
-    per_process: bool,
 }
 
 #[derive(Default)]
@@ -49,13 +48,11 @@ struct State {
 impl ThreadPasses {
     /// Passes per process if this kernel has them, else over the host.
     pub fn new() -> ThreadPasses {
-        let per_process = privileges::kernel_is_at_least(PROCESS_PASSES_KERNEL);
         ThreadPasses {
             state: Mutex::new(State {
-                host: !per_process,
+                host: !privileges::kernel_is_at_least(PROCESS_PASSES_KERNEL),
                 ..State::default()
             }),
-            per_process,
         }
     }
 
@@ -102,7 +99,7 @@ impl ThreadPasses {
     pub fn run(&self, host: &Link) -> Option<Vec<ThreadRecord>> {
         let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let mut output = Vec::new();
-        if state.host || !self.per_process {
+        if state.host {
             read_pass(host, &mut output)?;
         } else {
             for link in state.processes.values() {
