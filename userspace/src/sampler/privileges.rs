@@ -37,14 +37,11 @@ pub fn parse_release(release: &str) -> Option<(u32, u32)> {
 
 /// Whether the running kernel is `version` (major, minor) or newer; false if it cannot be read.
 pub fn kernel_is_at_least(version: (u32, u32)) -> bool {
-    fs::read_to_string(OS_RELEASE)
-        .ok()
-        .and_then(|release| parse_release(&release))
-        .is_some_and(|running| running >= version)
+    running_kernel().is_ok_and(|(_, running)| running >= version)
 }
 
-/// Fails, naming the version needed, when the running kernel is older than [`MIN_KERNEL`].
-pub fn check_kernel() -> Result<(), SamplerError> {
+/// The running kernel's release, as [`OS_RELEASE`] gives it, and its `major.minor`.
+fn running_kernel() -> Result<(String, (u32, u32)), SamplerError> {
     let release = fs::read_to_string(OS_RELEASE)
         .map_err(|e| SamplerError::Kernel(format!("cannot read {OS_RELEASE}: {e}")))?;
     let version = parse_release(&release).ok_or_else(|| {
@@ -53,6 +50,12 @@ pub fn check_kernel() -> Result<(), SamplerError> {
             release.trim()
         ))
     })?;
+    Ok((release, version))
+}
+
+/// Fails, naming the version needed, when the running kernel is older than [`MIN_KERNEL`].
+pub fn check_kernel() -> Result<(), SamplerError> {
+    let (release, version) = running_kernel()?;
     if version < MIN_KERNEL {
         return Err(SamplerError::Kernel(format!(
             "Linux {} is too old: joularcode-bpf needs Linux {}.{} or newer (for bpf_task_pt_regs)",
