@@ -267,6 +267,7 @@ pub fn nmethod_scopes(bytes: &[u8]) {
         code_end: nmethod + SCOPES_HEADER + 1024,
         end: nmethod + SCOPES_HEADER + 1024,
         frame_size: 4,
+        nmethod: None,
     };
     if let Some(scopes) = layout.scopes(&image, &blob) {
         for pc in (blob.code_begin - 1..=blob.code_end).step_by(7) {

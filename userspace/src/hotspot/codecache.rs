@@ -4,6 +4,7 @@
 //! pointers in CodeBlob and the Method* in CompiledMethod; JDK 23+ hold offsets from the blob and
 //! the Method* in nmethod.
 
+use std::collections::HashMap;
 use std::sync::Mutex;
 
 use super::memory::{array_at, word, Memory};
@@ -20,6 +21,9 @@ const SEGMAP_CHUNK: u64 = 4096;
 const FREE_SEGMENT: u8 = 0xFF;
 /// Longest blob name read.
 const MAX_BLOB_NAME: usize = 256;
+/// Blob names kept by address before the cache is cleared: HotSpot names its blobs with a few
+/// hundred string literals.
+const MAX_STATIC_NAMES: usize = 4096;
 
 /// Where a CodeBlob keeps one of its code boundaries.
 #[derive(Debug, Clone, Copy)]
@@ -64,6 +68,8 @@ pub struct CodeBlob {
     pub end: u64,
     /// The size of its stack frame in words, once the frame is complete (0: no fixed frame).
     pub frame_size: u32,
+    /// For an nmethod whose fields were read with its header, what it compiles.
+    pub nmethod: Option<NMethodInfo>,
 }
 
 impl CodeBlob {
@@ -134,6 +140,10 @@ pub struct CodeCache {
     interpreter: (u64, u64),
     /// Each heap's committed part as last read, read again for a pc beyond it.
     committed: Mutex<Vec<Option<HeapState>>>,
+    /// Where libjvm is mapped without write permission: a blob name there never changes.
+    static_ranges: Vec<(u64, u64)>,
+    /// The blob names read there, by address.
+    static_names: Mutex<HashMap<u64, String>>,
 }
 
 impl HeapState {
@@ -146,7 +156,13 @@ impl HeapState {
 
 impl CodeCache {
     /// Reads the heaps and the interpreter range; `NotReady` while the JVM still sets them up.
-    pub fn read(mem: &dyn Memory, vm: &VmStructs) -> Result<CodeCache, HotSpotError> {
+    /// `static_ranges`: where libjvm is mapped without write permission (its string literals,
+    /// which name most blobs).
+    pub fn read(
+        mem: &dyn Memory,
+        vm: &VmStructs,
+        static_ranges: Vec<(u64, u64)>,
+    ) -> Result<CodeCache, HotSpotError> {
         let nmethod = ["nmethod", "CompiledMethod"];
         let header = vm.offset(&["HeapBlock"], "_header", 1)?;
         let mut cache = CodeCache {
@@ -173,6 +189,8 @@ impl CodeCache {
             comp_level: vm.offset(&nmethod, "_comp_level", 1)?,
             interpreter: read_interpreter(mem, vm)?,
             committed: Mutex::default(),
+            static_ranges,
+            static_names: Mutex::default(),
         };
         let boundary_low = vm.offset(&["VirtualSpace"], "_low_boundary", 8)?;
         let boundary_high = vm.offset(&["VirtualSpace"], "_high_boundary", 8)?;
@@ -266,16 +284,72 @@ impl CodeCache {
 
     /// The blob that holds `pc`, found through its heap's segment map.
     pub fn blob_at(&self, mem: &dyn Memory, pc: u64) -> Option<CodeBlob> {
+        let (heap, segment) = self.segment_of(mem, pc)?;
+        let start = block_start(mem, &heap, segment)?;
+        let block = heap.low + (start << heap.log2_segment);
+        // The block's header and the blob's, which follows it, in one read, with an nmethod's
+        // fields unless the blob is too close to the end of the committed memory.
+        let bytes = mem
+            .read_bytes(block, self.block_read())
+            .or_else(|| mem.read_bytes(block, (self.block_size + self.blob_size) as usize))?;
+        self.blob_in_block(mem, pc, &heap, block, &bytes)
+    }
+
+    /// [`CodeCache::blob_at`] when the blob at `near` held `pc` before: the segment map from
+    /// that blob's block to `pc`'s segment and the block are read in one [`Memory::read_all`],
+    /// and when the map still leads back from `pc` to that block, its blob is the answer.
+    /// Otherwise the blob is found as [`CodeCache::blob_at`] finds it.
+    pub fn blob_at_near(&self, mem: &dyn Memory, pc: u64, near: u64) -> Option<CodeBlob> {
+        self.blob_in_known_block(mem, pc, near)
+            .or_else(|| self.blob_at(mem, pc))
+    }
+
+    fn blob_in_known_block(&self, mem: &dyn Memory, pc: u64, near: u64) -> Option<CodeBlob> {
+        let (heap, segment) = self.segment_of(mem, pc)?;
+        let block = near.checked_sub(self.block_size)?;
+        let first = heap.segment(block)?;
+        let span = segment.checked_sub(first)?;
+        if heap.low + (first << heap.log2_segment) != block || span >= SEGMAP_CHUNK {
+            return None;
+        }
+        let read = mem.read_all(&[
+            (heap.segmap + first, (span + 1) as usize),
+            (block, self.block_read()),
+        ]);
+        let [Some(map), Some(bytes)] = read.as_slice() else {
+            return None;
+        };
+        if !leads_to_first(map) {
+            return None;
+        }
+        self.blob_in_block(mem, pc, &heap, block, bytes)
+    }
+
+    /// Bytes read at a block: its header, then the blob's, with an nmethod's fields.
+    fn block_read(&self) -> usize {
+        (self.block_size + self.blob_size.max(self.nmethod_size)) as usize
+    }
+
+    /// The heap whose committed part holds `pc`, and `pc`'s segment in it.
+    fn segment_of(&self, mem: &dyn Memory, pc: u64) -> Option<(HeapState, u64)> {
         let index = self
             .reserved
             .iter()
             .position(|&(l, h)| (l..h).contains(&pc))?;
-        let (heap, segment) = self.committed_segment(mem, index, pc)?;
-        let start = block_start(mem, &heap, segment)?;
-        let block = heap.low + (start << heap.log2_segment);
-        // The block's header and the blob's, which follows it, in one read.
-        let bytes = mem.read_bytes(block, (self.block_size + self.blob_size) as usize)?;
-        let (length, used) = self.block_header(&bytes)?;
+        self.committed_segment(mem, index, pc)
+    }
+
+    /// The blob of the block at `block` whose bytes (its header and the blob's) are `bytes`, if
+    /// the block is used and the blob holds `pc`.
+    fn blob_in_block(
+        &self,
+        mem: &dyn Memory,
+        pc: u64,
+        heap: &HeapState,
+        block: u64,
+        bytes: &[u8],
+    ) -> Option<CodeBlob> {
+        let (length, used) = self.block_header(bytes)?;
         if !used || pc >= block.checked_add(length << heap.log2_segment)? {
             return None;
         }
@@ -367,26 +441,60 @@ impl CodeCache {
         // Stubs without a fixed frame say -1.
         let frame_size =
             u32::try_from(i32::from_ne_bytes(array_at(header, self.blob_frame_size)?)).unwrap_or(0);
-        let name = mem.read_c_string(word(header, self.blob_name)?, MAX_BLOB_NAME)?;
-        Some(CodeBlob {
+        let mut blob = CodeBlob {
             address: blob,
-            name,
+            name: self.blob_name(mem, word(header, self.blob_name)?)?,
             code_begin,
             code_end,
             end,
             frame_size,
-        })
+            nmethod: None,
+        };
+        if blob.is_nmethod() {
+            blob.nmethod = self.nmethod_fields(header);
+        }
+        Some(blob)
     }
 
-    /// The Method*, compile id and tier of an nmethod blob.
+    /// The name at `name`: read once if it lies in libjvm's read-only mappings, else each time.
+    fn blob_name(&self, mem: &dyn Memory, name: u64) -> Option<String> {
+        let fixed = |end: u64| {
+            self.static_ranges
+                .iter()
+                .any(|&(low, high)| name >= low && end <= high)
+        };
+        if fixed(name) {
+            if let Some(known) = self.static_names.lock().ok()?.get(&name) {
+                return Some(known.clone());
+            }
+        }
+        let text = mem.read_c_string(name, MAX_BLOB_NAME)?;
+        if fixed(name.checked_add(text.len() as u64 + 1)?) {
+            let mut names = self.static_names.lock().ok()?;
+            if names.len() >= MAX_STATIC_NAMES {
+                names.clear();
+            }
+            names.insert(name, text.clone());
+        }
+        Some(text)
+    }
+
+    /// The Method*, compile id and tier of an nmethod blob: as read with its header, or read
+    /// now.
     pub fn nmethod(&self, mem: &dyn Memory, blob: &CodeBlob) -> Option<NMethodInfo> {
         if !blob.is_nmethod() {
             return None;
         }
-        let bytes = mem.read_bytes(blob.address, self.nmethod_size as usize)?;
-        let compile_id = i32::from_ne_bytes(array_at(&bytes, self.compile_id)?);
+        blob.nmethod.or_else(|| {
+            self.nmethod_fields(&mem.read_bytes(blob.address, self.nmethod_size as usize)?)
+        })
+    }
+
+    /// The Method*, compile id and tier in the bytes of an nmethod, read from its start.
+    fn nmethod_fields(&self, bytes: &[u8]) -> Option<NMethodInfo> {
+        let compile_id = i32::from_ne_bytes(array_at(bytes, self.compile_id)?);
         Some(NMethodInfo {
-            method: word(&bytes, self.nmethod_method)?,
+            method: word(bytes, self.nmethod_method)?,
             compile_id: u32::try_from(compile_id).ok()?,
             comp_level: *bytes.get(self.comp_level as usize)?,
         })
@@ -413,6 +521,24 @@ fn block_start(mem: &dyn Memory, heap: &HeapState, segment: u64) -> Option<u64> 
         }
     }
     None
+}
+
+/// Whether the segment map bytes `map` lead back from their last segment to their first, and
+/// that one starts a block.
+fn leads_to_first(map: &[u8]) -> bool {
+    let Some(mut current) = map.len().checked_sub(1) else {
+        return false;
+    };
+    loop {
+        match map[current] {
+            0 => return current == 0,
+            FREE_SEGMENT => return false,
+            hop => match current.checked_sub(usize::from(hop)) {
+                Some(earlier) => current = earlier,
+                None => return false,
+            },
+        }
+    }
 }
 
 /// `CodeCache::_heaps`: a GrowableArray of CodeHeap*.
@@ -504,7 +630,7 @@ fn read_interpreter(mem: &dyn Memory, vm: &VmStructs) -> Result<(u64, u64), HotS
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hotspot::fake::{FakeJvm, FakeMemory};
+    use crate::hotspot::fake::{Counted, FakeJvm, FakeMemory};
     use crate::hotspot::memory::ProcessMemory;
     use proptest::prelude::*;
 
@@ -538,6 +664,73 @@ mod tests {
         );
     }
 
+    /// A code cache read from a fake JVM whose blob names lie in libjvm's read-only memory.
+    fn read_only_names(jvm: FakeJvm) -> (CodeCache, Counted<FakeMemory>) {
+        let (mem, libjvm) = jvm.into_parts();
+        let vm = VmStructs::read(&mem, &libjvm).expect("tables");
+        let code = CodeCache::read(&mem, &vm, vec![FakeMemory::RANGE]).expect("code cache");
+        (code, Counted::new(mem))
+    }
+
+    /// Found again where it was, an nmethod is read in one call, with its fields; its name, in
+    /// libjvm's read-only memory, only the first time.
+    #[test]
+    fn a_blob_found_again_near_its_address_is_read_in_one_call() {
+        let mut jvm = FakeJvm::default();
+        let method = jvm.method("a.B", "run");
+        jvm.stub("before", 0x100);
+        let (begin, end) = jvm.nmethod(method, 7, 0x400);
+        let (code, mem) = read_only_names(jvm);
+        let blob = code.blob_at(&mem, end - 1).expect("the nmethod");
+        let info = blob.nmethod.expect("its fields, read with its header");
+        assert_eq!(
+            (info.method, info.compile_id, info.comp_level),
+            (method, 7, 4)
+        );
+        assert_eq!(code.nmethod(&mem, &blob), Some(info));
+        assert_eq!(
+            mem.calls(),
+            4,
+            "the heap, its segment map, the block, the name"
+        );
+        for pc in [begin, end - 1] {
+            assert_eq!(
+                code.blob_at_near(&mem, pc, blob.address).as_ref(),
+                Some(&blob)
+            );
+            assert_eq!(mem.calls(), 1);
+        }
+        assert_eq!(code.blob_at(&mem, begin).as_ref(), Some(&blob));
+        assert_eq!(mem.calls(), 2, "the name is known");
+    }
+
+    /// Near a blob that does not hold the pc (before it, after it, or none), the pc's own blob
+    /// is found, or none where no blob is.
+    #[test]
+    fn near_another_blob_the_pcs_own_blob_is_found() {
+        let mut jvm = FakeJvm::default();
+        let method = jvm.method("a.B", "run");
+        let (stub, _) = jvm.stub("before", 0x100);
+        let (begin, end) = jvm.nmethod(method, 7, 0x400);
+        let (after, _) = jvm.stub("after", 0x100);
+        let free = jvm.free_code();
+        let (code, mem) = read_only_names(jvm);
+        let near = |pc, of| {
+            let hint = code.blob_at(&mem, of).expect("a blob").address;
+            code.blob_at_near(&mem, pc, hint).map(|blob| blob.name)
+        };
+        assert_eq!(near(begin, stub).as_deref(), Some("nmethod"));
+        assert_eq!(near(end - 1, after).as_deref(), Some("nmethod"));
+        assert_eq!(near(after, begin).as_deref(), Some("after"));
+        assert_eq!(near(free, after), None);
+        let nmethod = code.blob_at(&mem, begin).expect("the nmethod").address;
+        assert_eq!(
+            code.blob_at_near(&mem, begin, nmethod + 8),
+            code.blob_at(&mem, begin)
+        );
+        assert_eq!(code.blob_at_near(&mem, begin, 0), code.blob_at(&mem, begin));
+    }
+
     #[test]
     fn a_blob_committed_after_the_heap_was_read_is_found() {
         let mut jvm = FakeJvm::default();
@@ -548,7 +741,7 @@ mod tests {
         let vm = VmStructs::read(&mem, &libjvm).expect("tables");
         let committed_end = mem.read_u64(end_field).expect("committed end");
         mem.write_u64(end_field, second - 0x80);
-        let code = CodeCache::read(&mem, &vm).expect("code cache");
+        let code = CodeCache::read(&mem, &vm, Vec::new()).expect("code cache");
         let name = |mem: &FakeMemory, pc| code.blob_at(mem, pc).map(|blob| blob.name);
         assert_eq!(name(&mem, first).as_deref(), Some("first"));
         assert_eq!(name(&mem, second), None);
@@ -576,6 +769,18 @@ mod tests {
                 prop_assert!(start <= segment);
                 prop_assert_eq!(segmap[start as usize], 0);
             }
+        }
+
+        /// A map that leads back to its first segment is one that the walk from its last
+        /// segment ends at that segment.
+        #[test]
+        fn a_map_leads_to_its_first_segment_as_the_walk_goes(
+            segmap in proptest::collection::vec(any::<u8>(), 0..600),
+        ) {
+            let mem = ProcessMemory::new(std::process::id());
+            let last = segmap.len().checked_sub(1).map(|last| last as u64);
+            let walked = last.and_then(|last| block_start(&mem, &heap(&segmap), last));
+            prop_assert_eq!(leads_to_first(&segmap), walked == Some(0));
         }
     }
 }

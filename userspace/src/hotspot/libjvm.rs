@@ -24,6 +24,9 @@ pub struct Libjvm {
     pub bias: u64,
     /// The file read (`None` for tables made by hand).
     pub file: Option<FileIdentity>,
+    /// Where the process maps it without write permission, `[start, end)`: its code and
+    /// constants, which do not change while it is mapped.
+    pub read_only: Vec<(u64, u64)>,
     symbols: HashMap<String, u64>,
 }
 
@@ -184,10 +187,16 @@ impl Libjvm {
             .iter()
             .map(|(name, &address)| (name.clone(), address.wrapping_add(bias)))
             .collect();
+        let read_only = maps
+            .iter()
+            .filter(|m| m.path == first.path && !m.perms.contains('w'))
+            .map(|m| (m.start, m.end))
+            .collect();
         Ok(Libjvm {
             path: first.path.clone(),
             bias,
             file: Some(file.identity()),
+            read_only,
             symbols,
         })
     }
@@ -199,6 +208,7 @@ impl Libjvm {
             path: "/fake/libjvm.so".into(),
             bias: 0,
             file: None,
+            read_only: Vec::new(),
             symbols,
         }
     }

@@ -36,31 +36,69 @@ const CACHE_LIMIT: usize = 100_000;
 /// that loads ever-new ones) leave the cache within that time.
 const CACHE_KEEP_NS: u64 = 30_000_000_000;
 
-/// Cached names, keyed by Method*, ConstMethod* and the two Symbols, each with when it was last
-/// asked for.
+/// Where the walk from a Method* to its Symbols went: its ConstMethod, the ConstantPool and the
+/// method name's index in it, and the pool's holder Klass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Path {
+    const_method: u64,
+    pool: u64,
+    name_index: u64,
+    holder: u64,
+}
+
+/// What a Method* was last found to be: the path to its Symbols, the Symbols of its class and
+/// of its name, its name, and when a lookup last asked for it.
+#[derive(Debug)]
+struct Known {
+    path: Path,
+    symbols: (u64, u64),
+    name: JavaMethod,
+    used_ns: u64,
+}
+
+/// The methods named so far, by Method*.
 #[derive(Debug, Default)]
 struct NameCache {
-    names: HashMap<(u64, u64, u64, u64), (JavaMethod, u64)>,
+    known: HashMap<u64, Known>,
     swept_ns: u64,
 }
 
 impl NameCache {
-    fn get(&mut self, key: &(u64, u64, u64, u64), now_ns: u64) -> Option<JavaMethod> {
-        let (name, used) = self.names.get_mut(key)?;
-        *used = now_ns;
-        Some(name.clone())
+    fn path(&self, method: u64) -> Option<Path> {
+        self.known.get(&method).map(|known| known.path)
     }
 
-    fn put(&mut self, key: (u64, u64, u64, u64), name: JavaMethod, now_ns: u64) {
+    /// The name of `method` if it was named with the same ConstMethod and Symbols: when a class
+    /// is unloaded and another one loaded, its Method and ConstMethod can take the very same
+    /// addresses (seen with two classes of the same shape loaded in turn), but not the names of
+    /// a class that is still loaded.
+    fn get(
+        &mut self,
+        method: u64,
+        path: Path,
+        symbols: (u64, u64),
+        now_ns: u64,
+    ) -> Option<JavaMethod> {
+        let known = self.known.get_mut(&method)?;
+        if known.path.const_method != path.const_method || known.symbols != symbols {
+            return None;
+        }
+        known.path = path;
+        known.used_ns = now_ns;
+        Some(known.name.clone())
+    }
+
+    fn put(&mut self, method: u64, known: Known) {
+        let now_ns = known.used_ns;
         if now_ns >= self.swept_ns.saturating_add(CACHE_KEEP_NS / 3) {
             self.swept_ns = now_ns;
             let cutoff = now_ns.saturating_sub(CACHE_KEEP_NS);
-            self.names.retain(|_, (_, used)| *used >= cutoff);
+            self.known.retain(|_, known| known.used_ns >= cutoff);
         }
-        if self.names.len() >= CACHE_LIMIT {
-            self.names.clear();
+        if self.known.len() >= CACHE_LIMIT {
+            self.known.clear();
         }
-        self.names.insert(key, (name, now_ns));
+        self.known.insert(method, known);
     }
 }
 
@@ -119,52 +157,114 @@ impl MethodReader {
     }
 
     /// The class and name of the method at `method`, or `None` if it is not a readable Method.
+    ///
+    /// A Method* named before is read again along the path its last read took, all in one
+    /// [`Memory::read_all`]: the answer holds when every pointer read on the way is still the
+    /// one that path followed, and the Method* is walked step by step otherwise.
     pub fn name(&self, mem: &dyn Memory, method: u64) -> Option<JavaMethod> {
         if method == 0 || method % 8 != 0 {
             return None;
         }
-        let header = mem.read_bytes(method, self.method_size as usize)?;
-        if !self.is_method_vtable(word(&header, 0)?) {
-            return None;
-        }
-        let const_method = word(&header, self.const_method)?;
-        if const_method == 0 || const_method % 8 != 0 {
-            return None;
-        }
-        let (class_symbol, name_symbol) = self.symbols(mem, const_method)?;
-        // The Symbols are part of the key: when a class is unloaded and another one loaded, its
-        // Method and ConstMethod can take the very same addresses (seen with two classes of the
-        // same shape loaded in turn), but not the names of a class that is still loaded.
-        let key = (method, const_method, class_symbol, name_symbol);
+        let known = self.cache.lock().ok()?.path(method);
+        let (path, symbols) = known
+            .and_then(|path| self.walk_again(mem, method, path))
+            .or_else(|| self.walk(mem, method))?;
         let now_ns = monotonic_ns();
-        if let Some(found) = self.cache.lock().ok()?.get(&key, now_ns) {
+        if let Some(found) = self.cache.lock().ok()?.get(method, path, symbols, now_ns) {
             return Some(found);
         }
-        let found = JavaMethod {
-            class: binary_class_name(&self.symbol(mem, class_symbol)?),
-            name: method_name(&self.symbol(mem, name_symbol)?).into_owned(),
+        let name = JavaMethod {
+            class: binary_class_name(&self.symbol(mem, symbols.0)?),
+            name: method_name(&self.symbol(mem, symbols.1)?).into_owned(),
         };
-        self.cache.lock().ok()?.put(key, found.clone(), now_ns);
-        Some(found)
+        let known = Known {
+            path,
+            symbols,
+            name: name.clone(),
+            used_ns: now_ns,
+        };
+        self.cache.lock().ok()?.put(method, known);
+        Some(name)
     }
 
-    /// The Symbols of the holder class's name and of the method's name, from its ConstMethod.
-    fn symbols(&self, mem: &dyn Memory, const_method: u64) -> Option<(u64, u64)> {
+    /// The path from `method` to its Symbols, read step by step, and the Symbols of its class
+    /// and of its name.
+    fn walk(&self, mem: &dyn Memory, method: u64) -> Option<(Path, (u64, u64))> {
+        let const_method =
+            self.const_method(&mem.read_bytes(method, self.method_size as usize)?)?;
         let cm = mem.read_bytes(const_method, self.const_method_size as usize)?;
-        let pool = word(&cm, self.constants)?;
-        let name_index = u64::from(u16::from_ne_bytes(array_at(&cm, self.name_index)?));
-        if pool == 0 || pool % 8 != 0 {
+        let (pool, name_index) = self.pool(&cm)?;
+        let holder = self.holder(&mem.read_bytes(pool, self.pool_size as usize)?, name_index)?;
+        let path = Path {
+            const_method,
+            pool,
+            name_index,
+            holder,
+        };
+        let [entry, klass_name] = self.symbol_words(path)?;
+        let words = mem.read_all(&[(entry, 8), (klass_name, 8)]);
+        Some((path, self.symbols(&words[0], &words[1])?))
+    }
+
+    /// The Symbols of `method` read along `path` in one [`Memory::read_all`], if every pointer
+    /// read on the way still follows `path`.
+    fn walk_again(&self, mem: &dyn Memory, method: u64, path: Path) -> Option<(Path, (u64, u64))> {
+        let [entry, klass_name] = self.symbol_words(path)?;
+        let read = mem.read_all(&[
+            (method, self.method_size as usize),
+            (path.const_method, self.const_method_size as usize),
+            (path.pool, self.pool_size as usize),
+            (entry, 8),
+            (klass_name, 8),
+        ]);
+        let [header, cm, cp, entry, klass_name] = read.as_slice() else {
+            return None;
+        };
+        let same = self.const_method(header.as_deref()?)? == path.const_method
+            && self.pool(cm.as_deref()?)? == (path.pool, path.name_index)
+            && self.holder(cp.as_deref()?, path.name_index)? == path.holder;
+        same.then(|| Some((path, self.symbols(entry, klass_name)?)))?
+    }
+
+    /// The ConstMethod of the Method whose bytes are `header`, if they are a Method's.
+    fn const_method(&self, header: &[u8]) -> Option<u64> {
+        if !self.is_method_vtable(word(header, 0)?) {
             return None;
         }
-        let cp = mem.read_bytes(pool, self.pool_size as usize)?;
-        let holder = word(&cp, self.pool_holder)?;
-        let length = u64::from(u32::from_ne_bytes(array_at(&cp, self.pool_length)?));
-        if name_index == 0 || name_index >= length || holder == 0 || holder % 8 != 0 {
-            return None;
-        }
-        let name_entry = pool.checked_add(self.pool_size + 8 * name_index)?;
-        let name_symbol = mem.read_u64(name_entry)? & !1;
-        let class_symbol = mem.read_u64(holder.checked_add(self.klass_name)?)?;
+        let const_method = word(header, self.const_method)?;
+        (const_method != 0 && const_method % 8 == 0).then_some(const_method)
+    }
+
+    /// The ConstantPool of the ConstMethod whose bytes are `cm`, and the index of the method's
+    /// name in it.
+    fn pool(&self, cm: &[u8]) -> Option<(u64, u64)> {
+        let pool = word(cm, self.constants)?;
+        let name_index = u64::from(u16::from_ne_bytes(array_at(cm, self.name_index)?));
+        (pool != 0 && pool % 8 == 0).then_some((pool, name_index))
+    }
+
+    /// The holder Klass of the ConstantPool whose bytes are `cp`, if `name_index` is one of its
+    /// entries.
+    fn holder(&self, cp: &[u8], name_index: u64) -> Option<u64> {
+        let holder = word(cp, self.pool_holder)?;
+        let length = u64::from(u32::from_ne_bytes(array_at(cp, self.pool_length)?));
+        (name_index != 0 && name_index < length && holder != 0 && holder % 8 == 0).then_some(holder)
+    }
+
+    /// The addresses of the pool entry of the method's name and of the holder's name.
+    fn symbol_words(&self, path: Path) -> Option<[u64; 2]> {
+        Some([
+            path.pool
+                .checked_add(self.pool_size + 8 * path.name_index)?,
+            path.holder.checked_add(self.klass_name)?,
+        ])
+    }
+
+    /// The Symbols of the holder class's name and of the method's name, from the words read at
+    /// [`MethodReader::symbol_words`].
+    fn symbols(&self, entry: &Option<Vec<u8>>, klass_name: &Option<Vec<u8>>) -> Option<(u64, u64)> {
+        let name_symbol = word(entry.as_deref()?, 0)? & !1;
+        let class_symbol = word(klass_name.as_deref()?, 0)?;
         Some((class_symbol, name_symbol))
     }
 
@@ -186,6 +286,7 @@ impl MethodReader {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hotspot::fake::Counted;
     use crate::hotspot::memory::ProcessMemory;
     use proptest::prelude::*;
 
@@ -229,24 +330,38 @@ mod tests {
     /// A Method, its ConstMethod, ConstantPool, Klass and Symbols, laid out in this process.
     struct FakeMethod {
         method: Box<[u64; 11]>,
-        _const_method: Box<[u64; 6]>,
-        _pool: Box<[u64; 16]>,
-        _klass: Box<[u64; 8]>,
-        _symbols: [Vec<u8>; 2],
+        const_method: Box<[u64; 6]>,
+        pool: Box<[u64; 16]>,
+        klass: Box<[u64; 8]>,
+        _symbols: [Vec<u8>; 3],
     }
 
     impl FakeMethod {
         /// A Method whose vtable word is `vtable` and whose name is pool entry `name_index`
         /// of a 5-entry pool.
         fn new(vtable: u64, name_index: u64) -> FakeMethod {
-            let class = symbol("demo/Burn$$Lambda+0x0000000800c5898");
-            let name = symbol("run");
+            FakeMethod::named(
+                vtable,
+                name_index,
+                "demo/Burn$$Lambda+0x0000000800c5898",
+                "run",
+            )
+        }
+
+        /// A Method of class `class` (internal form) whose vtable word is `vtable` and whose
+        /// name is pool entry `name_index` of a 5-entry pool: `name` at entry 3, `name` and
+        /// `2` at entry 4.
+        fn named(vtable: u64, name_index: u64, class: &str, name: &str) -> FakeMethod {
+            let class = symbol(class);
+            let other = symbol(format!("{name}2"));
+            let name = symbol(name);
             let mut klass = Box::new([0u64; 8]);
             put(&mut klass[..], 24, class.as_ptr() as u64);
             let mut pool = Box::new([0u64; 16]);
             put(&mut pool[..], 24, klass.as_ptr() as u64);
             pool[60 / 8] = 5 << 32; // _length = 5, at byte 60 (upper half of word 7)
             pool[72 / 8 + 3] = name.as_ptr() as u64 | 1; // entry 3, low bit set as HotSpot may
+            pool[72 / 8 + 4] = other.as_ptr() as u64;
             let mut const_method = Box::new([0u64; 6]);
             put(&mut const_method[..], 8, pool.as_ptr() as u64);
             const_method[4] = name_index << 16; // _name_index at byte 34
@@ -255,16 +370,63 @@ mod tests {
             put(&mut method[..], 8, const_method.as_ptr() as u64);
             FakeMethod {
                 method,
-                _const_method: const_method,
-                _pool: pool,
-                _klass: klass,
-                _symbols: [class, name],
+                const_method,
+                pool,
+                klass,
+                _symbols: [class, name, other],
             }
         }
 
         fn address(&self) -> u64 {
             self.method.as_ptr() as u64
         }
+    }
+
+    /// Once named, a Method* is read again in one call while nothing on its path changed.
+    #[test]
+    fn a_method_named_before_is_read_again_in_one_call() {
+        let mem = Counted::new(ProcessMemory::new(std::process::id()));
+        let reader = reader();
+        let method = FakeMethod::new(VTABLE + VTABLE_ADDRESS_POINT, 3);
+        let first = reader.name(&mem, method.address()).expect("a method");
+        assert_eq!(
+            mem.calls(),
+            8,
+            "4 reads to the Symbols, then 2 for each Symbol"
+        );
+        for _ in 0..3 {
+            assert_eq!(reader.name(&mem, method.address()).as_ref(), Some(&first));
+            assert_eq!(mem.calls(), 1);
+        }
+    }
+
+    /// Each pointer on a named Method's path changed in turn, to another method's: each time,
+    /// the name is that of the method the path now leads to.
+    #[test]
+    fn each_step_of_a_changed_path_is_followed() {
+        let mem = ProcessMemory::new(std::process::id());
+        let reader = reader();
+        let vtable = VTABLE + VTABLE_ADDRESS_POINT;
+        let mut a = FakeMethod::named(vtable, 3, "a/A", "alpha");
+        let b = FakeMethod::named(vtable, 3, "b/B", "beta");
+        let name = |reader: &MethodReader, method: &FakeMethod| {
+            let named = reader.name(&mem, method.address()).expect("a method");
+            format!("{}.{}", named.class, named.name)
+        };
+        assert_eq!(name(&reader, &a), "a.A.alpha");
+        a.const_method[4] = 4 << 16;
+        assert_eq!(name(&reader, &a), "a.A.alpha2", "the name index");
+        let c = symbol("c/C");
+        put(&mut a.klass[..], 24, c.as_ptr() as u64);
+        assert_eq!(name(&reader, &a), "c.C.alpha2", "the holder's name");
+        put(&mut a.pool[..], 24, b.pool[3]);
+        assert_eq!(name(&reader, &a), "b.B.alpha2", "the holder");
+        put(&mut a.const_method[..], 8, b.const_method[1]);
+        assert_eq!(name(&reader, &a), "b.B.beta2", "the pool");
+        put(&mut a.method[..], 8, b.method[1]);
+        assert_eq!(name(&reader, &a), "b.B.beta", "the ConstMethod");
+        a.method[0] = VTABLE;
+        assert_eq!(reader.name(&mem, a.address()), None, "no longer a Method");
     }
 
     #[test]
@@ -292,7 +454,7 @@ mod tests {
         let before = reader.name(&mem, method.address()).expect("a method");
         assert_eq!(before.class, "demo.Burn$$Lambda/0x0000000800c5898");
         let other = symbol("demo/Other");
-        put(&mut method._klass[..], 24, other.as_ptr() as u64);
+        put(&mut method.klass[..], 24, other.as_ptr() as u64);
         let after = reader.name(&mem, method.address()).expect("a method");
         assert_eq!(
             (after.class.as_str(), after.name.as_str()),
@@ -308,11 +470,11 @@ mod tests {
         let reader = reader();
         let mut method = FakeMethod::new(VTABLE + VTABLE_ADDRESS_POINT, 3);
         let odd = symbol(b"run\xed\xa0\xb5\xed\xb2\x9c\xc0\x80");
-        method._pool[72 / 8 + 3] = odd.as_ptr() as u64;
+        method.pool[72 / 8 + 3] = odd.as_ptr() as u64;
         let named = reader.name(&mem, method.address()).expect("a method");
         assert_eq!(named.name, "run\u{1d49c}\0");
         let long = symbol("m".repeat(65_535));
-        method._pool[72 / 8 + 3] = long.as_ptr() as u64;
+        method.pool[72 / 8 + 3] = long.as_ptr() as u64;
         let named = reader.name(&mem, method.address()).expect("a method");
         assert_eq!(named.name, method_name(&"m".repeat(65_535)));
         assert!(named.name.len() <= joularcode_core::names::MAX_METHOD_NAME_BYTES);

@@ -131,7 +131,7 @@ impl HotSpot {
             libjvm.require(METHOD_VTABLE_SYMBOL)?,
             shared_range(&*mem, &vm),
         )?;
-        let code = CodeCache::read(&*mem, &vm)?;
+        let code = CodeCache::read(&*mem, &vm, libjvm.read_only.clone())?;
         let scope_layout = ScopeLayout::read(&vm, version.major);
         let threads = ThreadReader::new(&vm)?;
         let java_thread_vtable = libjvm
@@ -196,6 +196,12 @@ impl HotSpot {
     /// The code blob holding `pc`.
     pub fn blob_at(&self, pc: u64) -> Option<CodeBlob> {
         self.code.blob_at(&*self.mem, pc)
+    }
+
+    /// [`HotSpot::blob_at`] when the blob at `near` held `pc` before: in one read while it
+    /// still does ([`CodeCache::blob_at_near`]).
+    pub fn blob_at_near(&self, pc: u64, near: u64) -> Option<CodeBlob> {
+        self.code.blob_at_near(&*self.mem, pc, near)
     }
 
     /// The name of the code blob holding `pc`: `nmethod`, `Interpreter`, `StubRoutines (1)`, ...

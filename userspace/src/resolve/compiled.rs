@@ -149,7 +149,9 @@ pub(super) struct Verified {
 /// method is inlined into it) of the entry's class is named by its own `Method*`.
 ///
 /// A check made after the sample's time answers for it, so each entry is read from the target
-/// about once per batch of samples; and when the pc is still in the very nmethod found by the
+/// about once per batch of samples, starting from the nmethod the last check found
+/// ([`HotSpot::blob_at_near`]: one system call while the pc is still in it); and when the pc is
+/// still in the very nmethod found by the
 /// last check (same address, `Method*`, compile id and tier: compile ids are not reused), that
 /// check's answer holds without reading the method's name again.
 fn live_code(
@@ -165,7 +167,10 @@ fn live_code(
         return last.live.clone();
     }
     let now = monotonic_ns();
-    let blob = hotspot.blob_at(pc);
+    let blob = match last.and_then(|last| last.nmethod) {
+        Some((near, _)) => hotspot.blob_at_near(pc, near),
+        None => hotspot.blob_at(pc),
+    };
     let nmethod = blob
         .as_ref()
         .and_then(|blob| Some((blob.address, hotspot.nmethod(blob)?)));

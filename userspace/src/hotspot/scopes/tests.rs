@@ -150,6 +150,7 @@ impl Jdk {
             code_end: code_begin + 0x100,
             end: blob + BLOB,
             frame_size: 4,
+            nmethod: None,
         }
     }
 }
