@@ -38,7 +38,7 @@ __noinline int jp_frame_fits(__u64 pc, __u64 sp)
 
 	if (heap < 0 || (pc >= jvm->interpreter_begin && pc < jvm->interpreter_end))
 		return false;
-	__u64 blob = jp_find_blob(jvm, heap, pc);
+	__u64 blob = jp_find_blob(s, jvm, heap, pc);
 	__u32 read = jvm->blob_read;
 	if (blob == 0 || read > JP_BLOB_READ || jp_read(s->blob, read, blob))
 		return false;
@@ -481,7 +481,7 @@ static __always_inline long jp_code_blob(struct jp_walk_ctx *c, int heap)
 	struct jp_scratch *s = c->s;
 	struct jp_walk *w = &s->w;
 	const struct jp_jvm *jvm = c->jvm;
-	__u64 blob = jp_find_blob(jvm, heap, w->pc);
+	__u64 blob = jp_find_blob(s, jvm, heap, w->pc);
 	__u32 read = jvm->blob_read;
 	bool ok = true;
 

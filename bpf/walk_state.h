@@ -11,6 +11,8 @@
 
 /* Bytes of a code blob's header read at once (jp_jvm.blob_read is at most this). */
 #define JP_BLOB_READ 512
+/* Segment map bytes read at once (a power of two). */
+#define JP_SEGMAP_CHUNK 64
 /* Segment map hops before giving up: a hop goes back up to 254 segments. */
 #define JP_MAX_HOPS 16
 /* The largest step from one frame's stack pointer to its caller's. */
@@ -57,6 +59,7 @@ struct jp_walk {
 struct jp_scratch {
 	struct jp_walk w;
 	__u8 blob[JP_BLOB_READ];
+	__u8 segmap[JP_SEGMAP_CHUNK];
 	__u64 scan[JP_SCAN_WORDS];
 	struct jp_sample rec;
 };
@@ -133,18 +136,31 @@ static __always_inline bool jp_in_code(const struct jp_jvm *jvm, __u64 pc)
 	return jvm && pc >= jvm->code_low && pc < jvm->code_high;
 }
 
-/* The CodeBlob holding pc in heap `h`, through the heap's segment map; 0 if none. */
-static __always_inline __u64 jp_find_blob(const struct jp_jvm *jvm, int h, __u64 pc)
+/*
+ * The CodeBlob holding pc in heap `h`, through the heap's segment map; 0 if none. The map is read
+ * JP_SEGMAP_CHUNK bytes at a time, ending at the segment to look at (or from the map's start):
+ * a hop back to the start of a block of fewer segments stays within one read. The bytes before a
+ * segment of the committed heap are the map's own, committed from its start.
+ */
+static __always_inline __u64 jp_find_blob(struct jp_scratch *s, const struct jp_jvm *jvm, int h,
+					  __u64 pc)
 {
 	const struct jp_code_heap *heap = &jvm->heaps[h & (JP_MAX_HEAPS - 1)];
 	__u64 shift = heap->log2_segment & 31;
 	__u64 segment = (pc - heap->low) >> shift;
+	__u8 *map = s->segmap;
+	/* The segment of map[0], and one past the last segment read (none yet). */
+	__u64 first = 0, end = 0;
 
 	for (int hop = 0; hop < JP_MAX_HOPS; hop++) {
-		__u8 step;
+		if (segment < first || segment >= end) {
+			first = segment >= JP_SEGMAP_CHUNK ? segment - (JP_SEGMAP_CHUNK - 1) : 0;
+			end = first + JP_SEGMAP_CHUNK;
+			if (jp_read(map, JP_SEGMAP_CHUNK, heap->segmap + first))
+				return 0;
+		}
+		__u8 step = map[(segment - first) & (JP_SEGMAP_CHUNK - 1)];
 
-		if (jp_read(&step, 1, heap->segmap + segment))
-			return 0;
 		if (step == 0)
 			return heap->low + (segment << shift) + jvm->heap_block;
 		if (step == 0xFF || segment < step)
