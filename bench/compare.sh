@@ -5,7 +5,8 @@
 #
 #   sudo -E bash bench/compare.sh [ROUNDS] [SECONDS]      # default 5 rounds of 20 s
 #
-# JOULAR_BENCH_BIN: the profiler (default target/release/joularcode-bpf).
+# JOULAR_BENCH_BIN: the profiler (default target/release/joularcode-bpf); several, separated by
+#   spaces, make as many configurations record1, record2, ... (builds to compare in one run set).
 # JOULAR_BENCH_ASYNC_PROFILER: a build of async-profiler, the folder holding bin/asprof and
 #   lib/libasyncProfiler.so; unset, its configuration is left out.
 # JOULAR_BENCH_JOULARJX: the JoularJX agent's jar; unset, its configuration is left out.
@@ -41,7 +42,7 @@ set -euo pipefail
 cd "$JOULAR_ROOT"
 rounds=${1:-5}
 seconds=${2:-20}
-bin=${JOULAR_BENCH_BIN:-target/release/joularcode-bpf}
+read -r -a bins <<< "${JOULAR_BENCH_BIN:-target/release/joularcode-bpf}"
 async_profiler=${JOULAR_BENCH_ASYNC_PROFILER:-}
 joularjx=${JOULAR_BENCH_JOULARJX:-}
 read -r -a programs <<< "${JOULAR_BENCH_PROGRAMS:-tomcat cpu}"
@@ -55,8 +56,12 @@ fail() {
     echo "compare: $*" >&2
     exit 1
 }
-[ -x "$bin" ] || fail "no profiler at $bin: build it (cargo build --release) or set JOULAR_BENCH_BIN"
-configs=(none record)
+configs=(none)
+for i in "${!bins[@]}"; do
+    [ -x "${bins[i]}" ] \
+        || fail "no profiler at ${bins[i]}: build it (cargo build --release) or set JOULAR_BENCH_BIN"
+    if [ ${#bins[@]} -eq 1 ]; then configs+=(record); else configs+=("record$((i + 1))"); fi
+done
 if [ -n "$async_profiler" ]; then
     [ -x "$async_profiler/bin/asprof" ] \
         || fail "no bin/asprof in JOULAR_BENCH_ASYNC_PROFILER=$async_profiler: name a build folder"
@@ -212,7 +217,9 @@ wait_under_load() {
 # Attaches configuration $1 to $jvm, its files in folder $2 (sets $profiler for record).
 attach() {
     case $1 in
-        record)
+        record*)
+            local bin=${bins[0]}
+            [ "$1" = record ] || bin=${bins[${1#record} - 1]}
             (cd "$2" && exec "$bin" record --pid "$jvm" --power-source-type vm \
                 --vm-power-format watts --vm-power-file "$work/watts" --results-path results \
                 > record.out 2> record.log) &
@@ -227,7 +234,7 @@ attach() {
 # $2: joules, or samples.
 detach() {
     case $1 in
-        record)
+        record*)
             kill -INT "$profiler" 2> /dev/null || true; wait "$profiler" || true; profiler="" ;;
         async-profiler)
             "$async_profiler/bin/asprof" stop -o collapsed -f "$2/collapsed.txt" "$jvm" \
@@ -241,7 +248,7 @@ detach() {
     jvm=""
     case $1 in
         none) recorded="-" ;;
-        record) recorded=$(awk -F, 'NR > 1 { j += $(NF - 2) } END { printf "%.1fJ", j }' \
+        record*) recorded=$(awk -F, 'NR > 1 { j += $(NF - 2) } END { printf "%.1fJ", j }' \
             "$2/results/methods-power-all.csv" 2> /dev/null || echo "no-results") ;;
         async-profiler) recorded=$(awk '{ n += $NF } END { printf "%dsamples", n }' \
             "$2/collapsed.txt" 2> /dev/null || echo "no-samples") ;;
@@ -314,7 +321,7 @@ printf '%s\n' "${lines[@]}" | awk '
             split(k, f, " ")
             printf "%-7s %-15s %11.2f %8.4f %11.3f %8.4f", f[1], f[2], median(rate[k]),
                 median(ratio[k]), median(cpu[k]), median(cpu_ratio[k])
-            if (f[2] == "record") printf " %8.3f %8.3f\n", median(own[k]), median(bpf[k])
+            if (f[2] ~ /^record/) printf " %8.3f %8.3f\n", median(own[k]), median(bpf[k])
             else printf " %8s %8s\n", "-", "-"
         }
     }' | sort
