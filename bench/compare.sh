@@ -30,10 +30,10 @@
 # configuration once per program, in an order reversed from one round to the next.
 #
 # It prints a line per run: program, round, configuration, throughput, work per CPU second,
-# failed requests, record's own cost as shares of one core (its process's utime + stime, and its
-# BPF programs' run time from /proc/PID/fdinfo, kernel.bpf_stats_enabled being switched on for
-# the run and restored after), what the profiler recorded (joules, or samples) and the load
-# average; then
+# failed requests, record's own cost as shares of one core (its process's CPU time from its
+# threads' sum_exec_runtime, and its BPF programs' run time from /proc/PID/fdinfo,
+# kernel.bpf_stats_enabled being switched on for the run and restored after), what the profiler
+# recorded (joules, or samples) and the load average; then
 # per round both ratios to the unprofiled run of the same round; then per program and
 # configuration the medians over rounds.
 set -euo pipefail
@@ -189,7 +189,7 @@ ticks_of() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
 measure() {
     local t0 t1 r0=0 r1=0 b0=0 b1=0 w0 w1 before after result
     t0=$(ticks_of "$jvm"); w0=$(date +%s%N)
-    if [ -n "$profiler" ]; then r0=$(ticks_of "$profiler"); b0=$(bpf_ns "$profiler"); fi
+    if [ -n "$profiler" ]; then r0=$(cpu_ns "$profiler"); b0=$(bpf_ns "$profiler"); fi
     if [ "$1" = tomcat ]; then
         result=$(load "$seconds")
     else
@@ -199,12 +199,12 @@ measure() {
         result=$(echo "$before $after" | awk '{ printf "%.2f -", ($6 - $2) * 1e9 / ($7 - $3) }')
     fi
     t1=$(ticks_of "$jvm"); w1=$(date +%s%N)
-    if [ -n "$profiler" ]; then r1=$(ticks_of "$profiler"); b1=$(bpf_ns "$profiler"); fi
+    if [ -n "$profiler" ]; then r1=$(cpu_ns "$profiler"); b1=$(bpf_ns "$profiler"); fi
     echo "$result" | awk -v jvm=$((t1 - t0)) -v rec=$((r1 - r0)) -v bpf=$((b1 - b0)) \
         -v w=$((w1 - w0)) -v hz="$ticks" -v s="$seconds" -v own="$profiler" '{
-        cpu = jvm + rec
+        cpu = jvm + rec * hz / 1e9
         printf "%s %.3f %s", $1, (cpu > 0 ? $1 * s * hz / cpu : 0), $2
-        if (own) printf " %.3f %.3f\n", 100 * rec / hz * 1e9 / w, 100 * bpf / w
+        if (own) printf " %.3f %.3f\n", 100 * rec / w, 100 * bpf / w
         else print " - -"
     }'
 }

@@ -44,7 +44,6 @@ echo 100 > "$work/watts"
 ticks=$(getconf CLK_TCK)
 
 # sum_exec_runtime of process $1's threads, in ns.
-cpu_ns() { cat /proc/"$1"/task/*/schedstat 2> /dev/null | awk '{ s += $1 } END { print s + 0 }'; }
 # utime + stime of process $1, in clock ticks.
 cpu_ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
 # Context switches of the host since boot.
