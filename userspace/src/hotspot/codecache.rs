@@ -1,12 +1,13 @@
 //! The code cache: its CodeHeaps, the segment maps that lead from a pc to the start of its
 //! CodeBlob, the blobs' names and code ranges, and for an nmethod its Method* and compile id.
-//! Also the interpreter's code range. Layouts differ across JDKs: JDK 17 and 21 hold code
-//! pointers in CodeBlob and the Method* in CompiledMethod; JDK 23+ hold offsets from the blob and
-//! the Method* in nmethod.
+//! Also the interpreter's code range ([`interpreter`]). Layouts differ across JDKs: JDK 17 and 21
+//! hold code pointers in CodeBlob and the Method* in CompiledMethod; JDK 23+ hold offsets from the
+//! blob and the Method* in nmethod.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use super::interpreter;
 use super::memory::{array_at, word, Memory};
 use super::vmstructs::VmStructs;
 use super::HotSpotError;
@@ -187,7 +188,7 @@ impl CodeCache {
             nmethod_method: vm.offset(&nmethod, "_method", 8)?,
             compile_id: vm.offset(&nmethod, "_compile_id", 4)?,
             comp_level: vm.offset(&nmethod, "_comp_level", 1)?,
-            interpreter: read_interpreter(mem, vm)?,
+            interpreter: interpreter::read(mem, vm)?,
             committed: Mutex::default(),
             static_ranges,
             static_names: Mutex::default(),
@@ -578,59 +579,11 @@ fn read_heap_pointers(mem: &dyn Memory, vm: &VmStructs) -> Result<Vec<u64>, HotS
         .collect())
 }
 
-/// Bytes a StubQueue's buffer may extend past its code once its unused tail was given back:
-/// under a code heap segment (128 bytes). Before, the tail is tens of kilobytes (187 KB on JDK 21).
-const TRIMMED_TAIL: i64 = 4096;
-
-/// `AbstractInterpreter::_code`, a StubQueue: `[_stub_buffer, _stub_buffer + _buffer_limit)`.
-///
-/// HotSpot makes the queue as large as any interpreter may need, generates the interpreter into
-/// it, then gives the unused tail back to the code heap, where stubs and adapters go later. Read
-/// before that (`_queue_end`, the end of the code generated, still far from `_buffer_limit`), the
-/// range would hold that tail, and later code there would be taken for interpreted frames:
-/// `NotReady` until the tail is given back.
-fn read_interpreter(mem: &dyn Memory, vm: &VmStructs) -> Result<(u64, u64), HotSpotError> {
-    let code_var = vm.static_address("AbstractInterpreter", "_code")?;
-    let unreadable = |addr| HotSpotError::Unreadable {
-        what: "the interpreter's StubQueue",
-        addr,
-    };
-    let queue = mem.read_u64(code_var).ok_or(unreadable(code_var))?;
-    if queue == 0 {
-        return Err(HotSpotError::NotReady(
-            "the interpreter is not generated yet".into(),
-        ));
-    }
-    let size = vm.require_size("StubQueue")?;
-    let bytes = mem
-        .read_bytes(queue, size as usize)
-        .ok_or(unreadable(queue))?;
-    let buffer = word(&bytes, vm.offset(&["StubQueue"], "_stub_buffer", 8)?);
-    let int = |field| -> Result<Option<i32>, HotSpotError> {
-        Ok(array_at(&bytes, vm.offset(&["StubQueue"], field, 4)?).map(i32::from_ne_bytes))
-    };
-    let (limit, end) = (int("_buffer_limit")?, int("_queue_end")?);
-    match (buffer, limit, end) {
-        (Some(begin), Some(limit), Some(end))
-            if begin != 0 && end > 0 && i64::from(limit) - i64::from(end) < TRIMMED_TAIL =>
-        {
-            begin
-                .checked_add(u64::from(limit.max(end).unsigned_abs()))
-                .map(|end| (begin, end))
-                .ok_or_else(|| {
-                    HotSpotError::BadTable(format!("the interpreter at {begin:#x} wraps around"))
-                })
-        }
-        _ => Err(HotSpotError::NotReady(
-            "the interpreter is being generated".into(),
-        )),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hotspot::fake::{Counted, FakeJvm, FakeMemory};
+    use crate::hotspot::fake::{FakeJvm, FakeMemory};
+    use crate::hotspot::memory::Counted;
     use crate::hotspot::memory::ProcessMemory;
     use proptest::prelude::*;
 

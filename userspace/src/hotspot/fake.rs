@@ -80,43 +80,6 @@ impl FakeMemory {
     pub const RANGE: (u64, u64) = (BASE, BASE + SIZE as u64);
 }
 
-/// A memory that counts the calls that read it: each [`Memory::read_into`], and each
-/// [`Memory::read_all`] as one, as a live process's memory makes one system call of it.
-#[derive(Debug)]
-pub struct Counted<M> {
-    mem: M,
-    calls: std::sync::atomic::AtomicUsize,
-}
-
-impl<M: Memory> Counted<M> {
-    /// Counts the reads of `mem`.
-    pub fn new(mem: M) -> Counted<M> {
-        Counted {
-            mem,
-            calls: Default::default(),
-        }
-    }
-
-    /// The calls made since the last time this was asked.
-    pub fn calls(&self) -> usize {
-        self.calls.swap(0, std::sync::atomic::Ordering::Relaxed)
-    }
-}
-
-impl<M: Memory> Memory for Counted<M> {
-    fn read_into(&self, addr: u64, buf: &mut [u8]) -> bool {
-        self.calls
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.mem.read_into(addr, buf)
-    }
-
-    fn read_all(&self, reads: &[(u64, usize)]) -> Vec<Option<Vec<u8>>> {
-        self.calls
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.mem.read_all(reads)
-    }
-}
-
 /// A fake image that a test can change while a [`HotSpot`] reads it.
 #[derive(Debug, Clone, Default)]
 pub struct SharedMemory(pub Arc<Mutex<FakeMemory>>);

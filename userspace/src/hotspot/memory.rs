@@ -93,6 +93,46 @@ pub trait Memory: std::fmt::Debug + Send + Sync {
     }
 }
 
+/// A memory that counts the calls that read it: each [`Memory::read_into`], and each
+/// [`Memory::read_all`] as one, as a live process's memory makes one system call of it.
+#[cfg(test)]
+#[derive(Debug)]
+pub struct Counted<M> {
+    mem: M,
+    calls: std::sync::atomic::AtomicUsize,
+}
+
+#[cfg(test)]
+impl<M: Memory> Counted<M> {
+    /// Counts the reads of `mem`.
+    pub fn new(mem: M) -> Counted<M> {
+        Counted {
+            mem,
+            calls: Default::default(),
+        }
+    }
+
+    /// The calls made since the last time this was asked.
+    pub fn calls(&self) -> usize {
+        self.calls.swap(0, std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+impl<M: Memory> Memory for Counted<M> {
+    fn read_into(&self, addr: u64, buf: &mut [u8]) -> bool {
+        self.calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.mem.read_into(addr, buf)
+    }
+
+    fn read_all(&self, reads: &[(u64, usize)]) -> Vec<Option<Vec<u8>>> {
+        self.calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.mem.read_all(reads)
+    }
+}
+
 /// Whether a read of `len` bytes at `addr` is one that [`Memory::read_into`] may attempt: not at
 /// NULL, not longer than [`MAX_READ`], not wrapping around.
 pub fn readable_range(addr: u64, len: usize) -> bool {

@@ -286,8 +286,7 @@ impl MethodReader {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hotspot::fake::Counted;
-    use crate::hotspot::memory::ProcessMemory;
+    use crate::hotspot::memory::{Counted, ProcessMemory};
     use proptest::prelude::*;
 
     const VTABLE: u64 = 0x7000_0000;

@@ -7,6 +7,7 @@ pub mod codecache;
 #[cfg(test)]
 pub mod fake;
 pub mod flags;
+pub mod interpreter;
 pub mod libjvm;
 pub mod maps;
 pub mod memory;
