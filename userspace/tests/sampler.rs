@@ -86,6 +86,44 @@ fn samples_until_now(sampler: &Sampler) -> Vec<Sample> {
         .collect()
 }
 
+/// The host's CPU time, from the first line of /proc/stat, in ticks: what its CPUs ran and what
+/// the hypervisor took from them while they had work (steal).
+#[derive(Clone, Copy)]
+struct HostCpu {
+    ran: u64,
+    stolen: u64,
+}
+
+impl HostCpu {
+    fn now() -> HostCpu {
+        let stat = fs::read_to_string("/proc/stat").expect("/proc/stat");
+        // cpu user nice system idle iowait irq softirq steal guest guest_nice
+        let ticks: Vec<u64> = stat
+            .lines()
+            .next()
+            .expect("the line of all CPUs")
+            .split_whitespace()
+            .skip(1)
+            .map(|field| field.parse().expect("ticks"))
+            .collect();
+        HostCpu {
+            ran: ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6],
+            stolen: ticks[7],
+        }
+    }
+
+    /// The share of the time the CPUs had work that the hypervisor took, from `self` to `later`.
+    fn stolen_share(self, later: HostCpu) -> f64 {
+        let stolen = (later.stolen - self.stolen) as f64;
+        let busy = (later.ran - self.ran) as f64 + stolen;
+        if busy > 0.0 {
+            stolen / busy
+        } else {
+            0.0
+        }
+    }
+}
+
 /// A busy shell loop, killed when dropped (also when a test fails).
 struct Spinner(Child);
 
@@ -123,6 +161,8 @@ struct Window {
     after: HashMap<u32, ThreadTime>,
     sched_before: HashMap<String, (u32, u64)>,
     sched_after: HashMap<String, (u32, u64)>,
+    /// The share of the window's busy CPU time the hypervisor took.
+    stolen: f64,
 }
 
 impl Window {
@@ -138,6 +178,7 @@ impl Window {
         sleep(Duration::from_millis(300));
         let mut samples = samples_until_now(&sampler);
         let t0 = monotonic_ns();
+        let host_before = HostCpu::now();
         let (sched_before, before) = (schedstat(pid), times_by_tid(sampler.thread_times()));
         let busy_ns = |now: &HashMap<u32, ThreadTime>| -> u64 {
             let at = |tid| before.get(tid).map_or(0, |t: &ThreadTime| t.on_cpu_ns);
@@ -149,10 +190,13 @@ impl Window {
             // Drained as it goes: the channel holds only a few seconds of samples.
             sleep(CONSUME_INTERVAL);
             samples.extend(sampler.samples().try_iter());
-            after = times_by_tid(sampler.thread_times());
+            // A thread that ended is reported once: kept from the read that reported it.
+            after.extend(times_by_tid(sampler.thread_times()));
         }
-        let (sched_after, after) = (schedstat(pid), times_by_tid(sampler.thread_times()));
+        let sched_after = schedstat(pid);
+        after.extend(times_by_tid(sampler.thread_times()));
         let t1 = monotonic_ns();
+        let stolen = host_before.stolen_share(HostCpu::now());
         samples.extend(samples_until_now(&sampler));
         drop(untracked);
         assert_eq!(sampler.drops(), 0, "samples dropped");
@@ -168,6 +212,7 @@ impl Window {
             after,
             sched_before,
             sched_after,
+            stolen,
         }
     }
 
@@ -177,16 +222,22 @@ impl Window {
         at(&self.after) - at(&self.before)
     }
 
-    /// No sample of another process, and as many samples as the rate times the JVM's on-CPU
-    /// time during the window, within 10%.
+    /// No sample of another process, and as many samples as the rate times the JVM's time on
+    /// the CPUs during the window, within 10%.
+    ///
+    /// The sampling clock is the CPU's wall clock, where a thread's on-CPU time (the scheduler's
+    /// sum_exec_runtime) leaves out what the hypervisor stole while it ran: the expected count
+    /// adds the window's stolen share back.
     fn assert_samples_follow_the_rate(&self) {
         assert_eq!(self.foreign_samples, 0, "samples of an untracked process");
         assert!(self.samples.iter().all(|sample| sample.pid == self.pid));
         let busy_ns: u64 = self.after.keys().map(|&tid| self.on_cpu_ns(tid)).sum();
-        let expected = busy_ns as f64 * self.rate_hz as f64 / 1e9;
+        let expected = busy_ns as f64 * self.rate_hz as f64 / 1e9 / (1.0 - self.stolen);
         let taken = self.samples.len() as f64;
         println!(
-            "samples: {taken} for {busy_ns} ns on CPU ({expected:.0} expected at {} Hz)",
+            "samples: {taken} for {busy_ns} ns on CPU, {:.2}% of the busy CPUs' time stolen \
+             ({expected:.0} expected at {} Hz)",
+            self.stolen * 100.0,
             self.rate_hz
         );
         assert!(
