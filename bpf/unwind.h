@@ -7,7 +7,8 @@
  *
  * - interpreted frames through their frame pointer, with the Method* slot;
  * - nmethods and stubs with a fixed frame by CodeBlob::_frame_size, so that compiled code needs
- *   no -XX:+PreserveFramePointer; stubs without one through the frame pointer;
+ *   no -XX:+PreserveFramePointer; stubs without one through the frame pointer; a caller's frame
+ *   in an nmethod this CPU met before by what it kept of it (jp_known_nmethod);
  * - the sampled frame, whose pc can lie in a prologue or an epilogue, by the instructions at pc;
  * - native code that a Java thread runs (JNI, the VM, libc) up to the thread's JavaFrameAnchor,
  *   and the call stub up to the anchor saved in its JavaCallWrapper.
@@ -475,13 +476,56 @@ static __always_inline bool jp_is_adapter(const struct jp_scratch *s, const stru
 	return name == 0x204932432F433249ULL;
 }
 
+/*
+ * Goes from a frame in a code blob to its caller, whose return address is at ra_at: with the
+ * caller's fp saved below it if saved_fp, else the fp kept; args words of arguments pushed
+ * above it. fixed: the blob is Java code or has a fixed frame, so it returns into the code
+ * cache only.
+ */
+static __always_inline long jp_blob_caller(struct jp_walk_ctx *c, __u64 ra_at, bool saved_fp,
+					   bool by_fp, __u64 args, bool fixed, __u32 frame_bytes)
+{
+	struct jp_walk *w = &c->s->w;
+	/* The caller's fp, then the return address. */
+	__u64 link[2] = {w->fp, 0};
+
+	if (saved_fp ? jp_read(link, 16, ra_at - 8) : jp_read(&link[1], 8, ra_at))
+		return jp_end_or_anchor(w, JP_STOP_READ);
+	/* The nmethod entry barrier stub pushes a word (-1) before its frame (JDK 21+). */
+	if (by_fp && link[1] == ~0ULL) {
+		ra_at += 8;
+		if (jp_read(&link[1], 8, ra_at))
+			return jp_end_or_anchor(w, JP_STOP_READ);
+	}
+	if (fixed && !jp_in_code(c->jvm, link[1]) &&
+	    !(w->leaf && jp_leaf_fallback(c, frame_bytes, link, &ra_at)))
+		return jp_end_or_anchor(w, JP_STOP_BAD_FRAME);
+	if (!jp_move(w, link[1], ra_at + 8 + args, link[0]))
+		return jp_end_or_anchor(w, JP_STOP_BAD_FRAME);
+	return 0;
+}
+
 /* A frame in a code blob other than the interpreter: an nmethod or a stub. */
 static __always_inline long jp_code_blob(struct jp_walk_ctx *c, int heap)
 {
 	struct jp_scratch *s = c->s;
 	struct jp_walk *w = &s->w;
 	const struct jp_jvm *jvm = c->jvm;
-	__u64 blob = jp_find_blob(s, jvm, heap, w->pc);
+	__u32 tgid = s->rec.pid;
+	__u32 known_id = 0;
+	__u64 blob = 0;
+
+	/* A caller's frame in an nmethod met before: its frame's size is known. */
+	if (!w->leaf) {
+		__u32 known_bytes = jp_known_nmethod(jvm, tgid, w->pc, &blob, &known_id);
+		if (known_bytes) {
+			if (!jp_push(s, w->pc, blob, known_id, JP_FRAME_COMPILED, 0))
+				return 1;
+			return jp_blob_caller(c, w->sp + known_bytes - 8, true, false, 0, true,
+					      known_bytes);
+		}
+	}
+	blob = jp_find_blob(s, jvm, heap, w->pc);
 	__u32 read = jvm->blob_read;
 	bool ok = true;
 
@@ -502,16 +546,19 @@ static __always_inline long jp_code_blob(struct jp_walk_ctx *c, int heap)
 
 	if (nmethod) {
 		/* A deoptimised frame returns to the deopt handler; its pc is kept in the frame. */
-		if (!w->leaf && (__u64)jp_field(s, jvm->deopt_handler, blob) == pc) {
+		bool at_deopt = (__u64)jp_field(s, jvm->deopt_handler, blob) == pc;
+		if (!w->leaf && at_deopt) {
 			__u64 orig = jp_read_word(w->sp + jp_field(s, jvm->orig_pc, blob), &ok);
 			if (ok && orig > blob && orig < blob + size) {
 				pc = orig;
 				flags = JP_FRAME_DEOPT;
 			}
 		}
-		if (!jp_push(s, pc, blob, jp_field(s, jvm->compile_id, blob), JP_FRAME_COMPILED,
-			     flags))
+		__u32 compile_id = jp_field(s, jvm->compile_id, blob);
+		if (!jp_push(s, pc, blob, compile_id, JP_FRAME_COMPILED, flags))
 			return 1;
+		if (!w->leaf && !at_deopt && frame_bytes)
+			jp_remember_nmethod(tgid, pc, blob, compile_id, frame_bytes);
 	} else {
 		if (!jp_push(s, pc, blob, 0, JP_FRAME_STUB, 0))
 			return 1;
@@ -578,23 +625,8 @@ static __always_inline long jp_code_blob(struct jp_walk_ctx *c, int heap)
 			ra_at = w->sp + offset;
 		}
 	}
-	/* The caller's fp, then the return address. */
-	__u64 link[2] = {w->fp, 0};
-	if (saved_fp ? jp_read(link, 16, ra_at - 8) : jp_read(&link[1], 8, ra_at))
-		return jp_end_or_anchor(w, JP_STOP_READ);
-	/* The nmethod entry barrier stub pushes a word (-1) before its frame (JDK 21+). */
-	if (by_fp && link[1] == ~0ULL) {
-		ra_at += 8;
-		if (jp_read(&link[1], 8, ra_at))
-			return jp_end_or_anchor(w, JP_STOP_READ);
-	}
 	/* Java code, and stubs with a fixed frame, return into the code cache only. */
-	if ((nmethod || frame_bytes) && !jp_in_code(jvm, link[1]) &&
-	    !(w->leaf && jp_leaf_fallback(c, frame_bytes, link, &ra_at)))
-		return jp_end_or_anchor(w, JP_STOP_BAD_FRAME);
-	if (!jp_move(w, link[1], ra_at + 8 + args, link[0]))
-		return jp_end_or_anchor(w, JP_STOP_BAD_FRAME);
-	return 0;
+	return jp_blob_caller(c, ra_at, saved_fp, by_fp, args, nmethod || frame_bytes, frame_bytes);
 }
 
 /*

@@ -78,6 +78,28 @@ struct {
 	__type(value, struct jp_jvm);
 } jvms SEC(".maps");
 
+/*
+ * The nmethods the return addresses of earlier walks on this CPU were found in, so that a caller's
+ * frame in the same code skips the segment map and the blob's header (jp_known_nmethod): one
+ * slot per hash of the pc and the process, the last one found there kept.
+ */
+#define JP_KNOWN_NMETHODS 1024
+struct jp_known_nmethod {
+	__u64 pc;          /* the return address */
+	__u64 blob;        /* the nmethod it lies in */
+	__u32 tgid;        /* the process */
+	__u32 compile_id;  /* the nmethod's, when it was found */
+	__u32 frame_bytes; /* its fixed frame's size */
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, JP_KNOWN_NMETHODS);
+	__type(key, __u32);
+	__type(value, struct jp_known_nmethod);
+} known_nmethods SEC(".maps");
+
 /* Working memory of the walk, per CPU. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -168,6 +190,52 @@ static __always_inline __u64 jp_find_blob(struct jp_scratch *s, const struct jp_
 		segment -= step;
 	}
 	return 0;
+}
+
+/* The slot of known_nmethods for the return address pc in process tgid. */
+static __always_inline __u32 jp_known_slot(__u32 tgid, __u64 pc)
+{
+	__u32 mixed = (__u32)(pc ^ (pc >> 29)) ^ (tgid * 0x9E3779B1U);
+
+	return (mixed * 0x85EBCA6BU) >> 22;
+}
+
+/*
+ * The nmethod that holds the return address pc of process tgid, as an earlier walk found it, if
+ * it is still there: the nmethod at the same address has the same compile id (HotSpot frees an
+ * nmethod only once no frame returns into it, and gives each compilation its own id). Fills
+ * blob and compile_id; returns its frame's bytes, or 0 if it is not known.
+ */
+static __always_inline __u32 jp_known_nmethod(const struct jp_jvm *jvm, __u32 tgid, __u64 pc,
+					      __u64 *blob, __u32 *compile_id)
+{
+	__u32 slot = jp_known_slot(tgid, pc);
+	struct jp_known_nmethod *k = bpf_map_lookup_elem(&known_nmethods, &slot);
+	__u32 id = 0;
+
+	if (!k || k->pc != pc || k->tgid != tgid || jvm->compile_id.size != 4 ||
+	    jvm->compile_id.relative || jp_read(&id, 4, k->blob + jvm->compile_id.offset) ||
+	    id != k->compile_id)
+		return 0;
+	*blob = k->blob;
+	*compile_id = id;
+	return k->frame_bytes;
+}
+
+/* Keeps what jp_known_nmethod finds again: the nmethod of return address pc. */
+static __always_inline void jp_remember_nmethod(__u32 tgid, __u64 pc, __u64 blob,
+						__u32 compile_id, __u32 frame_bytes)
+{
+	__u32 slot = jp_known_slot(tgid, pc);
+	struct jp_known_nmethod *k = bpf_map_lookup_elem(&known_nmethods, &slot);
+
+	if (!k || compile_id == 0)
+		return;
+	k->pc = pc;
+	k->blob = blob;
+	k->tgid = tgid;
+	k->compile_id = compile_id;
+	k->frame_bytes = frame_bytes;
 }
 
 /* A field of the blob in s->blob (read from address `blob`). */
