@@ -37,7 +37,8 @@ impl Resolver {
                     .is_some_and(|unload| unload >= time_ns.saturating_add(UNLOAD_LAG_NS));
                 let root = code.frames().next().unwrap_or_default();
                 if !unloaded_late {
-                    match live_code(&self.hotspot, &mut self.verified, key, pc.pc, root, time_ns) {
+                    let checked = Checked { key, pc, time_ns };
+                    match live_code(&self.hotspot, &mut self.verified, checked, root) {
                         Live::Same => {}
                         Live::Replaced => return Named::Unknown,
                         Live::Native(method) => {
@@ -123,6 +124,15 @@ pub(super) enum Live {
     Replaced,
 }
 
+/// A code map entry to check at a sample's frame: the entry (start, load time), the frame, and the
+/// sample's time.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Checked {
+    key: (u64, u64),
+    pc: Pc,
+    time_ns: u64,
+}
+
 /// A code map entry's last check against the live code cache.
 #[derive(Debug, Clone)]
 pub(super) struct Verified {
@@ -148,24 +158,32 @@ pub(super) struct Verified {
 /// method-handle intrinsic of a class under one method's name, so a native nmethod (tier 0: no
 /// method is inlined into it) of the entry's class is named by its own `Method*`.
 ///
-/// A check made after the sample's time answers for it, so each entry is read from the target
+/// A check made after the sample's time answers for it. So does a check that found the very
+/// nmethod the walker found the frame in at the sample's time (the same address and compile id:
+/// compile ids are not reused): then nothing is read. Otherwise the entry is read from the target
 /// about once per batch of samples, starting from the nmethod the last check found
 /// ([`HotSpot::blob_at_near`]: one system call while the pc is still in it); and when the pc is
-/// still in the very nmethod found by the
-/// last check (same address, `Method*`, compile id and tier: compile ids are not reused), that
-/// check's answer holds without reading the method's name again.
+/// still in the very nmethod found by the last check (same address, `Method*`, compile id and
+/// tier), that check's answer holds without reading the method's name again.
 fn live_code(
     hotspot: &HotSpot,
     verified: &mut HashMap<(u64, u64), Verified>,
-    key: (u64, u64),
-    pc: u64,
+    checked: Checked,
     root: &str,
-    time_ns: u64,
 ) -> Live {
+    let Checked { key, pc, time_ns } = checked;
     let last = verified.get(&key);
-    if let Some(last) = last.filter(|last| last.at_ns >= time_ns) {
+    let walked_in = |last: &Verified| {
+        pc.nmethod.is_some()
+            && last
+                .nmethod
+                .map(|(address, info)| (address, info.compile_id))
+                == pc.nmethod
+    };
+    if let Some(last) = last.filter(|last| last.at_ns >= time_ns || walked_in(last)) {
         return last.live.clone();
     }
+    let pc = pc.pc;
     let now = monotonic_ns();
     let blob = match last.and_then(|last| last.nmethod) {
         Some((near, _)) => hotspot.blob_at_near(pc, near),

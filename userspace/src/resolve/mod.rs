@@ -168,6 +168,9 @@ struct Pc {
     /// before the JVM was registered) the word at fp-3 words, which is the Method* if the pc is
     /// in the interpreter.
     method_slot: Option<u64>,
+    /// The nmethod (its address and compile id) the walker found the frame in, at the sample's
+    /// time, if it found it compiled.
+    nmethod: Option<(u64, u32)>,
 }
 
 impl Pc {
@@ -206,6 +209,13 @@ fn pcs(sample: &Sample) -> impl Iterator<Item = Pc> + '_ {
         method_slot: match frame.kind {
             FrameKind::Interpreted { method } => Some(method),
             FrameKind::Native { method_slot } if method_slot != 0 => Some(method_slot),
+            _ => None,
+        },
+        nmethod: match frame.kind {
+            FrameKind::Compiled {
+                nmethod,
+                compile_id,
+            } if nmethod != 0 && compile_id != 0 => Some((nmethod, compile_id)),
             _ => None,
         },
     })

@@ -474,3 +474,41 @@ fn a_code_map_entry_names_its_pc_until_other_code_is_compiled_there() {
         .compile_into(compute.0, compute_method, 9, 4);
     assert_eq!(branch(&mut resolver), "demo.Hot.compute");
 }
+
+#[test]
+fn a_frame_in_the_nmethod_a_check_found_keeps_that_checks_answer() {
+    // The walker gives a compiled frame the address and compile id of its nmethod at the
+    // sample's time. A check that found that very nmethod answers for the later samples in it
+    // without reading the target again, even once other code has taken its place; a frame the
+    // walker found in the new code (another compile id) is checked, and the entry's name no
+    // longer holds there.
+    let mut jvm = FakeJvm::default();
+    let compute_method = jvm.method("demo/Hot", "compute");
+    let other = jvm.method("demo/Cold", "other");
+    let compute = jvm.nmethod(compute_method, 7, 0x100);
+    let (hotspot, mem) = jvm.open_shared(std::process::id());
+    let pc = compute.0 + 0x10;
+    let nmethod = hotspot.blob_at(pc).expect("the nmethod").address;
+    let mut resolver = Resolver::new(hotspot, code_map(compute), false);
+    let mut branches = Branches::new(&["demo."]);
+    let mut branch = |resolver: &mut Resolver, compile_id: u32| {
+        let now = crate::sampler::monotonic_ns().max(LOADED_NS + 900);
+        let kind = FrameKind::Compiled {
+            nmethod,
+            compile_id,
+        };
+        let resolved = resolver.resolve(
+            &sample(now, vec![frame(pc, kind, false)]),
+            None,
+            &mut branches,
+        );
+        branches.name(resolved.branch).to_string()
+    };
+    assert_eq!(branch(&mut resolver, 7), "demo.Hot.compute");
+    mem.0
+        .lock()
+        .expect("the fake memory")
+        .compile_into(compute.0, other, 8, 4);
+    assert_eq!(branch(&mut resolver, 7), "demo.Hot.compute");
+    assert_eq!(branch(&mut resolver, 8), UNKNOWN);
+}
