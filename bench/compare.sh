@@ -14,6 +14,9 @@
 #   tomcat: Debian's Tomcat 10 serving testkit/tomcat's servlets (as testkit/src/tomcat.rs runs
 #     it), under wrk on loopback (testkit/tomcat/alternate.lua: the two servlets in turn, 8
 #     connections); its throughput is wrk's requests per second;
+#   examples: the same Tomcat serving Debian's examples webapp (tomcat10-examples), under wrk on
+#     its HelloWorldExample servlet (8 connections): many small requests, tens of thousands a
+#     second; its throughput is wrk's requests per second;
 #   cpu: testkit/java/SamplerOverhead with its two busy threads and no idle ones; its throughput
 #     is the work units a second it reports.
 # Beside the throughput, which the other load of a shared machine moves, each run gives the work
@@ -47,6 +50,8 @@ async_profiler=${JOULAR_BENCH_ASYNC_PROFILER:-}
 joularjx=${JOULAR_BENCH_JOULARJX:-}
 read -r -a programs <<< "${JOULAR_BENCH_PROGRAMS:-tomcat cpu}"
 tomcat_home=/usr/share/tomcat10
+examples_webapp=/usr/share/tomcat10-examples/examples
+hello=examples/servlets/servlet/HelloWorldExample
 warmup=15
 settle=6
 java="$JOULAR_JDK17/bin/java"
@@ -80,8 +85,12 @@ for program in "${programs[@]}"; do
         tomcat)
             [ -f "$tomcat_home/bin/bootstrap.jar" ] || fail "no Tomcat at $tomcat_home: apt-get install tomcat10"
             command -v wrk > /dev/null || fail "no wrk: apt-get install wrk" ;;
+        examples)
+            [ -f "$tomcat_home/bin/bootstrap.jar" ] || fail "no Tomcat at $tomcat_home: apt-get install tomcat10"
+            [ -d "$examples_webapp" ] || fail "no examples webapp at $examples_webapp: apt-get install tomcat10-examples"
+            command -v wrk > /dev/null || fail "no wrk: apt-get install wrk" ;;
         cpu) ;;
-        *) fail "unknown program '$program' in JOULAR_BENCH_PROGRAMS: say tomcat, cpu or both" ;;
+        *) fail "unknown program '$program' in JOULAR_BENCH_PROGRAMS: say tomcat, examples or cpu" ;;
     esac
 done
 
@@ -105,7 +114,8 @@ cp testkit/tomcat/web.xml "$work/webapp/WEB-INF/"
     -d "$work/webapp/WEB-INF/classes" testkit/tomcat/energy/*.java
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 
-# A Tomcat base in folder $1 serving the webapp on $port, as testkit/src/tomcat.rs makes it.
+# A Tomcat base in folder $1 serving on $port, as testkit/src/tomcat.rs makes it, the webapp of
+# program $2: testkit's (tomcat) or Debian's examples (examples).
 tomcat_base() {
     mkdir -p "$1/conf" "$1/logs" "$1/temp" "$1/work" "$1/webapps"
     cp /etc/tomcat10/{catalina.properties,context.xml,web.xml,logging.properties} "$1/conf/"
@@ -113,13 +123,18 @@ tomcat_base() {
 port=\"$port\" address=\"127.0.0.1\" protocol=\"HTTP/1.1\"/><Engine name=\"Catalina\" \
 defaultHost=\"localhost\"><Host name=\"localhost\" appBase=\"webapps\" autoDeploy=\"false\"/>\
 </Engine></Service></Server>" > "$1/conf/server.xml"
-    cp -r "$work/webapp" "$1/webapps/energy"
+    if [ "$2" = examples ]; then
+        cp -r "$examples_webapp" "$1/webapps/examples"
+    else
+        cp -r "$work/webapp" "$1/webapps/energy"
+    fi
 }
 
 # JoularJX's settings for program $1, written to folder $2.
 joularjx_config() {
     local prefix=SamplerOverhead server=false
     [ "$1" = tomcat ] && prefix=energy. && server=true
+    [ "$1" = examples ] && prefix=HelloWorldExample && server=true
     cat > "$2/joularjx.properties" << EOF
 filter-method-names=$prefix
 stack-monitoring-sample-rate=10
@@ -140,8 +155,8 @@ start_jvm() {
         joularjx_config "$program" "$dir"
         agent=("-javaagent:$joularjx" "-Djoularjx.config=$dir/joularjx.properties")
     fi
-    if [ "$program" = tomcat ]; then
-        tomcat_base "$dir"
+    if [ "$program" != cpu ]; then
+        tomcat_base "$dir" "$program"
         (cd "$dir" && exec "$java" "${agent[@]}" -XX:CompileCommand=quiet \
             '-XX:CompileCommand=dontinline,energy.*::*' "-Dcatalina.home=$tomcat_home" \
             "-Dcatalina.base=$dir" "-Djava.io.tmpdir=$dir/temp" \
@@ -153,7 +168,10 @@ start_jvm() {
     fi
     jvm=$!
     for i in $(seq 240); do
-        if [ "$program" = tomcat ]; then
+        if [ "$program" = examples ]; then
+            [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/$hello")" = 200 ] \
+                && return
+        elif [ "$program" = tomcat ]; then
             [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/energy/heavy")" = 200 ] \
                 && [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/energy/light")" = 200 ] \
                 && return
@@ -166,10 +184,12 @@ start_jvm() {
     fail "$program ($config) did not start within 60 s: $(tail -5 "$dir/jvm.out")"
 }
 
-# wrk's load for $1 seconds on the servlets; prints its requests per second and its failed
-# requests (non-2xx answers and socket errors).
+# wrk's load on program $1's servlets for $2 seconds; prints its requests per second and its
+# failed requests (non-2xx answers and socket errors).
 load() {
-    wrk -t 2 -c 8 -d "${1}s" -s testkit/tomcat/alternate.lua "http://127.0.0.1:$port/" | awk '
+    local target=(-s testkit/tomcat/alternate.lua "http://127.0.0.1:$port/")
+    [ "$1" = examples ] && target=("http://127.0.0.1:$port/$hello")
+    wrk -t 2 -c 8 -d "${2}s" "${target[@]}" | awk '
         /^Requests\/sec:/ { rate = $2 }
         /Non-2xx/ { failed += $NF }
         /Socket errors:/ { gsub(/,/, ""); failed += $4 + $6 + $8 + $10 }
@@ -190,8 +210,8 @@ measure() {
     local t0 t1 r0=0 r1=0 b0=0 b1=0 w0 w1 before after result
     t0=$(ticks_of "$jvm"); w0=$(date +%s%N)
     if [ -n "$profiler" ]; then r0=$(cpu_ns "$profiler"); b0=$(bpf_ns "$profiler"); fi
-    if [ "$1" = tomcat ]; then
-        result=$(load "$seconds")
+    if [ "$1" != cpu ]; then
+        result=$(load "$1" "$seconds")
     else
         before=$(units "$2")
         sleep "$seconds"
@@ -209,9 +229,9 @@ measure() {
     }'
 }
 
-# Wait time of the warm-up and the settling: load on tomcat, a sleep on cpu.
+# Wait time of the warm-up and the settling: load on a Tomcat, a sleep on cpu.
 wait_under_load() {
-    if [ "$1" = tomcat ]; then load "$2" > /dev/null; else sleep "$2"; fi
+    if [ "$1" != cpu ]; then load "$1" "$2" > /dev/null; else sleep "$2"; fi
 }
 
 # Attaches configuration $1 to $jvm, its files in folder $2 (sets $profiler for record).
@@ -296,11 +316,12 @@ for round in $(seq "$rounds"); do
 done
 
 echo
-echo "Medians over $rounds rounds of ${seconds} s: throughput (tomcat: requests/s; cpu: units/s),"
+echo "Medians over $rounds rounds of ${seconds} s: throughput (tomcat, examples: requests/s; cpu:"
+echo "units/s),"
 echo "and its ratio to the unprofiled run of the same round; the same for the work per CPU second"
 echo "of the JVM and record's process; record's own cost as shares of one core: its process's"
 echo "CPU time and its BPF programs' run time."
-printf '%-7s %-15s %11s %8s %11s %8s %8s %8s\n' program config throughput ratio 'per-cpu-s' ratio \
+printf '%-8s %-15s %11s %8s %11s %8s %8s %8s\n' program config throughput ratio 'per-cpu-s' ratio \
     'record%' 'bpf%'
 printf '%s\n' "${lines[@]}" | awk '
     function median(list,    n, a, i, j, x) {
@@ -319,7 +340,7 @@ printf '%s\n' "${lines[@]}" | awk '
         }
         for (k in keys) {
             split(k, f, " ")
-            printf "%-7s %-15s %11.2f %8.4f %11.3f %8.4f", f[1], f[2], median(rate[k]),
+            printf "%-8s %-15s %11.2f %8.4f %11.3f %8.4f", f[1], f[2], median(rate[k]),
                 median(ratio[k]), median(cpu[k]), median(cpu_ratio[k])
             if (f[2] ~ /^record/) printf " %8.3f %8.3f\n", median(own[k]), median(bpf[k])
             else printf " %8s %8s\n", "-", "-"
