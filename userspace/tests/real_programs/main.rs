@@ -42,6 +42,15 @@
 //! runs. With its start-up, its inclusive shares were 0.08 apart on average (the Ruby loop 72%
 //! of ours, 84% of JFR's), 0.007 at most without.
 //!
+//! First touches: each JVM runs with a heap of a fixed size that it touches whole at its start
+//! (`-XX:+AlwaysPreTouch`, `HEAP` in `programs.rs`). Otherwise the allocating code touches each
+//! page of a newly used heap region first, in a page fault; on a freshly booted VM (whose memory
+//! the host has likely not backed yet) those faults stall the thread long enough for the two
+//! samplers to weigh them differently. H2, which allocates in its hottest methods (`Value.cache`,
+//! `BigDecimal.valueOf`, `IndexCursor.prepare`), then had those methods at up to twice our share
+//! in JFR's newest frames, 0.02 to 0.12 above the floor; with the heap touched at the start it is
+//! at the floor.
+//!
 //! The programs run on Java 17 and 21. Java 25's JFR samples cooperatively (JEP 518) and looks
 //! the newest compiled frame up at the sampled pc itself (`get_pc_desc`: `pc_desc_near(pc)` in
 //! HotSpot's `jfrThreadSampling.cpp`), not at pc + 1 as AsyncGetCallTrace and JFR before 25 do

@@ -30,6 +30,10 @@ pub struct Program {
 /// JFR keeps the newest 64 frames of a stack by default: these programs' are deeper.
 const JFR_DEPTH: &str = "-XX:FlightRecorderOptions=stackdepth=512";
 
+/// The heap, of a fixed size, touched whole at the JVM's start (see the module's doc, "first
+/// touches").
+const HEAP: [&str; 3] = ["-Xms1g", "-Xmx1g", "-XX:+AlwaysPreTouch"];
+
 impl Program {
     /// The JDK it runs on.
     pub fn jdk(&self) -> Jdk {
@@ -58,12 +62,14 @@ impl Program {
             command
                 .env("JAVA_HOME", &self.jdk().home)
                 .arg(format!("-J{jfr}"))
-                .arg(format!("-J{JFR_DEPTH}"));
+                .arg(format!("-J{JFR_DEPTH}"))
+                .args(HEAP.map(|option| format!("-J{option}")));
         } else {
             command = Command::new(self.jdk().java());
             command
                 .arg(jfr)
                 .arg(JFR_DEPTH)
+                .args(HEAP)
                 .arg("-cp")
                 .arg(self.classpath());
         }
