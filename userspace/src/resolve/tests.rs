@@ -440,39 +440,85 @@ fn native_nmethods_the_code_map_misnames_are_named_by_the_code_cache() {
     );
 }
 
+/// `demo.Hot.compute`'s nmethod (compile 7), in a code map, and in memory that a test changes as
+/// HotSpot does when it compiles other code at the same address.
+struct Recompiled {
+    resolver: Resolver,
+    branches: Branches,
+    mem: crate::hotspot::fake::SharedMemory,
+    compute: (u64, u64),
+    compute_method: u64,
+    other: u64,
+    /// The nmethod's address: what the walker gives a frame in it.
+    nmethod: u64,
+}
+
+impl Recompiled {
+    fn new() -> Recompiled {
+        let mut jvm = FakeJvm::default();
+        let compute_method = jvm.method("demo/Hot", "compute");
+        let other = jvm.method("demo/Cold", "other");
+        let compute = jvm.nmethod(compute_method, 7, 0x100);
+        let (hotspot, mem) = jvm.open_shared(std::process::id());
+        let nmethod = hotspot.blob_at(compute.0).expect("the nmethod").address;
+        Recompiled {
+            resolver: Resolver::new(hotspot, code_map(compute), false),
+            branches: Branches::new(&["demo."]),
+            mem,
+            compute,
+            compute_method,
+            other,
+            nmethod,
+        }
+    }
+
+    /// The pc of the frames sampled.
+    fn pc(&self) -> u64 {
+        self.compute.0 + 0x10
+    }
+
+    /// The branch of a sample taken now of a frame at the pc, of `kind`.
+    fn branch(&mut self, kind: FrameKind) -> String {
+        let now = crate::sampler::monotonic_ns().max(LOADED_NS + 900);
+        let sample = sample(now, vec![frame(self.pc(), kind, false)]);
+        let resolved = self.resolver.resolve(&sample, None, &mut self.branches);
+        self.branches.name(resolved.branch).to_string()
+    }
+
+    /// The branch of a frame the walker found in the nmethod at its address, as compile
+    /// `compile_id`.
+    fn walked(&mut self, compile_id: u32) -> String {
+        let nmethod = self.nmethod;
+        self.branch(FrameKind::Compiled {
+            nmethod,
+            compile_id,
+        })
+    }
+
+    /// HotSpot compiles `method` at the nmethod's address, as compile `compile_id`.
+    fn compile_into(&self, method: u64, compile_id: u32) {
+        self.mem.0.lock().expect("the fake memory").compile_into(
+            self.compute.0,
+            method,
+            compile_id,
+            4,
+        );
+    }
+}
+
 #[test]
 fn a_code_map_entry_names_its_pc_until_other_code_is_compiled_there() {
     // Checked once per batch of samples: a later batch finds the very nmethod (address, method,
     // compile id) checked before and keeps its answer; once HotSpot has put other code there (the
     // same address, another method and compile id), the entry's name no longer holds.
-    let mut jvm = FakeJvm::default();
-    let compute_method = jvm.method("demo/Hot", "compute");
-    let other = jvm.method("demo/Cold", "other");
-    let compute = jvm.nmethod(compute_method, 7, 0x100);
-    let (hotspot, mem) = jvm.open_shared(std::process::id());
-    let mut resolver = Resolver::new(hotspot, code_map(compute), false);
-    let mut branches = Branches::new(&["demo."]);
-    let mut branch = |resolver: &mut Resolver| {
-        let now = crate::sampler::monotonic_ns().max(LOADED_NS + 900);
-        let resolved = resolver.resolve(
-            &sample(now, vec![compiled(compute.0 + 0x10, false)]),
-            None,
-            &mut branches,
-        );
-        branches.name(resolved.branch).to_string()
-    };
-    assert_eq!(branch(&mut resolver), "demo.Hot.compute");
-    assert_eq!(branch(&mut resolver), "demo.Hot.compute");
-    mem.0
-        .lock()
-        .expect("the fake memory")
-        .compile_into(compute.0, other, 8, 4);
-    assert_eq!(branch(&mut resolver), UNKNOWN);
-    mem.0
-        .lock()
-        .expect("the fake memory")
-        .compile_into(compute.0, compute_method, 9, 4);
-    assert_eq!(branch(&mut resolver), "demo.Hot.compute");
+    let mut image = Recompiled::new();
+    let unwalked = compiled(image.pc(), false).kind;
+    assert_eq!(image.branch(unwalked), "demo.Hot.compute");
+    assert_eq!(image.branch(unwalked), "demo.Hot.compute");
+    image.compile_into(image.other, 8);
+    assert_eq!(image.branch(unwalked), UNKNOWN);
+    image.compile_into(image.compute_method, 9);
+    assert_eq!(image.branch(unwalked), "demo.Hot.compute");
 }
 
 #[test]
@@ -482,33 +528,9 @@ fn a_frame_in_the_nmethod_a_check_found_keeps_that_checks_answer() {
     // without reading the target again, even once other code has taken its place; a frame the
     // walker found in the new code (another compile id) is checked, and the entry's name no
     // longer holds there.
-    let mut jvm = FakeJvm::default();
-    let compute_method = jvm.method("demo/Hot", "compute");
-    let other = jvm.method("demo/Cold", "other");
-    let compute = jvm.nmethod(compute_method, 7, 0x100);
-    let (hotspot, mem) = jvm.open_shared(std::process::id());
-    let pc = compute.0 + 0x10;
-    let nmethod = hotspot.blob_at(pc).expect("the nmethod").address;
-    let mut resolver = Resolver::new(hotspot, code_map(compute), false);
-    let mut branches = Branches::new(&["demo."]);
-    let mut branch = |resolver: &mut Resolver, compile_id: u32| {
-        let now = crate::sampler::monotonic_ns().max(LOADED_NS + 900);
-        let kind = FrameKind::Compiled {
-            nmethod,
-            compile_id,
-        };
-        let resolved = resolver.resolve(
-            &sample(now, vec![frame(pc, kind, false)]),
-            None,
-            &mut branches,
-        );
-        branches.name(resolved.branch).to_string()
-    };
-    assert_eq!(branch(&mut resolver, 7), "demo.Hot.compute");
-    mem.0
-        .lock()
-        .expect("the fake memory")
-        .compile_into(compute.0, other, 8, 4);
-    assert_eq!(branch(&mut resolver, 7), "demo.Hot.compute");
-    assert_eq!(branch(&mut resolver, 8), UNKNOWN);
+    let mut image = Recompiled::new();
+    assert_eq!(image.walked(7), "demo.Hot.compute");
+    image.compile_into(image.other, 8);
+    assert_eq!(image.walked(7), "demo.Hot.compute");
+    assert_eq!(image.walked(8), UNKNOWN);
 }
