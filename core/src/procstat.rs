@@ -11,6 +11,8 @@ pub struct CpuTimes {
     pub busy: u64,
     /// Ticks busy or idle.
     pub total: u64,
+    /// Of the busy ticks, those the hypervisor took from the CPUs while they had work (steal).
+    pub steal: u64,
 }
 
 /// What `/proc/stat` says about the CPUs.
@@ -81,7 +83,7 @@ pub fn parse(text: &str) -> Result<ProcStat, ProcStatError> {
         })
         .count();
     Ok(ProcStat {
-        cpu: CpuTimes { busy, total },
+        cpu: CpuTimes { busy, total, steal },
         cpus,
     })
 }
@@ -116,7 +118,8 @@ ctxt 99\n";
             stat.cpu,
             CpuTimes {
                 busy: 171,
-                total: 621
+                total: 621,
+                steal: 8
             }
         );
         assert_eq!(stat.cpus, 2);
@@ -125,7 +128,14 @@ ctxt 99\n";
     #[test]
     fn old_kernels_with_four_times_are_read() {
         let stat = parse("cpu 1 2 3 4\ncpu0 1 2 3 4\n").unwrap();
-        assert_eq!(stat.cpu, CpuTimes { busy: 6, total: 10 });
+        assert_eq!(
+            stat.cpu,
+            CpuTimes {
+                busy: 6,
+                total: 10,
+                steal: 0
+            }
+        );
         assert_eq!(stat.cpus, 1);
     }
 

@@ -5,6 +5,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fs;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::MutexGuard;
 use std::thread::sleep;
@@ -14,6 +15,7 @@ use joularcode_bpf::discovery::{Cgroups, Discovery, Scope};
 use joularcode_bpf::sampler::{
     monotonic_ns, privileges, Sample, Sampler, ThreadTime, CONSUME_INTERVAL,
 };
+use joularcode_core::procstat::{self, CpuTimes};
 use joularcode_testkit::{bpf_programs_of as programs_held_by, jdk, one_at_a_time, Jvm};
 
 fn sampler() -> Sampler {
@@ -86,42 +88,18 @@ fn samples_until_now(sampler: &Sampler) -> Vec<Sample> {
         .collect()
 }
 
-/// The host's CPU time, from the first line of /proc/stat, in ticks: what its CPUs ran and what
-/// the hypervisor took from them while they had work (steal).
-#[derive(Clone, Copy)]
-struct HostCpu {
-    ran: u64,
-    stolen: u64,
+/// The host's CPU time, all CPUs together, in clock ticks (`/proc/stat`).
+fn host_cpu() -> CpuTimes {
+    procstat::read(Path::new("/proc")).expect("/proc/stat").cpu
 }
 
-impl HostCpu {
-    fn now() -> HostCpu {
-        let stat = fs::read_to_string("/proc/stat").expect("/proc/stat");
-        // cpu user nice system idle iowait irq softirq steal guest guest_nice
-        let ticks: Vec<u64> = stat
-            .lines()
-            .next()
-            .expect("the line of all CPUs")
-            .split_whitespace()
-            .skip(1)
-            .map(|field| field.parse().expect("ticks"))
-            .collect();
-        HostCpu {
-            ran: ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6],
-            stolen: ticks[7],
-        }
+/// The share of the CPUs' busy time, from `before` to `after`, that the hypervisor took.
+fn stolen_share(before: CpuTimes, after: CpuTimes) -> f64 {
+    let busy = after.busy - before.busy;
+    if busy == 0 {
+        return 0.0;
     }
-
-    /// The share of the time the CPUs had work that the hypervisor took, from `self` to `later`.
-    fn stolen_share(self, later: HostCpu) -> f64 {
-        let stolen = (later.stolen - self.stolen) as f64;
-        let busy = (later.ran - self.ran) as f64 + stolen;
-        if busy > 0.0 {
-            stolen / busy
-        } else {
-            0.0
-        }
-    }
+    (after.steal - before.steal) as f64 / busy as f64
 }
 
 /// A busy shell loop, killed when dropped (also when a test fails).
@@ -178,7 +156,7 @@ impl Window {
         sleep(Duration::from_millis(300));
         let mut samples = samples_until_now(&sampler);
         let t0 = monotonic_ns();
-        let host_before = HostCpu::now();
+        let host_before = host_cpu();
         let (sched_before, before) = (schedstat(pid), times_by_tid(sampler.thread_times()));
         let busy_ns = |now: &HashMap<u32, ThreadTime>| -> u64 {
             let at = |tid| before.get(tid).map_or(0, |t: &ThreadTime| t.on_cpu_ns);
@@ -196,7 +174,7 @@ impl Window {
         let sched_after = schedstat(pid);
         after.extend(times_by_tid(sampler.thread_times()));
         let t1 = monotonic_ns();
-        let stolen = host_before.stolen_share(HostCpu::now());
+        let stolen = stolen_share(host_before, host_cpu());
         samples.extend(samples_until_now(&sampler));
         drop(untracked);
         assert_eq!(sampler.drops(), 0, "samples dropped");
