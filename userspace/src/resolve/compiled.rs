@@ -37,8 +37,7 @@ impl Resolver {
                     .is_some_and(|unload| unload >= time_ns.saturating_add(UNLOAD_LAG_NS));
                 let root = code.frames().next().unwrap_or_default();
                 if !unloaded_late {
-                    let checked = Checked { key, pc, time_ns };
-                    match live_code(&self.hotspot, &mut self.verified, checked, root) {
+                    match live_code(&self.hotspot, &mut self.verified, key, pc, root, time_ns) {
                         Live::Same => {}
                         Live::Replaced => return Named::Unknown,
                         Live::Native(method) => {
@@ -124,15 +123,6 @@ pub(super) enum Live {
     Replaced,
 }
 
-/// A code map entry to check at a sample's frame: the entry (start, load time), the frame, and the
-/// sample's time.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Checked {
-    key: (u64, u64),
-    pc: Pc,
-    time_ns: u64,
-}
-
 /// A code map entry's last check against the live code cache.
 #[derive(Debug, Clone)]
 pub(super) struct Verified {
@@ -168,10 +158,11 @@ pub(super) struct Verified {
 fn live_code(
     hotspot: &HotSpot,
     verified: &mut HashMap<(u64, u64), Verified>,
-    checked: Checked,
+    key: (u64, u64),
+    pc: Pc,
     root: &str,
+    time_ns: u64,
 ) -> Live {
-    let Checked { key, pc, time_ns } = checked;
     let last = verified.get(&key);
     let walked_in = |last: &Verified| {
         pc.nmethod.is_some()
