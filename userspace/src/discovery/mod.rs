@@ -11,6 +11,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs::{self, File};
 use std::io::{BufRead, BufReader};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -83,6 +84,10 @@ pub struct Changes {
 /// machine can delay that by seconds (10 scans are 5 s at the session's 500 ms).
 const CHECKS_BEFORE_VERDICT: u32 = 10;
 
+/// How often the identity of a [`Scope::Pid`] JVM held by a pidfd is read again, to catch an
+/// exec (its end is the pidfd's to tell, at every rescan).
+const IDENTITY_EVERY: Duration = Duration::from_secs(10);
+
 /// How often the whole of /proc is scanned while the kernel's process events are followed: a
 /// safety net, at a small fraction of the cost of scanning at every pass.
 pub const FULL_SCAN_EVERY: Duration = Duration::from_secs(60);
@@ -127,6 +132,9 @@ pub struct Discovery {
     host: Host,
     /// For [`Scope::Pid`]: the identity of the JVM given, checked when the discovery was made.
     given: Option<String>,
+    /// For [`Scope::Pid`] on the real /proc: the JVM given, held by a pidfd, and when its
+    /// identity was last read.
+    held: Option<(Pidfd, Instant)>,
 }
 
 /// What [`Scope::All`] knows of the host's processes between rescans.
@@ -142,10 +150,16 @@ impl Discovery {
     /// process exists and maps libjvm.so; for [`Scope::All`], unless the kernel's process
     /// events can be followed (the same privileges as the sampler).
     pub fn new(target: Scope) -> Result<Discovery, DiscoveryError> {
-        let all = matches!(target, Scope::All(_));
         let mut discovery = Discovery::with_proc_root("/proc", target)?;
-        if all {
-            discovery.host.events = Some(ProcessEvents::start()?);
+        match discovery.target {
+            Scope::All(_) => discovery.host.events = Some(ProcessEvents::start()?),
+            // Held once its identity is read again after the pidfd was opened: the pidfd is of
+            // the process checked, not of one that took its pid in between.
+            Scope::Pid(pid) => {
+                discovery.held = Pidfd::open(pid)
+                    .filter(|_| live_identity(&discovery.proc_root, pid) == discovery.given)
+                    .map(|pidfd| (pidfd, Instant::now()));
+            }
         }
         Ok(discovery)
     }
@@ -162,12 +176,28 @@ impl Discovery {
             jvms: BTreeSet::new(),
             host: Host::default(),
             given: None,
+            held: None,
         };
         if let Scope::Pid(pid) = discovery.target {
             check_jvm(&discovery.proc_root, pid)?;
             discovery.given = live_identity(&discovery.proc_root, pid);
         }
         Ok(discovery)
+    }
+
+    /// Whether the JVM given as `pid` still runs: the answer of its pidfd, if it is held by one
+    /// and its identity was read in the last [`IDENTITY_EVERY`]; else whether its identity is
+    /// still the one given.
+    fn given_runs(&mut self, pid: u32) -> bool {
+        if let Some((pidfd, read_at)) = &mut self.held {
+            if read_at.elapsed() < IDENTITY_EVERY {
+                if let Some(ended) = pidfd.ended() {
+                    return !ended;
+                }
+            }
+            *read_at = Instant::now();
+        }
+        live_identity(&self.proc_root, pid) == self.given
     }
 
     /// The JVMs known after the last scan.
@@ -177,14 +207,14 @@ impl Discovery {
 
     /// Scans /proc and returns the JVMs that started and ended since the previous scan. The JVM
     /// of a [`Scope::Pid`] has ended once its process is gone, a zombie, or another one (its pid
-    /// reused, or an exec): one small read of its stat, not of its maps.
+    /// reused, or an exec): one small read of its stat, not of its maps. Held by a pidfd, its
+    /// end is one poll of the pidfd (a pid reused is another process), and its stat is read
+    /// once every [`IDENTITY_EVERY`] only, for an exec.
     pub fn rescan(&mut self) -> Changes {
         let now: BTreeSet<u32> = match &self.target {
-            Scope::Pid(pid) => {
-                let same =
-                    self.given.is_some() && live_identity(&self.proc_root, *pid) == self.given;
-                if same {
-                    BTreeSet::from([*pid])
+            &Scope::Pid(pid) => {
+                if self.given.is_some() && self.given_runs(pid) {
+                    BTreeSet::from([pid])
                 } else {
                     BTreeSet::new()
                 }
@@ -289,6 +319,37 @@ fn live_identity(proc_root: &Path, pid: u32) -> Option<String> {
         .and_then(|(identity, state)| (state != 'Z').then_some(identity))
 }
 
+/// A process held by a pidfd (Linux 5.3): that process, whatever later takes its pid.
+struct Pidfd(OwnedFd);
+
+impl Pidfd {
+    /// A pidfd of process `pid`, if the kernel gives one.
+    fn open(pid: u32) -> Option<Pidfd> {
+        let pid = libc::pid_t::try_from(pid).ok()?;
+        // SAFETY: pidfd_open takes a pid and flags, and returns a new descriptor or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        let fd = i32::try_from(fd).ok().filter(|fd| *fd >= 0)?;
+        // SAFETY: the descriptor was just made, and nothing else owns it.
+        Some(Pidfd(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// Whether the process has ended (exited: a zombie, or reaped), as its pidfd tells without
+    /// waiting; `None` if the poll failed.
+    fn ended(&self) -> Option<bool> {
+        let mut poll = libc::pollfd {
+            fd: self.0.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd, alive for the call, and a timeout of zero.
+        match unsafe { libc::poll(&mut poll, 1, 0) } {
+            0 => Some(false),
+            ready if ready > 0 => Some(true),
+            _ => None,
+        }
+    }
+}
+
 /// [`identity`] and the state letter of the stat file at `path`.
 fn identity_and_state(path: &Path) -> Option<(String, char)> {
     let text = fs::read_to_string(path).ok()?;
@@ -348,12 +409,9 @@ pub fn maps_libjvm(proc_root: &Path, pid: u32) -> Result<bool, DiscoveryError> {
 }
 
 /// Whether process `pid` exists and has not ended (a zombie, ended but not yet reaped by its
-/// parent, has no memory left to read).
+/// parent, has no memory left to read): one read of its main thread's stat.
 pub fn alive(pid: u32) -> bool {
-    fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|text| Some(parse_stat(&text)?.state != 'Z'))
-        .unwrap_or(false)
+    live_identity(Path::new("/proc"), pid).is_some()
 }
 
 /// Fails unless process `pid` exists and maps libjvm.so.
@@ -431,6 +489,27 @@ mod tests {
     }
 
     #[test]
+    fn a_pidfd_tells_its_process_ended_once_it_exited_reaped_or_not() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .expect("start sleep");
+        let pidfd = Pidfd::open(child.id()).expect("a pidfd");
+        assert_eq!(pidfd.ended(), Some(false));
+        child.kill().expect("kill sleep");
+        // A zombie until reaped: ended, as soon as the kernel has made it one
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while pidfd.ended() != Some(true) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(pidfd.ended(), Some(true), "a zombie");
+        assert!(!alive(child.id()), "a zombie is not alive");
+        child.wait().expect("reap sleep");
+        assert_eq!(pidfd.ended(), Some(true), "reaped");
+        assert!(Pidfd::open(u32::MAX).is_none());
+    }
+
+    #[test]
     fn a_given_pid_must_be_a_live_jvm() {
         let proc = FakeProc::new("pid");
         proc.process(10, "java", 5, JVM_MAPS);
@@ -474,6 +553,40 @@ mod tests {
         assert_eq!(discovery.rescan(), started);
         proc.end(10);
         assert_eq!(discovery.rescan(), ended);
+    }
+
+    #[test]
+    fn a_held_jvm_ends_with_its_pidfd_and_an_exec_shows_at_the_next_identity_read() {
+        let proc = FakeProc::new("held");
+        proc.process(10, "java", 5, JVM_MAPS);
+        let mut child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .expect("start sleep");
+        // The fake JVM 10, held by the pidfd of a real process
+        let held = |discovery: &mut Discovery, read_at: Instant| {
+            discovery.held = Some((Pidfd::open(child.id()).expect("a pidfd"), read_at));
+        };
+        let mut discovery = Discovery::with_proc_root(&proc.0, Scope::Pid(10)).expect("a JVM");
+        held(&mut discovery, Instant::now());
+        assert_eq!(discovery.rescan().started, vec![10]);
+        // An exec is not seen while the identity read is recent...
+        proc.process(10, "sh", 5, OTHER_MAPS);
+        assert_eq!(discovery.rescan(), Changes::default());
+        // ...and is once it is due
+        let due = Instant::now()
+            .checked_sub(IDENTITY_EVERY)
+            .expect("a time before");
+        held(&mut discovery, due);
+        assert_eq!(discovery.rescan().ended, vec![10]);
+        // The end of the process held ends its JVM, whatever its stat says
+        proc.process(10, "java", 5, JVM_MAPS);
+        let mut discovery = Discovery::with_proc_root(&proc.0, Scope::Pid(10)).expect("a JVM");
+        held(&mut discovery, Instant::now());
+        assert_eq!(discovery.rescan().started, vec![10]);
+        child.kill().expect("kill sleep");
+        child.wait().expect("reap sleep");
+        assert_eq!(discovery.rescan().ended, vec![10]);
     }
 
     #[test]
