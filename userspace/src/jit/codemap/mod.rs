@@ -256,7 +256,7 @@ impl CodeMap {
             let found = dir.identify(&name, MAX_FILE)?;
             Ok((dir, found))
         });
-        match found {
+        let length = match found {
             Ok((dir, (id, len))) => {
                 if self.file.is_none() || self.inode != Some(id) || len < self.offset {
                     let opened = dir.open_file(&name, MAX_FILE)?;
@@ -271,16 +271,19 @@ impl CodeMap {
                 self.dir = Some(dir);
                 self.gone = false;
                 self.renew();
+                Some(len)
             }
             Err(e @ ForeignError::Io { .. }) if self.file.is_some() => {
                 self.gone = e.is_not_found();
+                None
             }
             Err(e) => {
                 self.gone = e.is_not_found();
                 return Err(e.into());
             }
-        }
-        let Some(file) = self.file.as_mut() else {
+        };
+        // Nothing appended since the last read: no more system calls.
+        let Some(file) = self.file.as_mut().filter(|_| length != Some(self.offset)) else {
             return Ok(0);
         };
         let path = self.path.clone();
