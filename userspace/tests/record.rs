@@ -8,7 +8,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use joularcode_testkit::branches::{
     assert_agrees_with_jfr, assert_same_names, assert_virtual_tasks_agree_with_jfr,
@@ -658,6 +658,36 @@ fn a_command_still_running_at_the_end_is_terminated() {
     assert_eq!(status.code(), Some(143), "{status:?}");
     let all = rows(&run.results().join("methods-power-all.csv"));
     assert!(energy_of(&all, "RecordBusy.burn") > 0.0, "{all:?}");
+    assert_conservation(&run.cycles(), Some(WATTS));
+}
+
+/// `record --pid` without a duration ends with its JVM: here a zombie that this test, its
+/// parent, has not reaped (the JVM's end is its end, not its reaping).
+#[test]
+fn a_pid_ends_the_run_as_its_jvm_ends() {
+    let _serial = serial();
+    let jvm = Jvm::start(&jdk(17), &[], "StacksChain", &["3"]);
+    let run = Run::new();
+    let mut record = run
+        .command(&["--pid", &jvm.pid().to_string()])
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("start joularcode-bpf");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = record.try_wait().expect("joularcode-bpf's status") {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = record.kill();
+            let _ = record.wait();
+            panic!("record runs on 30 s after its JVM started, which ends after 3 s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(status.success(), "{status:?}");
+    let all = rows(&run.results().join("methods-power-all.csv"));
+    assert!(energy_of(&all, "StacksChain.leaf") > 0.0, "{all:?}");
     assert_conservation(&run.cycles(), Some(WATTS));
 }
 
