@@ -11,7 +11,7 @@ use joularcode_core::branch::Branches;
 
 use super::{JitNames, Named, Pc, Resolver};
 use crate::hotspot::codecache::NMethodInfo;
-use crate::hotspot::{HotSpot, JavaMethod};
+use crate::hotspot::{CodeBlob, CompiledFrame, HotSpot, JavaMethod};
 use crate::jit::codemap::{CodeKind, CodeMap};
 use crate::sampler::monotonic_ns;
 
@@ -39,7 +39,7 @@ impl Resolver {
                 if !unloaded_late {
                     match live_code(&self.hotspot, &mut self.verified, key, pc, root, time_ns) {
                         Live::Same => {}
-                        Live::Replaced => return Named::Unknown,
+                        Live::Replaced => return self.replaced(pc, time_ns, branches),
                         Live::Native(method) => {
                             self.frames.push(branches, &method.class, &method.name);
                             return Named::Frames;
@@ -69,12 +69,7 @@ impl Resolver {
             Some(blob) => match self.hotspot.compiled_method(&blob) {
                 Some(compiled) => {
                     self.unreported |= agent && compiled.comp_level != NATIVE_TIER;
-                    self.tally.code_cache_frames += 1;
-                    if !self.scoped(&blob, &compiled, pc, time_ns, branches) {
-                        self.frames
-                            .push(branches, &compiled.method.class, &compiled.method.name);
-                    }
-                    Named::Frames
+                    self.named_by_code_cache(&blob, &compiled, pc, time_ns, branches)
                 }
                 None => {
                     self.unreported |= agent;
@@ -86,6 +81,46 @@ impl Resolver {
                 self.named_by_perf_map(at, branches)
             }
         }
+    }
+
+    /// A frame whose code map entry other code replaced (the live check's [`Live::Replaced`]):
+    /// named from the code cache when the nmethod at its pc is the one the walker found it in
+    /// at the sample's time (the same address and compile id: compile ids are not reused), else
+    /// `[unknown]`.
+    fn replaced(&mut self, pc: Pc, time_ns: u64, branches: &mut Branches) -> Named {
+        let Some((address, compile_id)) = pc.nmethod else {
+            return Named::Unknown;
+        };
+        let walked = self
+            .hotspot
+            .blob_at(pc.pc)
+            .filter(|blob| blob.address == address)
+            .and_then(|blob| Some((self.hotspot.compiled_method(&blob)?, blob)))
+            .filter(|(compiled, _)| compiled.compile_id == compile_id);
+        match walked {
+            Some((compiled, blob)) => {
+                self.named_by_code_cache(&blob, &compiled, pc, time_ns, branches)
+            }
+            None => Named::Unknown,
+        }
+    }
+
+    /// A frame named from its nmethod in the code cache: the methods inlined at its pc (the
+    /// nmethod's scopes), else the nmethod's method.
+    fn named_by_code_cache(
+        &mut self,
+        blob: &CodeBlob,
+        compiled: &CompiledFrame,
+        pc: Pc,
+        time_ns: u64,
+        branches: &mut Branches,
+    ) -> Named {
+        self.tally.code_cache_frames += 1;
+        if !self.scoped(blob, compiled, pc, time_ns, branches) {
+            self.frames
+                .push(branches, &compiled.method.class, &compiled.method.name);
+        }
+        Named::Frames
     }
 
     /// The last resort for compiled code: the JDK's perf map, when there is one.
@@ -119,7 +154,8 @@ pub(super) enum Live {
     /// `linkToStatic`, or a native method's wrapper) that the map names after another method of
     /// its class: the code cache's own record names it.
     Native(JavaMethod),
-    /// Other code replaced the entry at a time the map cannot place: the frame is `[unknown]`.
+    /// Other code replaced the entry at a time the map cannot place: the frame is `[unknown]`,
+    /// unless the walker found it in the nmethod now at the pc ([`Resolver::replaced`]).
     Replaced,
 }
 
@@ -144,7 +180,7 @@ pub(super) struct Verified {
 /// name, it had it at the sample's time too (it was loaded before then); if no code is there any
 /// more, or compiled code whose method cannot be read (unloaded with its class), nothing else
 /// ran there; if other code is there, it replaced the entry at some point the map cannot place,
-/// and the frame is `[unknown]` rather than perhaps misnamed. One exception: JVMTI reports every
+/// and the frame is not named after the entry. One exception: JVMTI reports every
 /// method-handle intrinsic of a class under one method's name, so a native nmethod (tier 0: no
 /// method is inlined into it) of the entry's class is named by its own `Method*`.
 ///

@@ -527,10 +527,17 @@ fn a_frame_in_the_nmethod_a_check_found_keeps_that_checks_answer() {
     // sample's time. A check that found that very nmethod answers for the later samples in it
     // without reading the target again, even once other code has taken its place; a frame the
     // walker found in the new code (another compile id) is checked, and the entry's name no
-    // longer holds there.
+    // longer holds there: the frame is named from the new nmethod, which the walker found it
+    // in, as long as that nmethod is at the pc.
     let mut image = Recompiled::new();
     assert_eq!(image.walked(7), "demo.Hot.compute");
     image.compile_into(image.other, 8);
     assert_eq!(image.walked(7), "demo.Hot.compute");
-    assert_eq!(image.walked(8), UNKNOWN);
+    assert_eq!(image.walked(8), "demo.Cold.other");
+    image.compile_into(image.compute_method, 9);
+    assert_eq!(
+        image.walked(8),
+        UNKNOWN,
+        "compile 8 is gone: nothing names its frame"
+    );
 }
