@@ -11,7 +11,7 @@ use joularcode_core::branch::Branches;
 
 use super::{JitNames, Named, Pc, Resolver};
 use crate::hotspot::codecache::NMethodInfo;
-use crate::hotspot::{CodeBlob, CompiledFrame, HotSpot, JavaMethod};
+use crate::hotspot::{HotSpot, JavaMethod};
 use crate::jit::codemap::{CodeKind, CodeMap};
 use crate::sampler::monotonic_ns;
 
@@ -69,7 +69,7 @@ impl Resolver {
             Some(blob) => match self.hotspot.compiled_method(&blob) {
                 Some(compiled) => {
                     self.unreported |= agent && compiled.comp_level != NATIVE_TIER;
-                    self.named_by_code_cache(&blob, &compiled, pc, time_ns, branches)
+                    self.named_by_nmethod(&blob, &compiled, pc, time_ns, branches)
                 }
                 None => {
                     self.unreported |= agent;
@@ -99,28 +99,10 @@ impl Resolver {
             .filter(|(compiled, _)| compiled.compile_id == compile_id);
         match walked {
             Some((compiled, blob)) => {
-                self.named_by_code_cache(&blob, &compiled, pc, time_ns, branches)
+                self.named_by_nmethod(&blob, &compiled, pc, time_ns, branches)
             }
             None => Named::Unknown,
         }
-    }
-
-    /// A frame named from its nmethod in the code cache: the methods inlined at its pc (the
-    /// nmethod's scopes), else the nmethod's method.
-    fn named_by_code_cache(
-        &mut self,
-        blob: &CodeBlob,
-        compiled: &CompiledFrame,
-        pc: Pc,
-        time_ns: u64,
-        branches: &mut Branches,
-    ) -> Named {
-        self.tally.code_cache_frames += 1;
-        if !self.scoped(blob, compiled, pc, time_ns, branches) {
-            self.frames
-                .push(branches, &compiled.method.class, &compiled.method.name);
-        }
-        Named::Frames
     }
 
     /// The last resort for compiled code: the JDK's perf map, when there is one.

@@ -6,9 +6,9 @@ use std::collections::HashMap;
 
 use joularcode_core::branch::Branches;
 
-use super::{Pc, Resolver};
+use super::{Named, Pc, Resolver};
 use crate::hotspot::scopes::{PcDesc, Scopes};
-use crate::hotspot::{CodeBlob, CompiledFrame};
+use crate::hotspot::{CodeBlob, CompiledFrame, JavaMethod};
 use crate::sampler::monotonic_ns;
 
 /// Most bytes of nmethod tables kept for one JVM (a JVM's compiled code holds some MB of them).
@@ -63,41 +63,54 @@ fn size_of(scopes: &Scopes) -> usize {
 }
 
 impl Resolver {
-    /// Pushes the frames of `compiled` at `pc` from its nmethod's scopes: the methods inlined at
-    /// that pc, innermost first, then the compiled method. False (and nothing pushed) when the
-    /// scopes cannot name them all.
-    pub(super) fn scoped(
+    /// A frame named from its nmethod in the code cache: the methods inlined at `pc` from the
+    /// nmethod's scopes, innermost first, then the compiled method; the compiled method alone
+    /// when the scopes cannot name them all.
+    pub(super) fn named_by_nmethod(
         &mut self,
         blob: &CodeBlob,
         compiled: &CompiledFrame,
         pc: Pc,
         time_ns: u64,
         branches: &mut Branches,
-    ) -> bool {
+    ) -> Named {
+        self.tally.code_cache_frames += 1;
+        match self.scope_names(blob, compiled, pc, time_ns) {
+            Some(names) => {
+                for name in &names {
+                    self.frames.push(branches, &name.class, &name.name);
+                }
+                self.tally.inlined_frames += names.len().saturating_sub(1) as u64;
+            }
+            None => self
+                .frames
+                .push(branches, &compiled.method.class, &compiled.method.name),
+        }
+        Named::Frames
+    }
+
+    /// The methods of `compiled` at `pc` from its nmethod's scopes, innermost first; `None` when
+    /// the scopes cannot name them all.
+    fn scope_names(
+        &mut self,
+        blob: &CodeBlob,
+        compiled: &CompiledFrame,
+        pc: Pc,
+        time_ns: u64,
+    ) -> Option<Vec<JavaMethod>> {
         let hotspot = &self.hotspot;
-        let Some(chain) = self
+        let chain = self
             .scopes
             .get(|| hotspot.scopes(blob), compiled, monotonic_ns())
-            .and_then(|scopes| scopes.at(pc.debug_info_address()))
-        else {
-            return false;
-        };
+            .and_then(|scopes| scopes.at(pc.debug_info_address()))?;
         // The outermost scope is the compiled method itself.
         if chain.last().map(|scope| scope.method) != Some(compiled.method_ptr) {
-            return false;
+            return None;
         }
-        let mut names = Vec::with_capacity(chain.len());
-        for scope in &chain {
-            match self.method_at(scope.method, time_ns) {
-                Some(name) => names.push(name),
-                None => return false,
-            }
-        }
-        for name in &names {
-            self.frames.push(branches, &name.class, &name.name);
-        }
-        self.tally.inlined_frames += names.len().saturating_sub(1) as u64;
-        true
+        chain
+            .iter()
+            .map(|scope| self.method_at(scope.method, time_ns))
+            .collect()
     }
 }
 
