@@ -276,6 +276,13 @@ impl HotSpot {
     pub fn java_threads(&self) -> Vec<JavaThread> {
         self.threads.threads(&*self.mem)
     }
+
+    /// [`HotSpot::java_threads`], unless they are the very threads at `last` (the sorted
+    /// addresses of an earlier listing, [`threads::addresses`]): `None` then, for the cost of
+    /// reading the list only.
+    pub fn java_threads_if_changed(&self, last: &[u64]) -> Option<Vec<JavaThread>> {
+        self.threads.threads_if_changed(&*self.mem, last)
+    }
 }
 
 /// The libjvm symbols [`HotSpot::read`] needs.

@@ -27,6 +27,14 @@ pub struct JavaThread {
     pub stack: Option<(u64, u64)>,
 }
 
+/// The addresses of `threads`, sorted: what [`ThreadReader::threads_if_changed`] compares the
+/// list with.
+pub fn addresses(threads: &[JavaThread]) -> Vec<u64> {
+    let mut addresses: Vec<u64> = threads.iter().map(|thread| thread.address).collect();
+    addresses.sort_unstable();
+    addresses
+}
+
 /// Offsets needed to list the Java threads.
 #[derive(Debug)]
 pub struct ThreadReader {
@@ -66,7 +74,25 @@ impl ThreadReader {
     /// Two reads of the target per thread (its fields at once, then its OS thread's id), made
     /// together for all threads: a few system calls for a thousand threads.
     pub fn threads(&self, mem: &dyn Memory) -> Vec<JavaThread> {
+        self.threads_at(mem, self.thread_pointers(mem).unwrap_or_default())
+    }
+
+    /// [`ThreadReader::threads`], unless the list holds the very JavaThreads whose addresses are
+    /// `last` (as [`addresses`] gives them): `None` then, after reading only the list. A JavaThread
+    /// keeps its OS thread and its stack for its life, and HotSpot makes a new list whenever a
+    /// thread is added or removed.
+    pub fn threads_if_changed(&self, mem: &dyn Memory, last: &[u64]) -> Option<Vec<JavaThread>> {
         let pointers = self.thread_pointers(mem).unwrap_or_default();
+        let mut sorted = pointers.clone();
+        sorted.sort_unstable();
+        if sorted == last {
+            return None;
+        }
+        Some(self.threads_at(mem, pointers))
+    }
+
+    /// The Java threads whose JavaThread* are `pointers`.
+    fn threads_at(&self, mem: &dyn Memory, pointers: Vec<u64>) -> Vec<JavaThread> {
         let Some((low, len)) = self.field_span() else {
             return pointers
                 .into_iter()
@@ -160,6 +186,7 @@ impl ThreadReader {
 mod tests {
     use super::*;
     use crate::hotspot::fake::FakeJvm;
+    use crate::hotspot::memory::Counted;
 
     #[test]
     fn lists_each_java_threads_id_and_stack() {
@@ -179,5 +206,44 @@ mod tests {
         .collect();
         let hotspot = jvm.open(1);
         assert_eq!(hotspot.java_threads(), threads);
+    }
+
+    /// A listing whose threads are still the list's costs the reads of the list only; another
+    /// (a thread more, one less, another in its place) reads the threads again.
+    #[test]
+    fn the_threads_are_read_again_only_when_the_list_changed() {
+        let mut jvm = FakeJvm::default();
+        for (tid, high) in [
+            (101, 0x7f00_0010_0000),
+            (102, 0x7f00_0020_0000),
+            (103, 0x7f00_0030_0000),
+        ] {
+            jvm.java_thread(Some(tid), (high, 0x1_0000));
+        }
+        let (mem, libjvm) = jvm.into_parts();
+        let vm = VmStructs::read(&mem, &libjvm).expect("tables");
+        let reader = ThreadReader::new(&vm).expect("offsets");
+        let mem = Counted::new(mem);
+        let threads = reader.threads(&mem);
+        let listed = addresses(&threads);
+        assert_eq!(listed.len(), 3);
+        mem.calls();
+        reader.thread_pointers(&mem).expect("the list");
+        let list_reads = mem.calls();
+
+        assert_eq!(reader.threads_if_changed(&mem, &listed), None);
+        assert_eq!(mem.calls(), list_reads);
+        let other = listed[2] + 0x100;
+        for changed in [
+            listed[..2].to_vec(),
+            [listed.as_slice(), &[other]].concat(),
+            vec![listed[0], listed[1], other],
+            Vec::new(),
+        ] {
+            assert_eq!(
+                reader.threads_if_changed(&mem, &changed),
+                Some(threads.clone())
+            );
+        }
     }
 }

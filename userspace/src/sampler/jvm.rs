@@ -11,12 +11,14 @@ use bytemuck::Zeroable;
 
 use super::wire::{CodeHeapRecord, FieldRecord, JavaThreadRecord, JvmRecord};
 use super::{Sample, Sampler, SamplerError};
+use crate::hotspot::threads::addresses;
 use crate::hotspot::unwind::{FieldLayout, UnwindInfo, MAX_HEAPS};
-use crate::hotspot::{HotSpot, HotSpotError};
+use crate::hotspot::{HotSpot, HotSpotError, JavaThread};
 
 /// The Java threads are listed again at most this often when samples show new ones...
 const REFRESH_SOON: Duration = Duration::from_millis(200);
-/// ...and this often anyway, to forget ended threads and catch reused thread ids.
+/// ...and checked this often anyway, to forget ended threads and catch reused thread ids: the
+/// list alone is read, and the threads' fields only when it changed.
 const REFRESH_ANYWAY: Duration = Duration::from_secs(5);
 
 /// A JVM with no code heap, or more than the walker takes ([`MAX_HEAPS`]).
@@ -100,6 +102,9 @@ pub struct WalkedJvm {
     others: HashSet<u32>,
     /// Threads sampled since the last listing that are in neither set.
     unknown: HashSet<u32>,
+    /// The JavaThread* of the last listing (sorted), when it told the walker of every thread in
+    /// it; else empty, and the next check reads every thread again.
+    listed: Vec<u64>,
     listed_at: Instant,
 }
 
@@ -137,9 +142,10 @@ impl WalkedJvm {
             threads: HashMap::new(),
             others: HashSet::new(),
             unknown: HashSet::new(),
+            listed: Vec::new(),
             listed_at: Instant::now(),
         };
-        jvm.list_threads(sampler, hotspot);
+        jvm.list_threads(sampler, hotspot.java_threads());
         Ok(jvm)
     }
 
@@ -157,23 +163,32 @@ impl WalkedJvm {
     }
 
     /// Lists the Java threads again when samples showed unknown threads (at most every 200 ms),
-    /// or every 5 s: new threads are told to the walker, ended ones forgotten.
+    /// or every 5 s if the list is no longer the last listing's: new threads are told to the
+    /// walker, ended ones forgotten.
     pub fn refresh(&mut self, sampler: &Sampler, hotspot: &HotSpot) {
         let since = self.listed_at.elapsed();
-        if (!self.unknown.is_empty() && since >= REFRESH_SOON) || since >= REFRESH_ANYWAY {
-            self.list_threads(sampler, hotspot);
+        if !self.unknown.is_empty() && since >= REFRESH_SOON {
+            self.list_threads(sampler, hotspot.java_threads());
+        } else if since >= REFRESH_ANYWAY {
+            match hotspot.java_threads_if_changed(&self.listed) {
+                Some(threads) => self.list_threads(sampler, threads),
+                None => self.listed_at = Instant::now(),
+            }
         }
     }
 
-    /// Lists the Java threads and tells the walker of those new or changed since the last
-    /// listing (a thread already told of costs no system call), and forgets those gone. An entry
-    /// the BPF side deleted meanwhile (its thread exited) whose tid a new thread took with the
-    /// very same JavaThread and stack is not told again: the sampler finds that thread in r15.
-    fn list_threads(&mut self, sampler: &Sampler, hotspot: &HotSpot) {
+    /// Tells the walker of the Java threads in `threads` (a listing) that are new or changed
+    /// since the last listing (a thread already told of costs no system call), and forgets those
+    /// gone. An entry the BPF side deleted meanwhile (its thread exited) whose tid a new thread
+    /// took with the very same JavaThread and stack is not told again: the sampler finds that
+    /// thread in r15.
+    fn list_threads(&mut self, sampler: &Sampler, threads: Vec<JavaThread>) {
         let map = &sampler.skel.maps.java_threads;
         let mut now = HashMap::new();
-        for thread in hotspot.java_threads() {
+        let mut whole = true;
+        for thread in &threads {
             let (Some(tid), Some(stack)) = (thread.tid, thread.stack) else {
+                whole = false;
                 continue;
             };
             let value = java_thread_record(self.pid, thread.address, stack);
@@ -188,6 +203,7 @@ impl WalkedJvm {
             if told {
                 now.insert(tid, value);
             }
+            whole &= told;
         }
         for gone in self.threads.keys().filter(|tid| !now.contains_key(tid)) {
             // A missing key is no error: the entry may have been replaced.
@@ -198,6 +214,11 @@ impl WalkedJvm {
         self.others.retain(|tid| !now.contains_key(tid));
         self.unknown.clear();
         self.threads = now;
+        self.listed = if whole {
+            addresses(&threads)
+        } else {
+            Vec::new()
+        };
         self.listed_at = Instant::now();
     }
 
