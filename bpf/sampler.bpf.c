@@ -119,8 +119,13 @@ static __always_inline bool is_tracked(__u32 tgid)
 	return bpf_map_lookup_elem(&tracked, &tgid) != 0;
 }
 
-/* Refreshes the on-CPU time of a thread of a tracked process, adding it at first sight. */
-static __always_inline void account(struct task_struct *task, __u32 tgid, __u32 tid, bool exiting)
+/*
+ * Refreshes the on-CPU time of a thread of a tracked process, adding it at first sight, and
+ * returns the thread's entry in `threads` (NULL if it has none: the map is full, or the thread
+ * was read after its exit).
+ */
+static __always_inline struct jp_thread *account(struct task_struct *task, __u32 tgid, __u32 tid,
+						 bool exiting)
 {
 	__u64 runtime = task->se.sum_exec_runtime;
 	struct jp_thread *t = bpf_map_lookup_elem(&threads, &tid);
@@ -128,16 +133,16 @@ static __always_inline void account(struct task_struct *task, __u32 tgid, __u32 
 	if (t) {
 		/* A thread that exited and is not read yet, and a new thread reusing its tid. */
 		if (t->exited && !(task->flags & PF_EXITING))
-			return;
+			return t;
 		t->runtime = runtime;
 		bpf_probe_read_kernel(t->comm, sizeof(t->comm), task->comm);
 		if (exiting)
 			t->exited = 1;
-		return;
+		return t;
 	}
 	/* Seen exiting after userspace read and deleted it: nothing left to count. */
 	if ((task->flags & PF_EXITING) && !exiting)
-		return;
+		return NULL;
 	struct jp_thread fresh = {
 		.pid = tgid,
 		.tid = tid,
@@ -148,6 +153,7 @@ static __always_inline void account(struct task_struct *task, __u32 tgid, __u32 
 	bpf_probe_read_kernel(fresh.comm, sizeof(fresh.comm), task->comm);
 	if (bpf_map_update_elem(&threads, &tid, &fresh, BPF_NOEXIST) == -7 /* E2BIG: full */)
 		__sync_fetch_and_add(&thread_drops, 1);
+	return bpf_map_lookup_elem(&threads, &tid);
 }
 
 /*
@@ -166,9 +172,7 @@ int jp_iter_threads(struct bpf_iter__task *ctx)
 	__u32 tgid = task->tgid;
 	if (!is_tracked(tgid))
 		return 0;
-	__u32 tid = task->pid;
-	account(task, tgid, tid, false);
-	struct jp_thread *t = bpf_map_lookup_elem(&threads, &tid);
+	struct jp_thread *t = account(task, tgid, task->pid, false);
 	if (t && !t->exited)
 		bpf_seq_write(ctx->meta->seq, t, sizeof(*t));
 	return 0;
@@ -184,8 +188,7 @@ int BPF_PROG(jp_on_exit, struct task_struct *task)
 	if (!is_tracked(tgid) && !(ended && *ended == leader_start))
 		return 0;
 	__u32 tid = task->pid;
-	account(task, tgid, tid, true);
-	struct jp_thread *t = bpf_map_lookup_elem(&threads, &tid);
+	struct jp_thread *t = account(task, tgid, tid, true);
 	if (t && t->exited) {
 		if (bpf_map_update_elem(&exited, &tid, t, BPF_NOEXIST) == 0)
 			bpf_map_delete_elem(&threads, &tid);
