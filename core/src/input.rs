@@ -39,7 +39,7 @@ pub enum StartError {
 /// would block it) and again on what was opened, in case the path changed in between.
 pub fn read_start(path: &Path, max: usize) -> Result<Vec<u8>, StartError> {
     use std::io::Read;
-    if path.exists() && !path.is_file() {
+    if std::fs::metadata(path).is_ok_and(|found| !found.is_file()) {
         return Err(StartError::NotRegular);
     }
     let opened = open_for_reading(path, true).map_err(|error| match error.kind() {

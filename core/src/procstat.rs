@@ -2,7 +2,12 @@
 //! on the first (`cpu`) line, busy = user + nice + system + irq + softirq + steal and total = busy
 //! + idle + iowait, in clock ticks; guest time is already inside user and nice.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
+
+/// Room made for the file's text before reading it: the kernel gives it whole, in one read, when
+/// it fits (a file in procfs has no size to size the buffer by).
+const READ_CAPACITY: usize = 16 * 1024;
 
 /// Cumulative CPU time of the whole machine since boot, in clock ticks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -95,8 +100,10 @@ pub fn read(proc_root: &Path) -> Result<ProcStat, ProcStatError> {
         error.path = Some(path.clone());
         error
     };
-    let text =
-        std::fs::read_to_string(&path).map_err(|error| with_path(invalid(format!("{error}."))))?;
+    let mut text = String::with_capacity(READ_CAPACITY);
+    std::fs::File::open(&path)
+        .and_then(|mut file| file.read_to_string(&mut text))
+        .map_err(|error| with_path(invalid(format!("{error}."))))?;
     parse(&text).map_err(with_path)
 }
 
