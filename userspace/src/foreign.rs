@@ -82,28 +82,17 @@ impl ForeignError {
     }
 }
 
-/// Refuses the file `path` whose `stat` is this unless it is a `kind` owned by `owner` (if
+/// Why a file whose `stat` is this is refused, unless it is a `kind` owned by `owner` (if
 /// given).
-fn check_stat(
-    path: &Path,
-    stat: &rustix::fs::Stat,
-    kind: FileType,
-    owner: Option<u32>,
-) -> Result<(), ForeignError> {
+fn check_stat(stat: &rustix::fs::Stat, kind: FileType, owner: Option<u32>) -> Result<(), String> {
     let found = FileType::from_raw_mode(stat.st_mode);
     if found != kind {
-        return Err(ForeignError::refused(
-            path,
-            format!("is {}, not {}", describe(found), describe(kind)),
-        ));
+        return Err(format!("is {}, not {}", describe(found), describe(kind)));
     }
     if let Some(owner) = owner.filter(|&owner| owner != stat.st_uid) {
-        return Err(ForeignError::refused(
-            path,
-            format!(
-                "belongs to user {}, not to the process's user {owner}",
-                stat.st_uid
-            ),
+        return Err(format!(
+            "belongs to user {}, not to the process's user {owner}",
+            stat.st_uid
         ));
     }
     Ok(())
@@ -205,7 +194,7 @@ impl ProcessDir {
         let fd = rustix::fs::openat2(&self.fd, name, flags, Mode::empty(), RESOLVE)
             .map_err(|errno| ForeignError::resolving(&path, errno))?;
         let stat = rustix::fs::fstat(&fd).map_err(|errno| ForeignError::io(&path, errno))?;
-        check_stat(&path, &stat, kind, owner)?;
+        check_stat(&stat, kind, owner).map_err(|why| ForeignError::refused(&path, why))?;
         Ok((fd, stat))
     }
 
@@ -222,13 +211,18 @@ impl ProcessDir {
     /// One `fstatat` that does not follow a link, in the folder held: `name` must be a plain
     /// name in it (no `/`, not `..`), which nothing on the way can redirect.
     pub fn identify(&self, name: &str, max_len: u64) -> Result<((u64, u64), u64), ForeignError> {
-        let path = self.path.join(name);
+        // The path is made only to tell what is wrong: this runs at every pass.
+        let path = || self.path.join(name);
         if name.contains('/') || name == ".." {
-            return Err(ForeignError::refused(&path, "is not a name in its folder"));
+            return Err(ForeignError::refused(
+                &path(),
+                "is not a name in its folder",
+            ));
         }
         let stat = rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW)
-            .map_err(|errno| ForeignError::resolving(&path, errno))?;
-        check_stat(&path, &stat, FileType::RegularFile, self.owner)?;
+            .map_err(|errno| ForeignError::resolving(&path(), errno))?;
+        check_stat(&stat, FileType::RegularFile, self.owner)
+            .map_err(|why| ForeignError::refused(&path(), why))?;
         let len = self.check_len(name, &stat, max_len)?;
         Ok(((stat.st_dev, stat.st_ino), len))
     }
