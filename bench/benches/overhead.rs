@@ -278,7 +278,7 @@ impl Profiler {
             ..
         } = self
         {
-            for sample in sampler.samples().try_iter() {
+            for sample in sampler.samples().try_iter().flatten() {
                 walked.saw(&sample);
                 *samples += 1;
             }

@@ -53,6 +53,7 @@ fn record(pid: u32, keep: impl Fn(&Sample) -> bool, resolvers: &mut [Resolver]) 
             sampler
                 .samples()
                 .try_iter()
+                .flatten()
                 .filter(|s| s.pid == pid && keep(s)),
         );
     }

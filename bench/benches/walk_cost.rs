@@ -65,7 +65,7 @@ fn walk(pid: u32, seconds: u64) -> WalkRow {
     let mut all = Vec::new();
     while start.elapsed() < Duration::from_secs(seconds) {
         std::thread::sleep(Duration::from_millis(100));
-        all.extend(sampler.samples().try_iter());
+        all.extend(sampler.samples().try_iter().flatten());
     }
     let after = sampler.program_stats().expect("the program's statistics");
     let mut per_thread = std::collections::HashMap::<u32, usize>::new();

@@ -84,6 +84,7 @@ fn samples_until_now(sampler: &Sampler) -> Vec<Sample> {
     sampler
         .samples()
         .try_iter()
+        .flatten()
         .filter(|sample| sample.time_ns <= now)
         .collect()
 }
@@ -167,7 +168,7 @@ impl Window {
         while !done(start.elapsed(), busy_ns(&after)) {
             // Drained as it goes: the channel holds only a few seconds of samples.
             sleep(CONSUME_INTERVAL);
-            samples.extend(sampler.samples().try_iter());
+            samples.extend(sampler.samples().try_iter().flatten());
             // A thread that ended is reported once: kept from the read that reported it.
             after.extend(times_by_tid(sampler.thread_times()));
         }
@@ -444,6 +445,7 @@ fn children_of_a_followed_process_are_tracked_from_their_start_until_they_end() 
         child_samples += sampler
             .samples()
             .try_iter()
+            .flatten()
             .filter(|s| s.pid != parent_pid && tracked.contains(&s.pid))
             .count();
         if child_samples >= 20 {

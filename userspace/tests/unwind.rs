@@ -229,7 +229,7 @@ fn threads_not_listed_yet_are_found_in_r15_and_only_java_threads() {
         let start = Instant::now();
         while start.elapsed() < Duration::from_secs(5) {
             std::thread::sleep(Duration::from_millis(100));
-            samples.extend(sampler.samples().try_iter());
+            samples.extend(sampler.samples().try_iter().flatten());
         }
         // The threads alive at the end that are not Java threads (GC, VM thread...).
         // (The list cannot be read while the JVM replaces it, as it does for each new thread.)
@@ -386,7 +386,13 @@ fn thread_samples(jvm: &Jvm, name: &str, walk: Walk) -> (HotSpot, Vec<Sample>) {
             break;
         }
         std::thread::sleep(Duration::from_millis(100));
-        samples.extend(sampler.samples().try_iter().filter(|s| s.tid == tid));
+        samples.extend(
+            sampler
+                .samples()
+                .try_iter()
+                .flatten()
+                .filter(|s| s.tid == tid),
+        );
     }
     assert!(
         samples.len() >= THREAD_SAMPLES,
@@ -478,7 +484,7 @@ fn deoptimised_and_osr_frames_lose_nothing() {
         let start = Instant::now();
         while start.elapsed() < Duration::from_secs(5) {
             std::thread::sleep(Duration::from_millis(100));
-            for sample in sampler.samples().try_iter() {
+            for sample in sampler.samples().try_iter().flatten() {
                 walked.saw(&sample);
                 if sample.tid == deopt || sample.tid == osr {
                     // Named at once: deoptimised code is freed soon after.

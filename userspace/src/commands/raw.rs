@@ -148,7 +148,7 @@ fn sample(
         }
         walked.update(&sampler, &tracked);
         std::thread::sleep(CONSUME_INTERVAL.min(duration.saturating_sub(start.elapsed())));
-        let samples: Vec<Sample> = sampler.samples().try_iter().collect();
+        let samples: Vec<Sample> = sampler.samples().try_iter().flatten().collect();
         samples.iter().for_each(|sample| walked.saw(sample));
         add_samples(&mut threads, samples.into_iter(), u64::MAX);
     }
@@ -165,7 +165,7 @@ fn sample(
     add_times(&mut threads, sampler.thread_times());
     // Let the consumer drain what the ring buffer holds up to the end.
     std::thread::sleep(CONSUME_INTERVAL * 2);
-    add_samples(&mut threads, sampler.samples().try_iter(), end_ns);
+    add_samples(&mut threads, sampler.samples().try_iter().flatten(), end_ns);
     let summary = Summary {
         seconds,
         rate_hz,

@@ -19,8 +19,8 @@ use std::fs;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, IntoRawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, SyncSender};
-use std::sync::Arc;
+use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
@@ -47,6 +47,9 @@ pub const CONSUME_INTERVAL: Duration = Duration::from_millis(250);
 /// Seconds of samples the channel holds before the consumer thread drops new ones (counted in
 /// [`Sampler::drops`]): read [`Sampler::samples`] at least this often.
 pub const CHANNEL_SECONDS: u64 = 4;
+/// Batches the channel holds: one per pass of the consumer, for [`CHANNEL_SECONDS`].
+const CHANNEL_BATCHES: usize =
+    (CHANNEL_SECONDS * 1000 / CONSUME_INTERVAL.as_millis() as u64) as usize;
 
 /// How the sampler's BPF program walks the frame-pointer chain. Both record the same frames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,7 +131,7 @@ fn bpf_error(what: &str) -> impl FnOnce(libbpf_rs::Error) -> SamplerError + '_ {
 pub struct Sampler {
     stop: Arc<AtomicBool>,
     consumer: Option<JoinHandle<()>>,
-    samples: Receiver<Sample>,
+    samples: Receiver<Vec<Sample>>,
     channel_drops: Arc<AtomicU64>,
     perf_links: Vec<Link>,
     walk: Walk,
@@ -218,7 +221,7 @@ impl Sampler {
             dither.add(duplicate);
         }
 
-        let (sender, samples) = mpsc::sync_channel(channel_capacity(rate_hz, cpus.len()));
+        let (sender, samples) = mpsc::sync_channel(CHANNEL_BATCHES);
         let channel_drops = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let consumer = start_consumer(&skel, sender, channel_drops.clone(), stop.clone(), dither)?;
@@ -235,9 +238,11 @@ impl Sampler {
         })
     }
 
-    /// The samples, in the order the ring buffer delivered them (per CPU in time order). The
-    /// consumer thread adds the newest ones every [`CONSUME_INTERVAL`].
-    pub fn samples(&self) -> &Receiver<Sample> {
+    /// The samples, in batches, in the order the ring buffer delivered them (per CPU in time
+    /// order). The consumer thread adds one batch of the newest ones at each pass, every
+    /// [`CONSUME_INTERVAL`] (none when it found no sample): a reader woken by a batch has the
+    /// whole pass at once, not the part of it sent so far.
+    pub fn samples(&self) -> &Receiver<Vec<Sample>> {
         &self.samples
     }
 
@@ -453,45 +458,52 @@ fn ring_size(rate_hz: u64, cpus: usize) -> u32 {
     bytes.clamp(1 << 20, 1 << 28).next_power_of_two() as u32
 }
 
-/// Samples the channel holds: [`CHANNEL_SECONDS`] of samples of `cpus` busy CPUs, at least 1024.
-fn channel_capacity(rate_hz: u64, cpus: usize) -> usize {
-    let samples = rate_hz
-        .saturating_mul(cpus as u64)
-        .saturating_mul(CHANNEL_SECONDS);
-    samples.clamp(1024, 1 << 22) as usize
-}
-
-/// Starts the thread that drains the ring buffer into the channel until `stop` is set, and
-/// dithers the sampling period at each pass.
+/// Starts the thread that drains the ring buffer into the channel until `stop` is set, one
+/// batch per pass, and dithers the sampling period at each pass.
 fn start_consumer(
     skel: &SamplerSkel<'static>,
-    sender: SyncSender<Sample>,
+    sender: SyncSender<Vec<Sample>>,
     channel_drops: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
     mut dither: perf::Dither,
 ) -> Result<JoinHandle<()>, SamplerError> {
+    // Filled by the ring's callback, taken after each drain; both run on the consumer thread.
+    let batch = Arc::new(Mutex::new(Vec::new()));
+    let filled = batch.clone();
     let mut builder = RingBufferBuilder::new();
     builder
         .add(&skel.maps.samples, move |bytes: &[u8]| {
             // A record too short for its header cannot come from our program: skip it.
             if let Some(sample) = Sample::parse(bytes) {
-                if sender.try_send(sample).is_err() {
-                    channel_drops.fetch_add(1, Ordering::Relaxed);
-                }
+                filled
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(sample);
             }
             0
         })
         .map_err(bpf_error("read the ring buffer"))?;
     let ring = builder.build().map_err(bpf_error("map the ring buffer"))?;
+    let drain = move || {
+        let _ = ring.consume();
+        let taken = std::mem::take(&mut *batch.lock().unwrap_or_else(PoisonError::into_inner));
+        if !taken.is_empty() {
+            if let Err(TrySendError::Full(lost) | TrySendError::Disconnected(lost)) =
+                sender.try_send(taken)
+            {
+                channel_drops.fetch_add(lost.len() as u64, Ordering::Relaxed);
+            }
+        }
+    };
     thread::Builder::new()
         .name("jp-ring".into())
         .spawn(move || {
             while !stop.load(Ordering::Relaxed) {
-                let _ = ring.consume();
+                drain();
                 dither.pass();
                 thread::sleep(CONSUME_INTERVAL);
             }
-            let _ = ring.consume();
+            drain();
         })
         .map_err(|e| SamplerError::Bpf(format!("cannot start the ring buffer thread: {e}")))
 }
@@ -527,12 +539,7 @@ mod tests {
     }
 
     #[test]
-    fn the_channel_holds_a_few_seconds_of_samples() {
-        assert_eq!(channel_capacity(100, 2), 1024);
-        assert_eq!(
-            channel_capacity(100, 64),
-            100 * 64 * CHANNEL_SECONDS as usize
-        );
-        assert_eq!(channel_capacity(10_000, 4096), 1 << 22);
+    fn the_channel_holds_a_few_seconds_of_passes() {
+        assert_eq!(CHANNEL_BATCHES, 16);
     }
 }

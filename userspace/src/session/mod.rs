@@ -270,8 +270,8 @@ impl Session {
                 left
             };
             match self.sampler.samples().recv_timeout(wait) {
-                Ok(sample) => {
-                    samples.push(sample);
+                Ok(batch) => {
+                    samples = batch;
                     break;
                 }
                 Err(RecvTimeoutError::Disconnected) => break,
@@ -282,7 +282,7 @@ impl Session {
                 }
             }
         }
-        samples.extend(self.sampler.samples().try_iter());
+        samples.extend(self.sampler.samples().try_iter().flatten());
         self.find_jvms()?;
         self.open_jvms()?;
         for jvm in self.jvms.values_mut() {

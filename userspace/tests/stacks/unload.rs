@@ -40,10 +40,8 @@ fn code_of_unloaded_classes_never_names_a_later_sample() {
                 .samples()
                 .recv_timeout(Duration::from_millis(100))
                 .into_iter()
-                .collect();
-            let batch: Vec<_> = batch
-                .into_iter()
                 .chain(sampler.samples().try_iter())
+                .flatten()
                 .collect();
             // The JVM ends after its last phase: its map is gone then.
             let _ = resolver.refresh(u64::MAX);
