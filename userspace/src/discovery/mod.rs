@@ -11,9 +11,11 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs::{self, File};
 use std::io::{BufRead, BufReader};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+use rustix::event::{PollFd, PollFlags, Timespec};
 
 mod access;
 mod cgroup;
@@ -325,28 +327,18 @@ struct Pidfd(OwnedFd);
 impl Pidfd {
     /// A pidfd of process `pid`, if the kernel gives one.
     fn open(pid: u32) -> Option<Pidfd> {
-        let pid = libc::pid_t::try_from(pid).ok()?;
-        // SAFETY: pidfd_open takes a pid and flags, and returns a new descriptor or -1.
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-        let fd = i32::try_from(fd).ok().filter(|fd| *fd >= 0)?;
-        // SAFETY: the descriptor was just made, and nothing else owns it.
-        Some(Pidfd(unsafe { OwnedFd::from_raw_fd(fd) }))
+        let pid = rustix::process::Pid::from_raw(i32::try_from(pid).ok()?)?;
+        rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
+            .ok()
+            .map(Pidfd)
     }
 
     /// Whether the process has ended (exited: a zombie, or reaped), as its pidfd tells without
     /// waiting; `None` if the poll failed.
     fn ended(&self) -> Option<bool> {
-        let mut poll = libc::pollfd {
-            fd: self.0.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one pollfd, alive for the call, and a timeout of zero.
-        match unsafe { libc::poll(&mut poll, 1, 0) } {
-            0 => Some(false),
-            ready if ready > 0 => Some(true),
-            _ => None,
-        }
+        let mut poll = [PollFd::new(&self.0, PollFlags::IN)];
+        let ready = rustix::event::poll(&mut poll, Some(&Timespec::default())).ok()?;
+        Some(ready > 0)
     }
 }
 
