@@ -277,11 +277,10 @@ impl HotSpot {
         self.threads.threads(&*self.mem)
     }
 
-    /// [`HotSpot::java_threads`], unless they are the very threads at `last` (the sorted
-    /// addresses of an earlier listing, [`threads::addresses`]): `None` then, for the cost of
-    /// reading the list only.
-    pub fn java_threads_if_changed(&self, last: &[u64]) -> Option<Vec<JavaThread>> {
-        self.threads.threads_if_changed(&*self.mem, last)
+    /// [`HotSpot::java_threads`], unless they are the very JavaThreads at `known` (in any
+    /// order): `None` then, for the cost of reading the list only.
+    pub fn java_threads_if_changed(&self, known: &[u64]) -> Option<Vec<JavaThread>> {
+        self.threads.threads_if_changed(&*self.mem, known)
     }
 }
 

@@ -27,14 +27,6 @@ pub struct JavaThread {
     pub stack: Option<(u64, u64)>,
 }
 
-/// The addresses of `threads`, sorted: what [`ThreadReader::threads_if_changed`] compares the
-/// list with.
-pub fn addresses(threads: &[JavaThread]) -> Vec<u64> {
-    let mut addresses: Vec<u64> = threads.iter().map(|thread| thread.address).collect();
-    addresses.sort_unstable();
-    addresses
-}
-
 /// Offsets needed to list the Java threads.
 #[derive(Debug)]
 pub struct ThreadReader {
@@ -78,14 +70,16 @@ impl ThreadReader {
     }
 
     /// [`ThreadReader::threads`], unless the list holds the very JavaThreads whose addresses are
-    /// `last` (as [`addresses`] gives them): `None` then, after reading only the list. A JavaThread
-    /// keeps its OS thread and its stack for its life, and HotSpot makes a new list whenever a
-    /// thread is added or removed.
-    pub fn threads_if_changed(&self, mem: &dyn Memory, last: &[u64]) -> Option<Vec<JavaThread>> {
+    /// `known`, in any order: `None` then, after reading only the list. A JavaThread keeps its
+    /// OS thread and its stack for its life, and HotSpot makes a new list whenever a thread is
+    /// added or removed.
+    pub fn threads_if_changed(&self, mem: &dyn Memory, known: &[u64]) -> Option<Vec<JavaThread>> {
         let pointers = self.thread_pointers(mem).unwrap_or_default();
-        let mut sorted = pointers.clone();
-        sorted.sort_unstable();
-        if sorted == last {
+        let mut listed = pointers.clone();
+        listed.sort_unstable();
+        let mut known = known.to_vec();
+        known.sort_unstable();
+        if listed == known {
             return None;
         }
         Some(self.threads_at(mem, pointers))
@@ -225,7 +219,7 @@ mod tests {
         let reader = ThreadReader::new(&vm).expect("offsets");
         let mem = Counted::new(mem);
         let threads = reader.threads(&mem);
-        let listed = addresses(&threads);
+        let listed: Vec<u64> = threads.iter().rev().map(|thread| thread.address).collect();
         assert_eq!(listed.len(), 3);
         mem.calls();
         reader.thread_pointers(&mem).expect("the list");
@@ -233,11 +227,11 @@ mod tests {
 
         assert_eq!(reader.threads_if_changed(&mem, &listed), None);
         assert_eq!(mem.calls(), list_reads);
-        let other = listed[2] + 0x100;
+        let other = listed[0] + 0x100;
         for changed in [
             listed[..2].to_vec(),
             [listed.as_slice(), &[other]].concat(),
-            vec![listed[0], listed[1], other],
+            vec![other, listed[1], listed[2]],
             Vec::new(),
         ] {
             assert_eq!(

@@ -11,7 +11,6 @@ use bytemuck::Zeroable;
 
 use super::wire::{CodeHeapRecord, FieldRecord, JavaThreadRecord, JvmRecord};
 use super::{Sample, Sampler, SamplerError};
-use crate::hotspot::threads::addresses;
 use crate::hotspot::unwind::{FieldLayout, UnwindInfo, MAX_HEAPS};
 use crate::hotspot::{HotSpot, HotSpotError, JavaThread};
 
@@ -102,9 +101,6 @@ pub struct WalkedJvm {
     others: HashSet<u32>,
     /// Threads sampled since the last listing that are in neither set.
     unknown: HashSet<u32>,
-    /// The JavaThread* of the last listing (sorted), when it told the walker of every thread in
-    /// it; else empty, and the next check reads every thread again.
-    listed: Vec<u64>,
     listed_at: Instant,
 }
 
@@ -142,7 +138,6 @@ impl WalkedJvm {
             threads: HashMap::new(),
             others: HashSet::new(),
             unknown: HashSet::new(),
-            listed: Vec::new(),
             listed_at: Instant::now(),
         };
         jvm.list_threads(sampler, hotspot.java_threads());
@@ -163,14 +158,16 @@ impl WalkedJvm {
     }
 
     /// Lists the Java threads again when samples showed unknown threads (at most every 200 ms),
-    /// or every 5 s if the list is no longer the last listing's: new threads are told to the
-    /// walker, ended ones forgotten.
+    /// or every 5 s if the list holds other JavaThreads than those the walker was told of (a
+    /// thread started or ended, or one the last listing could not tell): new threads are told to
+    /// the walker, ended ones forgotten.
     pub fn refresh(&mut self, sampler: &Sampler, hotspot: &HotSpot) {
         let since = self.listed_at.elapsed();
         if !self.unknown.is_empty() && since >= REFRESH_SOON {
             self.list_threads(sampler, hotspot.java_threads());
         } else if since >= REFRESH_ANYWAY {
-            match hotspot.java_threads_if_changed(&self.listed) {
+            let told: Vec<u64> = self.threads.values().map(|told| told.thread).collect();
+            match hotspot.java_threads_if_changed(&told) {
                 Some(threads) => self.list_threads(sampler, threads),
                 None => self.listed_at = Instant::now(),
             }
@@ -185,10 +182,8 @@ impl WalkedJvm {
     fn list_threads(&mut self, sampler: &Sampler, threads: Vec<JavaThread>) {
         let map = &sampler.skel.maps.java_threads;
         let mut now = HashMap::new();
-        let mut whole = true;
-        for thread in &threads {
+        for thread in threads {
             let (Some(tid), Some(stack)) = (thread.tid, thread.stack) else {
-                whole = false;
                 continue;
             };
             let value = java_thread_record(self.pid, thread.address, stack);
@@ -203,7 +198,6 @@ impl WalkedJvm {
             if told {
                 now.insert(tid, value);
             }
-            whole &= told;
         }
         for gone in self.threads.keys().filter(|tid| !now.contains_key(tid)) {
             // A missing key is no error: the entry may have been replaced.
@@ -214,11 +208,6 @@ impl WalkedJvm {
         self.others.retain(|tid| !now.contains_key(tid));
         self.unknown.clear();
         self.threads = now;
-        self.listed = if whole {
-            addresses(&threads)
-        } else {
-            Vec::new()
-        };
         self.listed_at = Instant::now();
     }
 
